@@ -1,0 +1,39 @@
+"""spark-submit entry point of the plan step: read the run's snapshot, write its plan.
+
+    spark-submit spark/jobs/plan_job.py --config CONFIG --run-dir RUN_DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from pyspark.sql import SparkSession
+
+from kafka_rebalancer.config import load_config
+from kafka_rebalancer.errors import RebalancerError
+from kafka_rebalancer.plan.job import run_plan
+from kafka_rebalancer.run_folder import RunFolder
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="kafka-rebalancer plan job")
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--run-dir", required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    spark = SparkSession.builder.appName("kafka-rebalancer-plan").getOrCreate()
+    try:
+        summary = run_plan(spark, load_config(args.config), RunFolder(args.run_dir))
+    except RebalancerError as exc:
+        print(f"plan failed: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        spark.stop()
+    print(f"plan {summary['plan_hash']}: {summary['totals']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""Band status with pandas, for the steps that run without Spark (validate, verify, status, reports).
+
+`broker_load_frame` and `bands_frame` give the same tables as the plan job's Spark transforms `broker_load` and
+`bands` (a test holds them to that); `band_status` marks each broker inside or outside its band.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from kafka_rebalancer.balance.bands import band_for
+from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.model.resources import Resource, resource
+from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD
+
+EPS = 1e-9
+
+
+def broker_load_frame(brokers: pd.DataFrame, replicas: pd.DataFrame, resources: list[Resource]) -> pd.DataFrame:
+    pool_brokers = brokers[brokers["broker_pool"].notna()].sort_values("broker_id")
+    frames = []
+    for r in resources:
+        per_replica = replicas[r.replica_load_column].astype(float) if r.replica_load_column else 1.0
+        load = pd.Series(per_replica, index=replicas.index).groupby(replicas["broker_id"]).sum()
+        capacity = pool_brokers[r.capacity_column].astype(float) if r.capacity_column else 1.0
+        frame = pd.DataFrame({
+            "broker_pool": pool_brokers["broker_pool"], "broker_id": pool_brokers["broker_id"],
+            "rack": pool_brokers["rack"], "alive": pool_brokers["alive"],
+            "eligible": pool_brokers["alive"] & ~pool_brokers["excluded"], "resource": r.name,
+            "load": pool_brokers["broker_id"].map(load).fillna(0.0).astype(float), "capacity": capacity})
+        frame["usage"] = np.where(frame["capacity"] > 0, frame["load"] / frame["capacity"], 0.0)
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)[BROKER_LOAD.names]
+
+
+def bands_frame(load: pd.DataFrame, config: RebalancerConfig) -> pd.DataFrame:
+    rows = []
+    eligible = load[load["eligible"]]
+    for (pool, name), group in eligible.groupby(["broker_pool", "resource"], sort=True):
+        settings = config.resources[name]
+        band = band_for(name, resource(name).is_count, group["load"].tolist(), group["capacity"].tolist(),
+                        settings.threshold, settings.margin, settings.low_utilization,
+                        config.capacity_threshold(name))
+        note = None if band.balanced else \
+            f"mean usage under the low-utilisation floor {settings.low_utilization}: not balanced"
+        rows.append((pool, name, len(group), band.mean, settings.threshold, band.lower, band.upper,
+                     band.target_lower, band.target_upper, band.capacity_threshold, band.balanced, note))
+    return pd.DataFrame(rows, columns=BANDS.names)
+
+
+def band_status(load: pd.DataFrame, bands: pd.DataFrame) -> pd.DataFrame:
+    """load + lower, upper (capped by the capacity threshold), inside, counted (eligible broker of a balanced
+    resource: the rows whose band status matters)."""
+    b = bands[["broker_pool", "resource", "lower", "upper", "capacity_threshold", "balanced"]]
+    out = load.merge(b, on=["broker_pool", "resource"], how="left")
+    cap = out["capacity_threshold"].astype(float)
+    out["upper"] = np.where(cap.notna(), np.minimum(out["upper"], cap), out["upper"])
+    out["inside"] = (out["usage"] >= out["lower"] - EPS) & (out["usage"] <= out["upper"] + EPS)
+    out["counted"] = out["eligible"] & out["balanced"].fillna(False).astype(bool)
+    return out.drop(columns=["capacity_threshold", "balanced"])
+
+
+def out_of_band(status: pd.DataFrame) -> pd.DataFrame:
+    return status[status["counted"] & ~status["inside"]]

@@ -1,0 +1,304 @@
+"""One validated config: cluster, broker pools, topic-to-pool rules, thresholds per resource, budgets and
+execution limits.
+
+The file is YAML. `${VAR}` and `${VAR:-default}` in string values are taken from the environment, so the same
+file serves several environments. Relative paths are relative to the config file. Every error names the
+file, the field and what was expected.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from kafka_rebalancer.errors import ConfigError
+from kafka_rebalancer.model.resources import DEFAULT_PRIORITY, RESOURCES, Resource
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_byte_size(value: Any) -> int:
+    """`123`, `"512MiB"`, `"1.5 GB"` -> bytes. Binary (KiB, MiB...) and decimal (KB, MB...) units."""
+    if isinstance(value, bool):
+        raise ValueError("expected a byte size such as 1073741824 or '1GiB', got a boolean")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"expected a non-negative byte size, got {value}")
+        return value
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", value)
+        if m and m.group(2).lower() in _UNITS:
+            return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    raise ValueError(f"expected a byte size such as 1073741824 or '1GiB', got {value!r}")
+
+
+ByteSize = Annotated[int, BeforeValidator(parse_byte_size)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ClusterSettings(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    bootstrap_servers: str | None = None
+    airflow_connection_id: str = "kafka_default"
+    client_config: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    request_timeout_s: float = Field(default=30.0, gt=0)
+
+
+class BrokerCapacity(_Strict):
+    disk_bytes: ByteSize = Field(gt=0)
+
+
+class CapacitySettings(_Strict):
+    cruise_control_file: Path | None = None
+    default: BrokerCapacity | None = None
+    brokers: dict[int, BrokerCapacity] = Field(default_factory=dict)
+    disk_from_log_dirs: bool = False
+
+
+class PoolSettings(_Strict):
+    brokers: list[int] = Field(min_length=1)
+
+    @field_validator("brokers")
+    @classmethod
+    def _unique(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"broker ids must be unique, got {v}")
+        return v
+
+
+class TopicRule(_Strict):
+    topics: str = Field(description="glob pattern on the topic name, e.g. 'orders.*'")
+    pool: str
+
+
+class ResourceSettings(_Strict):
+    threshold: float = Field(default=1.10, gt=1.0, le=3.0)
+    margin: float = Field(default=0.9, gt=0.0, le=1.0)
+    low_utilization: float = Field(default=0.0, ge=0.0)
+    capacity_threshold: float | None = Field(default=None, gt=0.0, le=1.0)
+
+
+class Budgets(_Strict):
+    max_replica_moves: int = Field(default=1000, ge=0)
+    max_moved_bytes: ByteSize | None = None
+    max_moves_per_broker: int | None = Field(default=None, ge=1)
+
+
+class Exclusions(_Strict):
+    topics: list[str] = Field(default_factory=lambda: ["__*"])
+    brokers: list[int] = Field(default_factory=list)
+
+
+class ExecutionSettings(_Strict):
+    max_moves_per_broker: int = Field(default=5, ge=1)
+    max_moves_cluster: int = Field(default=20, ge=1)
+    poll_interval_s: float = Field(default=2.0, gt=0)
+    move_timeout_s: float = Field(default=900.0, gt=0)
+
+
+class RebalancerConfig(_Strict):
+    cluster: ClusterSettings
+    capacity: CapacitySettings = Field(default_factory=CapacitySettings)
+    pools: dict[str, PoolSettings] = Field(default_factory=dict)
+    pools_file: Path | None = None
+    topic_pools: list[TopicRule] = Field(default_factory=list)
+    default_pool: str | None = None
+    resources: dict[str, ResourceSettings] = Field(
+        default_factory=lambda: {name: ResourceSettings() for name in DEFAULT_PRIORITY})
+    priority: list[str] = Field(default_factory=lambda: list(DEFAULT_PRIORITY))
+    budgets: Budgets = Field(default_factory=Budgets)
+    exclude: Exclusions = Field(default_factory=Exclusions)
+    execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
+    run_root: Path = Path("runs")
+    source_file: Path | None = Field(default=None, exclude=True)
+
+    @field_validator("resources")
+    @classmethod
+    def _known_resources(cls, v: dict[str, ResourceSettings]) -> dict[str, ResourceSettings]:
+        for name in v:
+            if name not in RESOURCES:
+                raise ValueError(f"unknown resource {name!r}; supported: {', '.join(RESOURCES)}")
+        return v
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> RebalancerConfig:
+        seen: dict[int, str] = {}
+        for pool_name, pool in self.pools.items():
+            for b in pool.brokers:
+                if b in seen:
+                    raise ValueError(f"broker {b} is in two pools: {seen[b]!r} and {pool_name!r}")
+                seen[b] = pool_name
+        for name in self.priority:
+            if name not in self.resources:
+                raise ValueError(f"priority names resource {name!r}, which is not configured under 'resources'")
+        missing = [r for r in self.resources if r not in self.priority]
+        if missing:
+            raise ValueError(f"resources {missing} are configured but missing from 'priority'")
+        return self
+
+    # -- derived ---------------------------------------------------------------------------------
+    def resource_list(self) -> list[Resource]:
+        """The configured resources, in priority order."""
+        return [RESOURCES[name] for name in self.priority]
+
+    def broker_pool_of(self) -> dict[int, str]:
+        return {b: name for name, pool in self.pools.items() for b in pool.brokers}
+
+    def topic_pool(self, topic: str) -> str | None:
+        """The pool a topic belongs to: the first matching rule, else the default pool (None: no pool)."""
+        for rule in self.topic_pools:
+            if fnmatch.fnmatchcase(topic, rule.topics):
+                return rule.pool
+        return self.default_pool
+
+    def topic_excluded(self, topic: str) -> bool:
+        return any(fnmatch.fnmatchcase(topic, pattern) for pattern in self.exclude.topics)
+
+    def capacity_threshold(self, resource_name: str) -> float | None:
+        settings = self.resources[resource_name]
+        if settings.capacity_threshold is not None:
+            return settings.capacity_threshold
+        return RESOURCES[resource_name].default_capacity_threshold
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.run_root / self.cluster.name / safe_run_id(run_id)
+
+    def fingerprint(self) -> str:
+        """Hash of everything that shapes a plan (execution limits and connection details excluded)."""
+        planning = self.model_dump(mode="json", exclude={"execution": True, "run_root": True,
+                                                         "cluster": {"bootstrap_servers", "client_config",
+                                                                     "airflow_connection_id",
+                                                                     "request_timeout_s"}})
+        return hashlib.sha256(json.dumps(planning, sort_keys=True).encode()).hexdigest()
+
+
+def safe_run_id(run_id: str) -> str:
+    """Airflow run ids contain ':' and '+'; keep folder names portable."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
+
+
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _expand_env(value: Any, file: str, path: str = "") -> Any:
+    if isinstance(value, dict):
+        return {k: _expand_env(v, file, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand_env(v, file, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, str):
+        def sub(m: re.Match[str]) -> str:
+            name, default = m.group(1), m.group(2)
+            if name in os.environ:
+                return os.environ[name]
+            if default is not None:
+                return default
+            raise ConfigError(file, path, f"environment variable {name} is not set (and no ${{{name}:-default}})")
+        return _ENV.sub(sub, value)
+    return value
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _format_validation_error(file: str, exc: ValidationError) -> ConfigError:
+    first = exc.errors()[0]
+    got = first.get("input")
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        message = "unknown field (check the spelling)"
+    elif not isinstance(got, dict) and first["type"] != "value_error":
+        message = f"{message} (got {got!r})"
+    more = f" [+{len(exc.errors()) - 1} more problem(s)]" if len(exc.errors()) > 1 else ""
+    return ConfigError(file, _loc(first["loc"]), message + more)
+
+
+def load_pools_file(path: Path) -> dict[str, dict[str, list[int]]]:
+    """Cruise Control `brokerSets.json`: {"brokerSets": [{"brokerSetId": ..., "brokerIds": [...]}]}."""
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(str(path), "", f"cannot read broker sets: {exc}") from exc
+    sets = raw.get("brokerSets") if isinstance(raw, dict) else None
+    if not isinstance(sets, list):
+        raise ConfigError(str(path), "brokerSets", "expected a list of {brokerSetId, brokerIds}")
+    pools: dict[str, dict[str, list[int]]] = {}
+    for i, entry in enumerate(sets):
+        if not isinstance(entry, dict) or "brokerSetId" not in entry or "brokerIds" not in entry:
+            raise ConfigError(str(path), f"brokerSets[{i}]", "expected an object with brokerSetId and brokerIds")
+        ids = entry["brokerIds"]
+        if not isinstance(ids, list) or not all(isinstance(b, int) and not isinstance(b, bool) for b in ids):
+            raise ConfigError(str(path), f"brokerSets[{i}].brokerIds", f"expected a list of integers, got {ids!r}")
+        pools[str(entry["brokerSetId"])] = {"brokers": ids}
+    return pools
+
+
+def load_config(path: str | Path) -> RebalancerConfig:
+    path = Path(path).resolve()
+    file, base = str(path), path.parent
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(file, "", f"cannot read config file: {exc.strerror}") from exc
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(file, "", f"not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(file, "", "expected a mapping at the top level (cluster:, pools:, ...)")
+    raw = _expand_env(raw, file)
+    if raw.get("pools_file") is not None:
+        if raw.get("pools"):
+            raise ConfigError(file, "pools_file", "give either 'pools' or 'pools_file', not both")
+        if not isinstance(raw["pools_file"], str):
+            raise ConfigError(file, "pools_file", f"expected a file path, got {raw['pools_file']!r}")
+        raw["pools_file"] = str((base / raw["pools_file"]).resolve())
+        raw["pools"] = load_pools_file(Path(raw["pools_file"]))
+    try:
+        config = RebalancerConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise _format_validation_error(file, exc) from None
+
+    updates: dict[str, Any] = {"source_file": path, "run_root": (base / config.run_root).resolve()}
+    if config.capacity.cruise_control_file is not None:
+        cc = (base / config.capacity.cruise_control_file).resolve()
+        if not cc.exists():
+            raise ConfigError(file, "capacity.cruise_control_file", f"file not found: {cc}")
+        updates["capacity"] = config.capacity.model_copy(update={"cruise_control_file": cc})
+    config = config.model_copy(update=updates)
+    _check_references(file, config)
+    return config
+
+
+def _check_references(file: str, config: RebalancerConfig) -> None:
+    if not config.pools:
+        raise ConfigError(file, "pools", "at least one broker pool is required (or pools_file)")
+    known = ", ".join(sorted(config.pools))
+    for i, rule in enumerate(config.topic_pools):
+        if rule.pool not in config.pools:
+            raise ConfigError(file, f"topic_pools[{i}].pool", f"unknown pool {rule.pool!r} (known: {known})")
+    if config.default_pool is not None and config.default_pool not in config.pools:
+        raise ConfigError(file, "default_pool", f"unknown pool {config.default_pool!r} (known: {known})")

@@ -1,0 +1,36 @@
+"""Errors an operator can act on: each message names the thing that is wrong and what was expected."""
+
+from __future__ import annotations
+
+
+class RebalancerError(Exception):
+    """Base class; the CLI prints these without a traceback."""
+
+
+class ConfigError(RebalancerError):
+    """The config file (or a file it points to) is invalid."""
+
+    def __init__(self, file: str, field: str, message: str) -> None:
+        self.file, self.field, self.message = file, field, message
+        where = f"{file}: {field}" if field else file
+        super().__init__(f"{where}: {message}")
+
+
+class KafkaUnreachableError(RebalancerError):
+    """No broker answered within the timeout."""
+
+
+class SnapshotError(RebalancerError):
+    """The cluster's state could not be captured consistently."""
+
+
+class RunFolderError(RebalancerError):
+    """A stage's input is missing or incomplete in the run folder."""
+
+
+class ValidationFailed(RebalancerError):
+    """The plan failed its great-expectations suite; it must not be executed."""
+
+
+class ExecutionError(RebalancerError):
+    """Executing the plan failed or was refused."""

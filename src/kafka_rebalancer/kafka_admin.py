@@ -1,0 +1,206 @@
+"""Kafka admin access for the snapshot and the executor.
+
+confluent-kafka is used wherever it has the call (cluster and topic descriptions with ISR, preferred leader
+elections, configs). It lacks AlterPartitionReassignments, ListPartitionReassignments and DescribeLogDirs, so
+exactly those go through kafka-python, built from the same connection settings (DESIGN §7).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka_rebalancer.errors import KafkaUnreachableError
+
+log = logging.getLogger(__name__)
+
+# librdkafka setting -> kafka-python keyword, for the settings that decide whether a connection works at all.
+_KAFKA_PYTHON_KEYS = {
+    "security.protocol": "security_protocol",
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.mechanisms": "sasl_mechanism",
+    "sasl.username": "sasl_plain_username",
+    "sasl.password": "sasl_plain_password",
+    "ssl.ca.location": "ssl_cafile",
+    "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile",
+    "ssl.key.password": "ssl_password",
+    "client.id": "client_id",
+}
+
+
+@dataclass(frozen=True)
+class KafkaConnection:
+    """Where and how to reach a cluster: librdkafka-style settings, as an Airflow Kafka connection holds them."""
+
+    bootstrap_servers: str
+    client_config: Mapping[str, Any] = field(default_factory=dict)
+    request_timeout_s: float = 30.0
+
+    def confluent_config(self) -> dict[str, Any]:
+        return {**self.client_config, "bootstrap.servers": self.bootstrap_servers,
+                "logger": logging.getLogger("kafka_rebalancer.librdkafka")}
+
+    def kafka_python_config(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"bootstrap_servers": self.bootstrap_servers.split(","),
+                                  "request_timeout_ms": int(self.request_timeout_s * 1000)}
+        for key, value in self.client_config.items():
+            if key in _KAFKA_PYTHON_KEYS:
+                kwargs[_KAFKA_PYTHON_KEYS[key]] = value
+        return kwargs
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any], request_timeout_s: float = 30.0) -> KafkaConnection:
+        """From a librdkafka-style dict holding `bootstrap.servers` (an Airflow Kafka connection's extra)."""
+        rest = {k: v for k, v in settings.items() if k != "bootstrap.servers"}
+        servers = settings.get("bootstrap.servers")
+        if not servers:
+            raise KafkaUnreachableError("the Kafka connection settings have no 'bootstrap.servers'")
+        return cls(str(servers), rest, request_timeout_s)
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    broker_id: int
+    rack: str | None
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    topic: str
+    partition: int
+    replicas: list[int]
+    isr: list[int]
+    leader: int  # -1 when the partition has no leader
+
+
+class ClusterAdmin:
+    """The admin calls the product makes, on one cluster."""
+
+    def __init__(self, connection: KafkaConnection) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        self.connection = connection
+        self._admin = AdminClient(connection.confluent_config())
+        self._legacy: Any = None
+
+    # -- reachability --------------------------------------------------------------------------
+    def check_reachable(self, timeout_s: float | None = None) -> None:
+        from confluent_kafka import KafkaException
+
+        timeout_s = timeout_s or self.connection.request_timeout_s
+        started = time.monotonic()
+        try:
+            self._admin.list_topics(timeout=timeout_s)
+        except KafkaException as exc:
+            raise KafkaUnreachableError(
+                f"no Kafka broker at {self.connection.bootstrap_servers} answered within "
+                f"{time.monotonic() - started:.0f}s ({exc})") from exc
+
+    def _kafka_python(self) -> Any:
+        if self._legacy is None:
+            from kafka import KafkaAdminClient
+            from kafka.errors import NoBrokersAvailable
+
+            try:
+                self._legacy = KafkaAdminClient(**self.connection.kafka_python_config())
+            except NoBrokersAvailable as exc:
+                raise KafkaUnreachableError(
+                    f"no Kafka broker at {self.connection.bootstrap_servers} answered (kafka-python)") from exc
+        return self._legacy
+
+    def close(self) -> None:
+        if self._legacy is not None:
+            self._legacy.close()
+            self._legacy = None
+
+    def __enter__(self) -> ClusterAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- cluster and topics (confluent-kafka) -----------------------------------------------------
+    def describe_cluster(self) -> tuple[str, list[BrokerInfo]]:
+        result = self._admin.describe_cluster(request_timeout=self.connection.request_timeout_s).result()
+        brokers = [BrokerInfo(n.id, n.rack or None, n.host, n.port) for n in result.nodes]
+        return result.cluster_id, sorted(brokers, key=lambda b: b.broker_id)
+
+    def topic_names(self) -> list[str]:
+        metadata = self._admin.list_topics(timeout=self.connection.request_timeout_s)
+        return sorted(metadata.topics)
+
+    def describe_partitions(self, topics: Iterable[str] | None = None) -> list[PartitionInfo]:
+        from confluent_kafka import TopicCollection
+
+        names = sorted(topics) if topics is not None else self.topic_names()
+        if not names:
+            return []
+        futures = self._admin.describe_topics(TopicCollection(names),
+                                              request_timeout=self.connection.request_timeout_s)
+        out: list[PartitionInfo] = []
+        for name in names:
+            description = futures[name].result()
+            for p in description.partitions:
+                out.append(PartitionInfo(
+                    topic=name, partition=p.id, replicas=[r.id for r in p.replicas], isr=[r.id for r in p.isr],
+                    leader=p.leader.id if p.leader is not None else -1))
+        return sorted(out, key=lambda p: (p.topic, p.partition))
+
+    def elect_preferred_leaders(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], str | None]:
+        """Preferred leader election; value None when done or not needed, else the error text."""
+        from confluent_kafka import ElectionType, KafkaError, TopicPartition
+
+        tps = [TopicPartition(t, p) for t, p in partitions]
+        if not tps:
+            return {}
+        result = self._admin.elect_leaders(ElectionType.PREFERRED, tps,
+                                           request_timeout=self.connection.request_timeout_s).result()
+        out: dict[tuple[str, int], str | None] = {}
+        for tp, err in result.items():
+            ok = err is None or err.code() == KafkaError.ELECTION_NOT_NEEDED
+            out[(tp.topic, tp.partition)] = None if ok else str(err)
+        return out
+
+    # -- the three calls confluent-kafka lacks (kafka-python) ---------------------------------------
+    def describe_log_dirs(self, broker_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """Per broker: {"replicas": {(topic, partition): size_bytes}, "total_bytes", "usable_bytes"}."""
+        raw = self._kafka_python().describe_log_dirs(brokers=list(broker_ids))
+        out: dict[int, dict[str, Any]] = {}
+        for entry in raw:
+            sizes: dict[tuple[str, int], int] = {}
+            total = usable = 0
+            for log_dir in entry["log_dirs"]:
+                if log_dir.get("error_code", 0):
+                    continue
+                total += max(int(log_dir.get("total_bytes", -1)), 0)
+                usable += max(int(log_dir.get("usable_bytes", -1)), 0)
+                for topic in log_dir["topics"]:
+                    for p in topic["partitions"]:
+                        if not p.get("is_future_key"):  # an intra-broker move in progress is not load yet
+                            key = (topic["name"], p["partition_index"])
+                            sizes[key] = sizes.get(key, 0) + int(p["partition_size"])
+            out[int(entry["broker"])] = {"replicas": sizes, "total_bytes": total or None,
+                                         "usable_bytes": usable or None}
+        return out
+
+    def list_reassignments(self) -> dict[tuple[str, int], dict[str, list[int]]]:
+        raw = self._kafka_python().list_partition_reassignments(
+            timeout_ms=int(self.connection.request_timeout_s * 1000))
+        return {(tp.topic, tp.partition): v for tp, v in raw.items()}
+
+    def alter_reassignments(self, targets: Mapping[tuple[str, int], list[int] | None]) -> dict[tuple[str, int], str]:
+        """Start (or with None, cancel) reassignments; returns the partitions the controller refused, with why."""
+        from kafka import TopicPartition
+
+        if not targets:
+            return {}
+        raw = self._kafka_python().alter_partition_reassignments(
+            {TopicPartition(t, p): replicas for (t, p), replicas in targets.items()},
+            timeout_ms=int(self.connection.request_timeout_s * 1000))
+        return {(tp.topic, tp.partition): err.__name__ for tp, err in raw.items() if err is not None}

@@ -1,0 +1,137 @@
+"""The tables passed between stages, defined once and rendered for pyarrow (snapshot, validation, execution)
+and for Spark (the plan job). A stage's output is checked against its schema when it is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pyspark.sql.types import StructType
+
+_ARROW = {
+    "string": pa.string(), "int32": pa.int32(), "int64": pa.int64(), "double": pa.float64(),
+    "bool": pa.bool_(), "list<int32>": pa.list_(pa.int32()),
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    nullable: bool = False
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    name: str
+    columns: tuple[Column, ...]
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def arrow(self) -> pa.Schema:
+        return pa.schema([pa.field(c.name, _ARROW[c.type], nullable=c.nullable) for c in self.columns])
+
+    def spark(self) -> StructType:
+        from pyspark.sql import types as T
+
+        spark_types: dict[str, Any] = {
+            "string": T.StringType(), "int32": T.IntegerType(), "int64": T.LongType(),
+            "double": T.DoubleType(), "bool": T.BooleanType(), "list<int32>": T.ArrayType(T.IntegerType(), False),
+        }
+        return T.StructType([T.StructField(c.name, spark_types[c.type], c.nullable) for c in self.columns])
+
+    def to_arrow_table(self, frame: pd.DataFrame) -> pa.Table:
+        """Exactly these columns, in this order, with these types (raises if a column is missing or null)."""
+        missing = [n for n in self.names if n not in frame.columns]
+        if missing:
+            raise ValueError(f"table {self.name}: missing columns {missing}")
+        table = pa.Table.from_pandas(frame[self.names], schema=self.arrow(), preserve_index=False)
+        for c in self.columns:
+            if not c.nullable and table.column(c.name).null_count:
+                raise ValueError(f"table {self.name}: column {c.name} has nulls but is not nullable")
+        return table
+
+
+def _t(name: str, *cols: tuple[str, str] | tuple[str, str, bool]) -> TableSchema:
+    return TableSchema(name, tuple(Column(*c) for c in cols))
+
+
+# -- snapshot (written by the snapshot task from the cluster) -------------------------------------
+BROKERS = _t(
+    "brokers",
+    ("broker_id", "int32"), ("rack", "string", True), ("broker_pool", "string", True), ("alive", "bool"),
+    ("excluded", "bool"), ("host", "string", True), ("port", "int32", True),
+    ("disk_capacity_bytes", "int64"), ("disk_used_bytes", "int64"),
+    ("log_dir_total_bytes", "int64", True), ("log_dir_usable_bytes", "int64", True),
+)
+REPLICAS = _t(
+    "replicas",
+    ("topic", "string"), ("partition", "int32"), ("broker_id", "int32"), ("position", "int32"),
+    ("is_leader", "bool"), ("in_isr", "bool"), ("size_bytes", "int64"),
+)
+PARTITIONS = _t(
+    "partitions",
+    ("topic", "string"), ("partition", "int32"), ("replication_factor", "int32"), ("replicas", "list<int32>"),
+    ("isr", "list<int32>"), ("leader", "int32"), ("topic_pool", "string", True), ("excluded", "bool"),
+    ("size_bytes", "int64"),
+)
+SNAPSHOT_TABLES = (BROKERS, REPLICAS, PARTITIONS)
+
+# -- plan (written by the Spark plan job) ------------------------------------------------------------
+BROKER_LOAD = _t(
+    "broker_load",
+    ("broker_pool", "string"), ("broker_id", "int32"), ("rack", "string", True), ("alive", "bool"),
+    ("eligible", "bool"), ("resource", "string"), ("load", "double"), ("capacity", "double"), ("usage", "double"),
+)
+BANDS = _t(
+    "bands",
+    ("broker_pool", "string"), ("resource", "string"), ("n_brokers", "int32"), ("mean", "double"),
+    ("threshold", "double"), ("lower", "double"), ("upper", "double"), ("target_lower", "double"),
+    ("target_upper", "double"), ("capacity_threshold", "double", True), ("balanced", "bool"),
+    ("note", "string", True),
+)
+BROKERS_TO_FIX = _t(
+    "brokers_to_fix",
+    ("broker_pool", "string"), ("resource", "string"), ("broker_id", "int32"), ("usage", "double"),
+    ("lower", "double"), ("upper", "double"), ("direction", "string"), ("distance", "double"),
+)
+CANDIDATES = _t(
+    "candidates",
+    ("broker_pool", "string"), ("resource", "string"), ("broker_to_fix", "int32"), ("direction", "string"),
+    ("topic", "string"), ("partition", "int32"), ("source_broker", "int32"), ("target_broker", "int32"),
+    ("replica_load", "double"), ("size_bytes", "int64"),
+)
+MOVES = _t(
+    "moves",
+    ("broker_pool", "string"), ("seq", "int32"), ("topic", "string"), ("partition", "int32"),
+    ("source_broker", "int32"), ("target_broker", "int32"), ("size_bytes", "int64"), ("resource", "string"),
+)
+SKIPPED = _t(
+    "skipped",
+    ("topic", "string"), ("partition", "int32"), ("broker_pool", "string", True), ("reason", "string"),
+)
+PLANNER_NOTES = _t(
+    "planner_notes",
+    ("broker_pool", "string"), ("resource", "string"), ("broker_id", "int32", True), ("note", "string"),
+)
+# The per-pool move selection's output: moves and notes in one table (split by `kind` on the driver).
+PLANNER_OUTPUT = _t(
+    "planner_output",
+    ("broker_pool", "string"), ("kind", "string"), ("seq", "int32", True), ("topic", "string", True),
+    ("partition", "int32", True), ("source_broker", "int32", True), ("target_broker", "int32", True),
+    ("size_bytes", "int64", True), ("resource", "string", True), ("broker_id", "int32", True),
+    ("note", "string", True),
+)
+# The plan as partition changes: the difference between the snapshot's assignment and the planned one.
+PARTITION_CHANGES = _t(
+    "partition_changes",
+    ("broker_pool", "string"), ("topic", "string"), ("partition", "int32"), ("old_replicas", "list<int32>"),
+    ("new_replicas", "list<int32>"), ("size_bytes", "int64"),
+)

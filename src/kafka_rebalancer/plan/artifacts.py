@@ -1,0 +1,84 @@
+"""Kafka's reassignment JSON (what `kafka-reassign-partitions.sh --execute` reads) and the plan's hash.
+
+    {"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2, 3]}, ...]}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from kafka_rebalancer.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Reassignment:
+    topic: str
+    partition: int
+    replicas: list[int]
+
+
+def reassignment_document(changes: pd.DataFrame, column: str = "new_replicas") -> dict:
+    """plan.json (column new_replicas) or rollback.json (old_replicas), sorted by topic and partition."""
+    rows = sorted(zip(changes["topic"], changes["partition"], changes[column], strict=True),
+                  key=lambda r: (r[0], int(r[1])))
+    return {"version": 1, "partitions": [{"topic": str(t), "partition": int(p), "replicas": [int(b) for b in r]}
+                                         for t, p, r in rows]}
+
+
+def dumps(document: dict) -> str:
+    """Stable text: the same plan is the same bytes."""
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def plan_hash(plan_text: str, snapshot_hash: str, config_fingerprint: str) -> str:
+    """Identifies a plan: its moves, the cluster state and the config it came from."""
+    digest = hashlib.sha256()
+    for part in (plan_text, snapshot_hash, config_fingerprint):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def parse_reassignment(text: str, file: str = "<reassignment json>") -> list[Reassignment]:
+    """Read a reassignment JSON document, with errors naming the entry and field."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(file, "", f"not valid JSON: {exc}") from exc
+    if not isinstance(raw, dict) or raw.get("version") != 1 or not isinstance(raw.get("partitions"), list):
+        raise ConfigError(file, "", 'expected {"version": 1, "partitions": [...]}')
+    out: list[Reassignment] = []
+    seen: set[tuple[str, int]] = set()
+    for i, entry in enumerate(raw["partitions"]):
+        where = f"partitions[{i}]"
+        if not isinstance(entry, dict):
+            raise ConfigError(file, where, "expected an object with topic, partition, replicas")
+        topic, partition, replicas = entry.get("topic"), entry.get("partition"), entry.get("replicas")
+        if not isinstance(topic, str) or not topic:
+            raise ConfigError(file, f"{where}.topic", f"expected a topic name, got {topic!r}")
+        if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
+            raise ConfigError(file, f"{where}.partition", f"expected a partition number >= 0, got {partition!r}")
+        if not isinstance(replicas, list) or not replicas or not all(
+                isinstance(b, int) and not isinstance(b, bool) for b in replicas):
+            raise ConfigError(file, f"{where}.replicas", f"expected a non-empty list of broker ids, got {replicas!r}")
+        if len(set(replicas)) != len(replicas):
+            raise ConfigError(file, f"{where}.replicas", f"a broker appears twice: {replicas}")
+        if (topic, partition) in seen:
+            raise ConfigError(file, where, f"{topic}-{partition} appears twice")
+        seen.add((topic, partition))
+        out.append(Reassignment(topic, partition, list(replicas)))
+    return out
+
+
+def read_reassignment(path: str | Path) -> list[Reassignment]:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(str(path), "", f"cannot read: {exc.strerror}") from exc
+    return parse_reassignment(text, str(path))

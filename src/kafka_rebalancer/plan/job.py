@@ -1,0 +1,126 @@
+"""The plan step: snapshot in, plan out. Runs on Spark (spark-submit from the DAG, or a local session from the
+CLI); it never talks to Kafka, so the same snapshot and config always give the same plan.json and hash."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from kafka_rebalancer.balance.bands import Band
+from kafka_rebalancer.balance.planner import Budgets as PlannerBudgets
+from kafka_rebalancer.balance.transforms import (
+    PoolPlanningSettings,
+    apply_moves,
+    bands,
+    broker_load,
+    brokers_to_fix,
+    candidate_moves,
+    conform,
+    lower_bounds,
+    moved_load,
+    partition_safety,
+    plan_pools,
+    split_planner_output,
+)
+from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.model.schemas import (
+    BROKERS,
+    MOVES,
+    PARTITION_CHANGES,
+    PARTITIONS,
+    PLANNER_NOTES,
+    REPLICAS,
+    SKIPPED,
+)
+from kafka_rebalancer.plan.artifacts import dumps, plan_hash, reassignment_document
+from kafka_rebalancer.plan.changes import partition_changes, trim_to_budgets
+from kafka_rebalancer.plan.summary import build_summary
+from kafka_rebalancer.run_folder import PLAN, SNAPSHOT, RunFolder, read_json, write_json, write_table
+
+log = logging.getLogger(__name__)
+
+
+def _read(spark: SparkSession, folder: Any, schema: Any) -> DataFrame:
+    return spark.read.schema(schema.spark()).parquet(str(folder / f"{schema.name}.parquet"))
+
+
+def _write(frame: DataFrame, folder: Any, name: str) -> None:
+    frame.coalesce(1).write.mode("overwrite").parquet(str(folder / f"{name}.parquet"))
+
+
+def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
+    started = time.monotonic()
+    snap = run.require(SNAPSHOT)
+    manifest = read_json(snap / "manifest.json")
+    brokers = _read(spark, snap, BROKERS).cache()
+    replicas = _read(spark, snap, REPLICAS)
+    partitions = _read(spark, snap, PARTITIONS)
+    resources = config.resource_list()
+
+    safety = partition_safety(partitions, brokers).cache()
+    skipped = conform(safety.where(F.col("skip_reason").isNotNull())
+                      .select("topic", "partition", F.col("topic_pool").alias("broker_pool"),
+                              F.col("skip_reason").alias("reason")), SKIPPED)
+    movable = safety.where(F.col("skip_reason").isNull()).select("topic", "partition", "topic_pool")
+    planner_replicas = (replicas.join(brokers.select("broker_id", "broker_pool"), "broker_id")
+                        .where(F.col("broker_pool").isNotNull())
+                        .join(movable, ["topic", "partition"], "left")
+                        .withColumn("movable", F.coalesce(F.col("topic_pool") == F.col("broker_pool"), F.lit(False)))
+                        .drop("topic_pool")).cache()
+
+    load = broker_load(brokers, replicas, resources).cache()
+    band_table = bands(load, config).cache()
+    fix = brokers_to_fix(load, band_table).cache()
+    candidates = candidate_moves(fix, load, band_table, planner_replicas.where("movable"), resources)
+
+    bands_pdf = band_table.toPandas()
+    log.info("bands computed for %d (pool, resource) pairs; %d brokers to fix", len(bands_pdf), fix.count())
+    band_map: dict[str, dict[str, Band]] = {}
+    for row in bands_pdf.to_dict("records"):
+        band_map.setdefault(row["broker_pool"], {})[row["resource"]] = Band.from_row(
+            row, next(r.is_count for r in resources if r.name == row["resource"]))
+    settings = PoolPlanningSettings(
+        resource_names=tuple(r.name for r in resources), bands=band_map,
+        budgets=PlannerBudgets(config.budgets.max_replica_moves, config.budgets.max_moved_bytes,
+                               config.budgets.max_moves_per_broker))
+    output = plan_pools(brokers, planner_replicas, settings).toPandas()
+    all_moves, notes = split_planner_output(output)
+    moves = trim_to_budgets(all_moves, config.budgets)
+    log.info("planner chose %d replica moves (%d dropped by the run's budgets)", len(moves),
+             len(all_moves) - len(moves))
+
+    moves_sdf = spark.createDataFrame(moves, schema=MOVES.spark())
+    touched = (partitions.join(moves_sdf.select("topic", "partition").distinct(), ["topic", "partition"])
+               .select("topic", "partition", "replicas", "size_bytes").toPandas())
+    changes = partition_changes(touched, moves)
+    load_after = broker_load(brokers, apply_moves(replicas, moves_sdf), resources)
+    plan_text = dumps(reassignment_document(changes))
+    rollback_text = dumps(reassignment_document(changes, "old_replicas"))
+    digest = plan_hash(plan_text, manifest["content_hash"], config.fingerprint())
+
+    with run.stage(PLAN) as out:
+        for frame, name in ((load, "broker_load"), (load_after, "broker_load_after"), (band_table, "bands"),
+                            (fix, "brokers_to_fix"), (candidates, "candidates"), (skipped, "skipped")):
+            _write(frame, out, name)
+        write_table(out, MOVES, moves)
+        write_table(out, PLANNER_NOTES, notes)
+        write_table(out, PARTITION_CHANGES, changes)
+        (out / "plan.json").write_text(plan_text)
+        (out / "rollback.json").write_text(rollback_text)
+        summary = build_summary(
+            config=config, manifest=manifest, plan_hash=digest, bands=bands_pdf,
+            load_before=load.toPandas(), load_after=load_after.toPandas(),
+            lower_bounds=lower_bounds(load, band_table).toPandas(),
+            moved=moved_load(replicas, moves_sdf, resources).toPandas(), moves=moves, changes=changes,
+            skipped=skipped.orderBy("topic", "partition").toPandas(), notes=notes,
+            moves_dropped_by_budget=len(all_moves) - len(moves))
+        summary["plan_seconds"] = round(time.monotonic() - started, 3)
+        write_json(out / "summary.json", summary)
+    log.info("plan %s: %d partitions change, %d bytes to move; written to %s", digest[:12],
+             len(changes), int(moves["size_bytes"].sum()), run.stage_path(PLAN))
+    return summary
+

@@ -1,0 +1,102 @@
+"""The plan summary (DESIGN §8): hash, counts, bytes, before and predicted-after usage per broker and resource,
+band status, the lower bound LB and `moved / LB` per pool and resource, skipped partitions with reasons."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from kafka_rebalancer.balance.status import band_status, out_of_band
+from kafka_rebalancer.config import RebalancerConfig
+
+SKIPPED_LISTED = 1000  # the full list is in skipped.parquet
+
+
+def _num(value: Any) -> Any:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float):
+        return round(value, 12)
+    return value
+
+
+def _band(row: pd.Series) -> dict[str, Any]:
+    return {k: _num(row[k]) for k in ("mean", "threshold", "lower", "upper", "target_lower", "target_upper",
+                                      "capacity_threshold", "balanced", "note")}
+
+
+def _outside(status: pd.DataFrame, pool: str, resource: str) -> list[int]:
+    rows = out_of_band(status[(status["broker_pool"] == pool) & (status["resource"] == resource)])
+    return [int(b) for b in rows["broker_id"]]
+
+
+def build_summary(*, config: RebalancerConfig, manifest: dict[str, Any], plan_hash: str, bands: pd.DataFrame,
+                  load_before: pd.DataFrame, load_after: pd.DataFrame, lower_bounds: pd.DataFrame,
+                  moved: pd.DataFrame, moves: pd.DataFrame, changes: pd.DataFrame, skipped: pd.DataFrame,
+                  notes: pd.DataFrame, moves_dropped_by_budget: int) -> dict[str, Any]:
+    before = band_status(load_before, bands)
+    after = band_status(load_after, bands)
+    pools: dict[str, Any] = {}
+    for pool in sorted(load_before["broker_pool"].unique()):
+        pool_moves = moves[moves["broker_pool"] == pool]
+        pool_changes = changes[changes["broker_pool"] == pool]
+        resources: dict[str, Any] = {}
+        for band_row in bands[bands["broker_pool"] == pool].itertuples(index=False):
+            name = band_row.resource
+            lb_rows = lower_bounds[(lower_bounds["broker_pool"] == pool) & (lower_bounds["resource"] == name)]
+            mv_rows = moved[(moved["broker_pool"] == pool) & (moved["resource"] == name)]
+            lb = float(lb_rows["lower_bound"].iloc[0]) if len(lb_rows) else 0.0
+            mv = float(mv_rows["moved"].iloc[0]) if len(mv_rows) else 0.0
+            resources[name] = {
+                "band": _band(pd.Series(band_row._asdict())),
+                "lower_bound": _num(lb), "moved": _num(mv), "moved_over_lb": _num(mv / lb) if lb > 0 else None,
+                "out_of_band_before": _outside(before, pool, name),
+                "out_of_band_after": _outside(after, pool, name),
+            }
+        usage_rows = []
+        both = before[before["broker_pool"] == pool].merge(
+            after[["broker_id", "resource", "load", "usage", "inside"]], on=["broker_id", "resource"],
+            suffixes=("_before", "_after"))
+        for broker_id, group in both.groupby("broker_id", sort=True):
+            first = group.iloc[0]
+            entry: dict[str, Any] = {"broker_id": int(broker_id), "rack": _num(first["rack"]),
+                                     "alive": bool(first["alive"]), "eligible": bool(first["eligible"])}
+            for row in group.itertuples(index=False):
+                entry[row.resource] = {
+                    "capacity": _num(row.capacity), "load_before": _num(row.load_before),
+                    "load_after": _num(row.load_after), "usage_before": _num(row.usage_before),
+                    "usage_after": _num(row.usage_after), "inside_before": bool(row.inside_before),
+                    "inside_after": bool(row.inside_after)}
+            usage_rows.append(entry)
+        pool_notes = notes[notes["broker_pool"] == pool]
+        pools[pool] = {
+            "partitions_changed": len(pool_changes), "replica_moves": len(pool_moves),
+            "moved_bytes": int(pool_moves["size_bytes"].sum()), "resources": resources, "brokers": usage_rows,
+            "notes": [{"resource": r, "broker_id": _num(b), "note": n} for r, b, n in
+                      zip(pool_notes["resource"], pool_notes["broker_id"], pool_notes["note"], strict=True)],
+        }
+    reasons = skipped["reason"].str.split(":").str[0].value_counts().sort_index()
+    return {
+        "plan_hash": plan_hash,
+        "snapshot_hash": manifest["content_hash"],
+        "config_fingerprint": config.fingerprint(),
+        "cluster": config.cluster.name,
+        "snapshot_taken_at": manifest.get("taken_at"),
+        "totals": {
+            "partitions_changed": len(changes), "replica_moves": len(moves),
+            "moved_bytes": int(moves["size_bytes"].sum()),
+            "out_of_band_before": len(out_of_band(before)), "out_of_band_after": len(out_of_band(after)),
+            "skipped_partitions": len(skipped),
+        },
+        "budgets": {**config.budgets.model_dump(), "moves_dropped_by_budget": moves_dropped_by_budget},
+        "pools": pools,
+        "skipped": {
+            "by_reason": {str(k): int(v) for k, v in reasons.items()},
+            "partitions": [{"topic": t, "partition": int(p), "broker_pool": _num(bp), "reason": r}
+                           for t, p, bp, r in skipped.head(SKIPPED_LISTED).itertuples(index=False)],
+        },
+    }

@@ -1,0 +1,101 @@
+"""The facts the validation suite checks, computed from plan.json, rollback.json and the snapshot alone: an
+independent re-derivation of the after-state, not the planner's own bookkeeping."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from kafka_rebalancer.balance.status import band_status, broker_load_frame
+from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.plan.artifacts import Reassignment
+from kafka_rebalancer.snapshot.build import SnapshotTables
+
+
+@dataclass
+class CheckTables:
+    partitions: pd.DataFrame  # one row per partition in the plan
+    brokers: pd.DataFrame  # one row per (pool broker, balanced resource)
+    totals: pd.DataFrame  # one row: the plan's size against the budgets
+
+
+def replicas_after(replicas: pd.DataFrame, plan: list[Reassignment]) -> pd.DataFrame:
+    """The snapshot's replicas table with the plan applied (sizes follow the partition)."""
+    if not plan:
+        return replicas.copy()
+    changed = pd.DataFrame([(r.topic, r.partition) for r in plan], columns=["topic", "partition"])
+    keep = replicas.merge(changed, on=["topic", "partition"], how="left", indicator=True)
+    keep = keep[keep["_merge"] == "left_only"].drop(columns="_merge")
+    sizes = replicas.groupby(["topic", "partition"])["size_bytes"].max()
+    rows = [(r.topic, r.partition, b, pos, pos == 0, True, int(sizes[(r.topic, r.partition)]))
+            for r in plan for pos, b in enumerate(r.replicas)]
+    new = pd.DataFrame(rows, columns=list(replicas.columns))
+    return pd.concat([keep, new], ignore_index=True)
+
+
+def _distance(status: pd.DataFrame) -> pd.Series:
+    return np.maximum(status["lower"] - status["usage"], 0) + np.maximum(status["usage"] - status["upper"], 0)
+
+
+def build_checks(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[Reassignment],
+                 rollback: list[Reassignment], bands: pd.DataFrame) -> CheckTables:
+    brokers = snapshot.brokers.set_index("broker_id")
+    parts = snapshot.partitions.set_index(["topic", "partition"])
+    old_by_key = {(r.topic, r.partition): r.replicas for r in rollback}
+    pool_brokers = {pool: set(s.brokers) for pool, s in config.pools.items()}
+    eligible_racks = {pool: {brokers.at[b, "rack"] for b in ids if b in brokers.index and brokers.at[b, "alive"]}
+                      for pool, ids in pool_brokers.items()}
+
+    def racks(ids: list[int]) -> int:
+        return len({brokers.at[b, "rack"] if b in brokers.index and brokers.at[b, "rack"] else f"#{b}" for b in ids})
+
+    rows = []
+    for r in plan:
+        key = (r.topic, r.partition)
+        known = key in parts.index
+        snap = list(parts.at[key, "replicas"]) if known else []
+        pool = parts.at[key, "topic_pool"] if known else None
+        old = old_by_key.get(key, [])
+        new, added = r.replicas, [b for b in r.replicas if b not in snap]
+        required = min(len(snap), len(eligible_racks.get(pool, ())), racks(snap)) if known else 0
+        rows.append({
+            "topic": r.topic, "partition": r.partition, "broker_pool": pool, "in_snapshot": known,
+            "rf_before": len(snap), "rf_after": len(new),
+            "old_matches_snapshot": old == snap,
+            "no_duplicate_broker": len(set(new)) == len(new),
+            "targets_in_pool": pool is not None and all(b in pool_brokers.get(pool, set()) for b in new),
+            "targets_alive": all(b in brokers.index and bool(brokers.at[b, "alive"]) for b in added),
+            "racks_before": racks(snap), "racks_after": racks(new), "racks_required": required,
+            "isr_complete": known and len(parts.at[key, "isr"]) >= len(snap),
+            "has_leader": known and int(parts.at[key, "leader"]) >= 0,
+            "topic_not_excluded": not config.topic_excluded(r.topic),
+            "no_excluded_broker": not any(b in config.exclude.brokers for b in set(snap) | set(new)),
+            "moved_bytes": int(parts.at[key, "size_bytes"]) * len(added) if known else 0,
+            "replica_moves": len(added),
+        })
+    partitions = pd.DataFrame(rows, columns=[
+        "topic", "partition", "broker_pool", "in_snapshot", "rf_before", "rf_after", "old_matches_snapshot",
+        "no_duplicate_broker", "targets_in_pool", "targets_alive", "racks_before", "racks_after", "racks_required",
+        "isr_complete", "has_leader", "topic_not_excluded", "no_excluded_broker", "moved_bytes", "replica_moves"])
+
+    resources = config.resource_list()
+    before = band_status(broker_load_frame(snapshot.brokers, snapshot.replicas, resources), bands)
+    after = band_status(broker_load_frame(snapshot.brokers, replicas_after(snapshot.replicas, plan), resources),
+                        bands)
+    b = before[before["counted"]][["broker_pool", "broker_id", "resource", "usage", "lower", "upper", "inside"]]
+    b = b.assign(distance_before=_distance(before[before["counted"]]))
+    a = after[after["counted"]][["broker_id", "resource", "usage", "inside"]]
+    a = a.assign(distance_after=_distance(after[after["counted"]]))
+    broker_rows = b.merge(a, on=["broker_id", "resource"], suffixes=("_before", "_after"))
+    broker_rows["inside_or_closer"] = broker_rows["inside_after"] | (
+        broker_rows["distance_after"] <= broker_rows["distance_before"] + 1e-9)
+
+    per_broker = pd.Series([b for r in plan for b in set(r.replicas) ^ set(old_by_key.get((r.topic, r.partition), []))],
+                           dtype="int64").value_counts()
+    totals = pd.DataFrame([{
+        "plan": "plan.json", "replica_moves": int(partitions["replica_moves"].sum()),
+        "moved_bytes": int(partitions["moved_bytes"].sum()),
+        "max_moves_per_broker": int(per_broker.max()) if len(per_broker) else 0}])
+    return CheckTables(partitions, broker_rows, totals)

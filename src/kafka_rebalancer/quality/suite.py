@@ -1,0 +1,150 @@
+"""The great-expectations suite over the plan and its predicted after-state, and its runner.
+
+A failed expectation stops execution: the validation stage records which expectation failed on which rows,
+and execution refuses any plan whose hash is not the one validated here.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.errors import RunFolderError, ValidationFailed
+from kafka_rebalancer.model.schemas import BANDS
+from kafka_rebalancer.plan.artifacts import parse_reassignment, plan_hash
+from kafka_rebalancer.quality.checks import CheckTables, build_checks
+from kafka_rebalancer.run_folder import PLAN, VALIDATION, RunFolder, read_json, read_table, write_json
+from kafka_rebalancer.snapshot.store import read_snapshot
+
+log = logging.getLogger(__name__)
+
+# (table, expectation class name, kwargs, what it protects): the suite, defined in code.
+_TRUE = {"value_set": [True]}
+SUITE: list[tuple[str, str, dict[str, Any], str]] = [
+    ("partitions", "ExpectColumnValuesToBeInSet", {"column": "in_snapshot", **_TRUE},
+     "every planned partition exists (partition count unchanged)"),
+    ("partitions", "ExpectColumnPairValuesToBeEqual", {"column_A": "rf_before", "column_B": "rf_after"},
+     "replication factor unchanged"),
+    ("partitions", "ExpectColumnValuesToBeInSet", {"column": "no_duplicate_broker", **_TRUE},
+     "no broker twice in a partition"),
+    ("partitions", "ExpectColumnValuesToBeInSet", {"column": "targets_in_pool", **_TRUE},
+     "every replica on a broker of the topic's pool"),
+    ("partitions", "ExpectColumnValuesToBeInSet", {"column": "targets_alive", **_TRUE},
+     "no replica moved to a dead or unknown broker"),
+    ("partitions", "ExpectColumnPairValuesAToBeGreaterThanB",
+     {"column_A": "racks_after", "column_B": "racks_before", "or_equal": True}, "rack diversity not reduced"),
+    ("partitions", "ExpectColumnValuesToBeInSet", {"column": "isr_complete", **_TRUE},
+     "no under-replicated partition moved (ISR safety)"),
+    ("partitions", "ExpectColumnValuesToBeInSet", {"column": "has_leader", **_TRUE},
+     "no leaderless partition moved"),
+    ("partitions", "ExpectColumnValuesToBeInSet", {"column": "old_matches_snapshot", **_TRUE},
+     "rollback (old assignment) equals the snapshot"),
+    ("partitions", "ExpectColumnValuesToBeInSet", {"column": "topic_not_excluded", **_TRUE},
+     "excluded topics untouched"),
+    ("partitions", "ExpectColumnValuesToBeInSet", {"column": "no_excluded_broker", **_TRUE},
+     "excluded brokers untouched"),
+    ("brokers", "ExpectColumnValuesToBeInSet", {"column": "inside_or_closer", **_TRUE},
+     "every broker inside its band, or closer to it, for every balanced resource"),
+]
+_INDEX = {"partitions": ["topic", "partition"], "brokers": ["broker_id", "resource"], "totals": ["plan"]}
+
+
+def _budget_expectations(config: RebalancerConfig) -> list[tuple[str, str, dict[str, Any], str]]:
+    b = config.budgets
+    out = [("totals", "ExpectColumnValuesToBeBetween",
+            {"column": "replica_moves", "min_value": 0, "max_value": b.max_replica_moves},
+            f"at most {b.max_replica_moves} replica moves (budgets.max_replica_moves)")]
+    if b.max_moved_bytes is not None:
+        out.append(("totals", "ExpectColumnValuesToBeBetween",
+                    {"column": "moved_bytes", "min_value": 0, "max_value": b.max_moved_bytes},
+                    f"at most {b.max_moved_bytes} bytes moved (budgets.max_moved_bytes)"))
+    if b.max_moves_per_broker is not None:
+        out.append(("totals", "ExpectColumnValuesToBeBetween",
+                    {"column": "max_moves_per_broker", "min_value": 0, "max_value": b.max_moves_per_broker},
+                    f"at most {b.max_moves_per_broker} moves per broker (budgets.max_moves_per_broker)"))
+    return out
+
+
+def run_suite(checks: CheckTables, config: RebalancerConfig) -> tuple[bool, list[dict[str, Any]], list[dict]]:
+    """Validate the check tables; returns (success, failures with their rows, raw GX results)."""
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    source = context.data_sources.add_pandas("kafka_rebalancer_plan")
+    frames = {"partitions": checks.partitions, "brokers": checks.brokers, "totals": checks.totals}
+    failures: list[dict[str, Any]] = []
+    raw: list[dict] = []
+    for table, frame in frames.items():
+        entries = [e for e in [*SUITE, *_budget_expectations(config)] if e[0] == table]
+        suite = context.suites.add(gx.ExpectationSuite(name=f"plan_{table}"))
+        for _, kind, kwargs, description in entries:
+            suite.add_expectation(getattr(gx.expectations, kind)(**kwargs, meta={"description": description}))
+        if frame.empty:  # nothing planned: every expectation holds vacuously
+            continue
+        batch = (source.add_dataframe_asset(table).add_batch_definition_whole_dataframe("all")
+                 .get_batch(batch_parameters={"dataframe": frame.reset_index(drop=True)}))
+        result = batch.validate(suite, result_format={"result_format": "COMPLETE",
+                                                      "unexpected_index_column_names": _INDEX[table]})
+        raw.append(result.to_json_dict())
+        for r in result.results:
+            if not r.success:
+                rows = [{k: _plain(v) for k, v in row.items()}
+                        for row in r.result.get("unexpected_index_list") or []]
+                failures.append({"table": table, "expectation": r.expectation_config.type,
+                                 "kwargs": {k: v for k, v in r.expectation_config.kwargs.items() if k != "batch_id"},
+                                 "description": r.expectation_config.meta.get("description"),
+                                 "unexpected_count": r.result.get("unexpected_count"), "rows": rows})
+    return not failures, failures, raw
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
+
+
+def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
+    """Run the suite on the run's plan; saves the results, raises ValidationFailed if any expectation fails."""
+    plan_dir = run.require(PLAN)
+    summary = read_json(plan_dir / "summary.json")
+    plan_text = (plan_dir / "plan.json").read_text()
+    digest = plan_hash(plan_text, summary["snapshot_hash"], config.fingerprint())
+    if digest != summary["plan_hash"]:
+        raise RunFolderError(f"{plan_dir / 'plan.json'} does not match the plan summary's hash "
+                             f"(edited after planning, or the config changed since): re-run the plan step")
+    snapshot, _ = read_snapshot(run)
+    plan = parse_reassignment(plan_text, str(plan_dir / "plan.json"))
+    rollback = parse_reassignment((plan_dir / "rollback.json").read_text(), str(plan_dir / "rollback.json"))
+    bands = read_table(plan_dir, BANDS)
+    checks = build_checks(config, snapshot, plan, rollback, bands)
+    success, failures, raw = run_suite(checks, config)
+    report = {"success": success, "plan_hash": digest, "partitions_checked": len(checks.partitions),
+              "broker_resource_pairs_checked": len(checks.brokers),
+              "expectations": len(SUITE) + len(_budget_expectations(config)), "failures": failures}
+    with run.stage(VALIDATION) as out:
+        write_json(out / "report.json", report)
+        write_json(out / "gx_results.json", raw)
+        checks.partitions.to_csv(out / "partition_checks.csv", index=False)
+        checks.brokers.to_csv(out / "broker_checks.csv", index=False)
+    if not success:
+        lines = [f"- {f['description']} ({f['expectation']} on {f['table']}): {f['unexpected_count']} row(s), "
+                 f"e.g. {f['rows'][:5]}" for f in failures]
+        for line in lines:
+            log.error("validation failed: %s", line)
+        raise ValidationFailed(f"plan {digest[:12]} failed {len(failures)} expectation(s); it will not be "
+                               "executed:\n" + "\n".join(lines))
+    log.info("plan %s passed %d expectations on %d partitions and %d broker-resource pairs", digest[:12],
+             report["expectations"], len(checks.partitions), len(checks.brokers))
+    return report
+
+
+def assert_validated(run: RunFolder, digest: str) -> None:
+    """Execution guard: the plan being executed is the plan that passed validation."""
+    report = read_json(run.require(VALIDATION) / "report.json")
+    if not report.get("success"):
+        raise ValidationFailed("the plan failed validation; see validation/report.json")
+    if report.get("plan_hash") != digest:
+        raise ValidationFailed(f"plan hash {digest[:12]} is not the validated one "
+                               f"({str(report.get('plan_hash'))[:12]}); re-run validate")
+

@@ -1,0 +1,49 @@
+"""Capture the cluster's state (brokers, partitions with ISR, replica sizes, capacities) into a run folder."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
+from kafka_rebalancer.run_folder import SNAPSHOT, RunFolder
+from kafka_rebalancer.snapshot.build import SnapshotTables, build_snapshot_tables
+from kafka_rebalancer.snapshot.store import read_snapshot, write_snapshot
+
+__all__ = ["SnapshotTables", "capture", "read_snapshot", "take_snapshot", "write_snapshot"]
+
+log = logging.getLogger(__name__)
+
+
+def capture(config: RebalancerConfig, connection: KafkaConnection) -> tuple[SnapshotTables, dict[str, Any]]:
+    """Query the cluster and build the snapshot tables (nothing written)."""
+    started = time.monotonic()
+    with ClusterAdmin(connection) as admin:
+        admin.check_reachable()
+        cluster_id, brokers = admin.describe_cluster()
+        log.info("cluster %s: %d live brokers", cluster_id, len(brokers))
+        partitions = admin.describe_partitions()
+        log.info("%d partitions described", len(partitions))
+        log_dirs = admin.describe_log_dirs([b.broker_id for b in brokers])
+    tables = build_snapshot_tables(config, brokers, partitions, log_dirs)
+    for warning in tables.warnings:
+        log.warning("snapshot: %s", warning)
+    manifest = {"cluster": config.cluster.name, "cluster_id": cluster_id,
+                "bootstrap_servers": connection.bootstrap_servers,
+                "config_fingerprint": config.fingerprint(),
+                "capture_seconds": round(time.monotonic() - started, 3)}
+    return tables, manifest
+
+
+def take_snapshot(config: RebalancerConfig, connection: KafkaConnection, run: RunFolder,
+                  stage: str = SNAPSHOT) -> dict[str, Any]:
+    """Capture the cluster into `run/<stage>` atomically; returns the manifest."""
+    tables, manifest = capture(config, connection)
+    manifest = write_snapshot(run, tables, manifest, stage)
+    log.info("snapshot written to %s (%d brokers, %d partitions, %d replicas, hash %s)", run.stage_path(stage),
+             manifest["rows"]["brokers"], manifest["rows"]["partitions"], manifest["rows"]["replicas"],
+             manifest["content_hash"][:12])
+    return manifest
+

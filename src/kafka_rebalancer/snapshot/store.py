@@ -1,0 +1,70 @@
+"""Writing and reading the snapshot stage of a run folder.
+
+The manifest carries a content hash of the tables (independent of when the snapshot was taken), so the plan's
+hash identifies the cluster state and config it was computed from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from typing import Any
+
+import pandas as pd
+
+from kafka_rebalancer.model.schemas import BROKERS, PARTITIONS, REPLICAS, SNAPSHOT_TABLES
+from kafka_rebalancer.run_folder import SNAPSHOT, RunFolder, read_json, read_table, write_json, write_table
+from kafka_rebalancer.snapshot.build import SnapshotTables
+
+_SORT_KEYS = {"brokers": ["broker_id"], "replicas": ["topic", "partition", "position"],
+              "partitions": ["topic", "partition"]}
+
+
+def canonical(tables: SnapshotTables) -> SnapshotTables:
+    """Rows in a fixed order, so the same cluster state always gives the same tables."""
+    def sort(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+        return frame.sort_values(_SORT_KEYS[name], kind="mergesort").reset_index(drop=True)
+    return SnapshotTables(sort(tables.brokers, "brokers"), sort(tables.replicas, "replicas"),
+                          sort(tables.partitions, "partitions"), list(tables.warnings))
+
+
+def content_hash(tables: SnapshotTables) -> str:
+    digest = hashlib.sha256()
+    for schema, frame in zip(SNAPSHOT_TABLES, (tables.brokers, tables.replicas, tables.partitions), strict=True):
+        arrow = schema.to_arrow_table(frame)
+        digest.update(schema.name.encode())
+        for column in schema.names:
+            values = arrow.column(column).to_pylist() if column in ("replicas", "isr") else None
+            if values is not None:
+                digest.update(repr(values).encode())
+            else:
+                series = arrow.column(column).to_pandas()
+                digest.update(pd.util.hash_pandas_object(series, index=False).to_numpy().tobytes())
+    return digest.hexdigest()
+
+
+def write_snapshot(run: RunFolder, tables: SnapshotTables, manifest: dict[str, Any],
+                   stage: str = SNAPSHOT) -> dict[str, Any]:
+    tables = canonical(tables)
+    manifest = {
+        **manifest,
+        "taken_at": manifest.get("taken_at") or datetime.now(UTC).isoformat(timespec="seconds"),
+        "content_hash": content_hash(tables),
+        "rows": {"brokers": len(tables.brokers), "replicas": len(tables.replicas),
+                 "partitions": len(tables.partitions)},
+        "warnings": tables.warnings,
+    }
+    with run.stage(stage) as folder:
+        write_table(folder, BROKERS, tables.brokers)
+        write_table(folder, REPLICAS, tables.replicas)
+        write_table(folder, PARTITIONS, tables.partitions)
+        write_json(folder / "manifest.json", manifest)
+    return manifest
+
+
+def read_snapshot(run: RunFolder, stage: str = SNAPSHOT) -> tuple[SnapshotTables, dict[str, Any]]:
+    folder = run.require(stage)
+    manifest = read_json(folder / "manifest.json")
+    tables = SnapshotTables(read_table(folder, BROKERS), read_table(folder, REPLICAS),
+                            read_table(folder, PARTITIONS), manifest.get("warnings", []))
+    return tables, manifest

@@ -1,0 +1,375 @@
+"""A local Apache Kafka cluster (KRaft: one controller, N brokers) on loopback, for the demo and the tests.
+
+The broker jars come from Maven Central through `tools/kafka/pom.xml` and are cached in `.cache/kafka-libs`.
+Each cluster lives in `.state/kafka/<name>/` (configs, data, logs, `cluster.json` with ports and pids), so
+`stop` and `status` work from another process than the one that started it.
+
+    python -m tools.local_kafka start [--name demo] [--brokers 6]
+    python -m tools.local_kafka status [--name demo]
+    python -m tools.local_kafka stop [--name demo]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+POM = REPO / "tools" / "kafka" / "pom.xml"
+LIBS = REPO / ".cache" / "kafka-libs"
+STATE_ROOT = REPO / ".state" / "kafka"
+CONTROLLER_ID = 100
+RACKS = ("rack-a", "rack-b", "rack-c")
+
+LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = ${sys:kafka.logs.dir}/server.log
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.raft.name = org.apache.kafka.raft
+logger.raft.level = WARN
+"""
+
+
+class ClusterError(RuntimeError):
+    """The local cluster could not be started, reached or stopped."""
+
+
+@dataclass
+class Node:
+    node_id: int
+    role: str  # "controller" or "broker"
+    port: int
+    rack: str | None
+    pid: int | None = None
+
+    @property
+    def name(self) -> str:
+        return "controller" if self.role == "controller" else f"broker-{self.node_id}"
+
+
+@dataclass
+class ClusterState:
+    name: str
+    cluster_id: str
+    kafka_version: str
+    nodes: list[Node] = field(default_factory=list)
+
+    @property
+    def brokers(self) -> list[Node]:
+        return [n for n in self.nodes if n.role == "broker"]
+
+    @property
+    def controller(self) -> Node:
+        return next(n for n in self.nodes if n.role == "controller")
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"127.0.0.1:{n.port}" for n in self.brokers)
+
+
+def kafka_version() -> str:
+    text = POM.read_text()
+    return text.split("<kafka.version>", 1)[1].split("</kafka.version>", 1)[0].strip()
+
+
+def fetch_jars() -> Path:
+    """Download the broker jars once (idempotent: a marker names the version that is complete)."""
+    version = kafka_version()
+    marker = LIBS / f".complete-{version}"
+    if marker.exists():
+        return LIBS
+    if LIBS.exists():
+        shutil.rmtree(LIBS)
+    print(f"fetching Apache Kafka {version} jars from Maven Central into {LIBS} ...", flush=True)
+    staging = LIBS.with_name("kafka-libs.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    cmd = ["mvn", "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
+           f"-DoutputDirectory={staging}", "-DincludeScope=runtime"]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise ClusterError(f"mvn failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    staging.rename(LIBS)
+    marker.touch()
+    return LIBS
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the OS reports free right now (all held open together so they are distinct)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def _pid_alive(pid: int | None, marker: str) -> bool:
+    """True if pid runs and its command line mentions marker (guards against a recycled pid)."""
+    if not pid:
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
+    return marker in cmdline
+
+
+class LocalKafkaCluster:
+    """One named local cluster; its state file makes it controllable from any process."""
+
+    def __init__(self, name: str = "demo", root: Path = STATE_ROOT) -> None:
+        self.name = name
+        self.dir = root / name
+        self.state_file = self.dir / "cluster.json"
+
+    # -- state -------------------------------------------------------------------------------
+    def load(self) -> ClusterState:
+        if not self.state_file.exists():
+            raise ClusterError(f"no local cluster '{self.name}' (missing {self.state_file}); start it first")
+        raw = json.loads(self.state_file.read_text())
+        raw["nodes"] = [Node(**n) for n in raw["nodes"]]
+        return ClusterState(**raw)
+
+    def _save(self, state: ClusterState) -> None:
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(state), indent=2))
+        tmp.replace(self.state_file)
+
+    def _node_dir(self, node: Node) -> Path:
+        return self.dir / node.name
+
+    def _config_path(self, node: Node) -> Path:
+        return self._node_dir(node) / "server.properties"
+
+    def is_running(self) -> bool:
+        try:
+            state = self.load()
+        except ClusterError:
+            return False
+        return all(_pid_alive(n.pid, str(self._config_path(n))) for n in state.nodes)
+
+    # -- configuration -----------------------------------------------------------------------
+    def _properties(self, state: ClusterState, node: Node) -> str:
+        voters = f"{CONTROLLER_ID}@127.0.0.1:{state.controller.port}"
+        common = {
+            "node.id": node.node_id,
+            "controller.quorum.voters": voters,
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": self._node_dir(node) / "data",
+        }
+        if node.role == "controller":
+            props = {**common, "process.roles": "controller",
+                     "listeners": f"CONTROLLER://127.0.0.1:{node.port}"}
+        else:
+            props = {
+                **common,
+                "process.roles": "broker",
+                "listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+                "inter.broker.listener.name": "PLAINTEXT",
+                "broker.rack": node.rack,
+                "num.network.threads": 2,
+                "num.io.threads": 4,
+                "auto.create.topics.enable": "false",
+                # Leadership is the rebalancer's job here; the controller must not move leaders behind its back.
+                "auto.leader.rebalance.enable": "false",
+                "offsets.topic.replication.factor": 3,
+                "offsets.topic.num.partitions": 6,
+                "transaction.state.log.replication.factor": 3,
+                "transaction.state.log.min.isr": 2,
+                "transaction.state.log.num.partitions": 3,
+                "group.initial.rebalance.delay.ms": 0,
+                # Deleted replicas leave the disk quickly, so a fresh snapshot sees the new usage.
+                "file.delete.delay.ms": 1000,
+            }
+        return "".join(f"{k}={v}\n" for k, v in props.items())
+
+    def _java_cmd(self, node: Node, main: list[str]) -> list[str]:
+        return [
+            "java", "-Xms128m", "-Xmx512m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+            f"-Dkafka.logs.dir={self._node_dir(node)}",
+            f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}",
+            "-cp", f"{LIBS}/*", *main,
+        ]
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self, n_brokers: int = 6, timeout_s: float = 180.0) -> ClusterState:
+        """Start a fresh cluster (any previous data of this name is wiped) and wait until all brokers serve."""
+        fetch_jars()
+        if self.is_running():
+            raise ClusterError(f"local cluster '{self.name}' is already running; stop it first")
+        self.stop(quiet=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir.mkdir(parents=True)
+        (self.dir / "log4j2.properties").write_text(LOG4J2)
+        ports = free_ports(n_brokers + 1)
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        nodes = [Node(CONTROLLER_ID, "controller", ports[0], None)]
+        nodes += [Node(i, "broker", ports[i], RACKS[(i - 1) % len(RACKS)]) for i in range(1, n_brokers + 1)]
+        state = ClusterState(self.name, cluster_id, kafka_version(), nodes)
+        for node in nodes:
+            self._node_dir(node).mkdir(parents=True)
+            self._config_path(node).write_text(self._properties(state, node))
+        self._format(state)
+        for node in nodes:
+            self._launch(node)
+        self._save(state)
+        try:
+            self.wait_ready(timeout_s)
+        except Exception:
+            self.stop(quiet=True)
+            raise
+        return state
+
+    def _format(self, state: ClusterState) -> None:
+        procs = []
+        for node in state.nodes:
+            cmd = self._java_cmd(node, ["kafka.tools.StorageTool", "format", "-t", state.cluster_id,
+                                        "-c", str(self._config_path(node)), "--ignore-formatted"])
+            procs.append((node, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+        for node, proc in procs:
+            out, _ = proc.communicate(timeout=120)
+            if proc.returncode != 0:
+                raise ClusterError(f"formatting {node.name} failed:\n{out[-2000:]}")
+
+    def _launch(self, node: Node) -> None:
+        out = open(self._node_dir(node) / "stdout.log", "ab")  # noqa: SIM115 - handed to the child process
+        proc = subprocess.Popen(self._java_cmd(node, ["kafka.Kafka", str(self._config_path(node))]),
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        out.close()
+        node.pid = proc.pid
+
+    def wait_ready(self, timeout_s: float = 120.0, broker_ids: list[int] | None = None) -> None:
+        """Wait until every (or the given) broker is registered and answers metadata requests."""
+        from confluent_kafka.admin import AdminClient
+
+        state = self.load()
+        wanted = set(broker_ids if broker_ids is not None else [b.node_id for b in state.brokers])
+        # log_level 0: brokers refuse connections until they are up; that is expected, not worth logging.
+        admin = AdminClient({"bootstrap.servers": state.bootstrap_servers, "socket.timeout.ms": 3000, "log_level": 0})
+        deadline = time.monotonic() + timeout_s
+        seen: set[int] = set()
+        while time.monotonic() < deadline:
+            for node in state.nodes:
+                if not _pid_alive(node.pid, str(self._config_path(node))):
+                    log = self._node_dir(node) / "server.log"
+                    tail = log.read_text(errors="replace")[-3000:] if log.exists() else "(no log)"
+                    raise ClusterError(f"{node.name} (pid {node.pid}) exited during start; log tail:\n{tail}")
+            try:
+                seen = set(admin.list_topics(timeout=3).brokers)
+            except Exception:  # noqa: BLE001 - not up yet, retry until the deadline
+                seen = set()
+            if wanted <= seen:
+                return
+            time.sleep(0.5)
+        raise ClusterError(f"brokers {sorted(wanted - seen)} not ready after {timeout_s:.0f}s "
+                           f"(logs in {self.dir})")
+
+    def stop(self, quiet: bool = False, timeout_s: float = 60.0) -> None:
+        """Stop every JVM this cluster started: brokers first (controlled shutdown), then the controller."""
+        try:
+            state = self.load()
+        except ClusterError:
+            if not quiet:
+                print(f"local cluster '{self.name}': nothing to stop")
+            return
+        for group in (state.brokers, [state.controller]):
+            self._terminate([n for n in group if _pid_alive(n.pid, str(self._config_path(n)))], timeout_s)
+        for node in state.nodes:
+            node.pid = None
+        self._save(state)
+        if not quiet:
+            print(f"local cluster '{self.name}' stopped")
+
+    def _terminate(self, nodes: list[Node], timeout_s: float, sig: int = signal.SIGTERM) -> None:
+        for node in nodes:
+            os.killpg(node.pid, sig)
+        deadline = time.monotonic() + timeout_s
+        for node in nodes:
+            marker = str(self._config_path(node))
+            while _pid_alive(node.pid, marker) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if _pid_alive(node.pid, marker):
+                os.killpg(node.pid, signal.SIGKILL)
+            try:  # reap it if it is our own child
+                os.waitpid(node.pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+
+    def stop_broker(self, broker_id: int, hard: bool = False) -> None:
+        """Stop one broker (SIGTERM: controlled shutdown; hard: SIGKILL, like a crashed machine)."""
+        state = self.load()
+        node = next(n for n in state.brokers if n.node_id == broker_id)
+        self._terminate([node], 60.0, signal.SIGKILL if hard else signal.SIGTERM)
+        node.pid = None
+        self._save(state)
+
+    def start_broker(self, broker_id: int, timeout_s: float = 120.0) -> None:
+        state = self.load()
+        node = next(n for n in state.brokers if n.node_id == broker_id)
+        if _pid_alive(node.pid, str(self._config_path(node))):
+            return
+        self._launch(node)
+        self._save(state)
+        self.wait_ready(timeout_s, broker_ids=[broker_id])
+
+    def status(self) -> list[dict]:
+        state = self.load()
+        return [{"node": n.name, "id": n.node_id, "rack": n.rack, "port": n.port, "pid": n.pid,
+                 "running": _pid_alive(n.pid, str(self._config_path(n)))} for n in state.nodes]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.local_kafka", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["fetch", "start", "stop", "status"])
+    parser.add_argument("--name", default="demo", help="cluster name (folder under .state/kafka)")
+    parser.add_argument("--brokers", type=int, default=6)
+    args = parser.parse_args(argv)
+    cluster = LocalKafkaCluster(args.name)
+    try:
+        if args.command == "fetch":
+            print(fetch_jars())
+        elif args.command == "start":
+            if cluster.is_running():
+                print(f"local cluster '{args.name}' already running: {cluster.load().bootstrap_servers}")
+                return 0
+            t0 = time.monotonic()
+            state = cluster.start(args.brokers)
+            print(f"local cluster '{args.name}' (Kafka {state.kafka_version}, KRaft) ready in "
+                  f"{time.monotonic() - t0:.0f}s: bootstrap {state.bootstrap_servers}; logs in {cluster.dir}")
+        elif args.command == "stop":
+            cluster.stop()
+        else:
+            for row in cluster.status():
+                print(f"{row['node']:<12} id={row['id']:<4} rack={row['rack'] or '-':<7} "
+                      f"port={row['port']:<6} pid={row['pid'] or '-':<8} {'up' if row['running'] else 'down'}")
+    except ClusterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
