@@ -105,13 +105,13 @@ class ClusterAdmin:
     def _kafka_python(self) -> Any:
         if self._legacy is None:
             from kafka import KafkaAdminClient
-            from kafka.errors import NoBrokersAvailable
+            from kafka.errors import KafkaError
 
             try:
                 self._legacy = KafkaAdminClient(**self.connection.kafka_python_config())
-            except NoBrokersAvailable as exc:
+            except KafkaError as exc:
                 raise KafkaUnreachableError(
-                    f"no Kafka broker at {self.connection.bootstrap_servers} answered (kafka-python)") from exc
+                    f"no Kafka broker at {self.connection.bootstrap_servers} answered (kafka-python: {exc})") from exc
         return self._legacy
 
     def close(self) -> None:
@@ -159,8 +159,9 @@ class ClusterAdmin:
         tps = [TopicPartition(t, p) for t, p in partitions]
         if not tps:
             return {}
-        result = self._admin.elect_leaders(ElectionType.PREFERRED, tps,
-                                           request_timeout=self.connection.request_timeout_s).result()
+        # No request_timeout here: confluent-kafka 2.16 documents it but its C binding rejects any keyword
+        # argument to elect_leaders (SystemError); socket.timeout.ms bounds the call instead.
+        result = self._admin.elect_leaders(ElectionType.PREFERRED, tps).result()
         out: dict[tuple[str, int], str | None] = {}
         for tp, err in result.items():
             ok = err is None or err.code() == KafkaError.ELECTION_NOT_NEEDED

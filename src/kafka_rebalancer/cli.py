@@ -1,0 +1,159 @@
+"""kafka-rebalancer: the pipeline's steps from a terminal, running the same library code as the DAG.
+
+    kafka-rebalancer snapshot --config C [--run-id ID]     capture the cluster into a new run folder
+    kafka-rebalancer plan     --config C [--run-id ID]     plan with a local Spark session
+    kafka-rebalancer validate --config C [--run-id ID]     the great-expectations suite on the plan
+    kafka-rebalancer execute  --config C [--run-id ID] [--pool P] [--apply]
+                                                           dry-run unless --apply is given
+    kafka-rebalancer verify   --config C [--run-id ID]     fresh snapshot, band status before/after
+    kafka-rebalancer status   --config C                   band status of the cluster now, reassignments
+
+Without --run-id, every step after `snapshot` works on the cluster's latest run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kafka_rebalancer.config import RebalancerConfig, load_config, safe_run_id
+from kafka_rebalancer.errors import RebalancerError, RunFolderError
+from kafka_rebalancer.kafka_admin import KafkaConnection
+from kafka_rebalancer.run_folder import RunFolder
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+LATEST = "LATEST"
+
+
+def connection_for(config: RebalancerConfig, bootstrap: str | None) -> KafkaConnection:
+    servers = bootstrap or config.cluster.bootstrap_servers
+    if not servers:
+        raise RebalancerError(f"{config.source_file}: cluster.bootstrap_servers is not set; set it (or "
+                              "${KAFKA_BOOTSTRAP_SERVERS} in it) or pass --bootstrap-servers")
+    return KafkaConnection(servers, dict(config.cluster.client_config), config.cluster.request_timeout_s)
+
+
+def _run(config: RebalancerConfig, run_id: str | None, create: bool = False) -> RunFolder:
+    cluster_dir = config.run_root / config.cluster.name
+    if run_id is None and create:
+        run_id = "cli__" + datetime.now(UTC).strftime("%Y-%m-%dT%H-%M-%SZ")
+    if run_id is None:
+        latest = cluster_dir / LATEST
+        if not latest.exists():
+            raise RunFolderError(f"no runs yet under {cluster_dir}; run `kafka-rebalancer snapshot` first")
+        run_id = latest.read_text().strip()
+    run = RunFolder(config.run_dir(run_id))
+    if create:
+        run.path.mkdir(parents=True, exist_ok=True)
+        (cluster_dir / LATEST).write_text(safe_run_id(run_id) + "\n")
+    elif not run.path.exists():
+        raise RunFolderError(f"no run folder {run.path}")
+    return run
+
+
+def _spark(master: str) -> SparkSession:
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return (SparkSession.builder.master(master).appName("kafka-rebalancer-plan")
+            .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "8").getOrCreate())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kafka-rebalancer", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("snapshot", "plan", "validate", "execute", "verify", "status"):
+        p = sub.add_parser(name)
+        p.add_argument("--config", required=True, type=Path)
+        if name != "status":
+            p.add_argument("--run-id")
+        if name in ("snapshot", "execute", "verify", "status"):
+            p.add_argument("--bootstrap-servers", help="overrides cluster.bootstrap_servers")
+        if name == "plan":
+            p.add_argument("--spark-master", default="local[2]")
+        if name == "execute":
+            p.add_argument("--pool", action="append", help="only this pool (repeatable); default: all pools")
+            p.add_argument("--apply", action="store_true", help="really execute; without it, a dry run")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("py4j", "kafka", "great_expectations"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        return _dispatch(args)
+    except RebalancerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    if args.command == "snapshot":
+        from kafka_rebalancer.snapshot import take_snapshot
+
+        run = _run(config, args.run_id, create=True)
+        manifest = take_snapshot(config, connection_for(config, args.bootstrap_servers), run)
+        print(f"{run.path}: {manifest['rows']} (hash {manifest['content_hash'][:12]})")
+    elif args.command == "plan":
+        from kafka_rebalancer.plan.job import run_plan
+
+        spark = _spark(args.spark_master)
+        try:
+            summary = run_plan(spark, config, _run(config, args.run_id))
+        finally:
+            spark.stop()
+        print(f"plan {summary['plan_hash'][:12]}: {summary['totals']}")
+    elif args.command == "validate":
+        from kafka_rebalancer.quality.suite import validate_plan
+
+        report = validate_plan(config, _run(config, args.run_id))
+        print(f"plan {report['plan_hash'][:12]} passed {report['expectations']} expectations")
+    elif args.command == "execute":
+        from kafka_rebalancer.execute.executor import run_execute
+
+        run = _run(config, args.run_id)
+        connection = connection_for(config, args.bootstrap_servers)
+        for pool in args.pool or sorted(config.pools):
+            result = run_execute(config, connection, run, pool, dry_run=not args.apply)
+            if result.get("dry_run"):
+                print(f"{pool}: dry run, {len(result['moves'])} move(s); pass --apply to execute")
+            else:
+                print(f"{pool}: {result['completed']}/{result['moves']} moves complete, "
+                      f"{len(result['skipped'])} skipped")
+    elif args.command == "verify":
+        from kafka_rebalancer.verify import verify_run
+
+        summary = verify_run(config, connection_for(config, args.bootstrap_servers), _run(config, args.run_id))
+        print(f"out of band: {summary['out_of_band_before']} before, {summary['out_of_band_after']} after")
+    else:
+        _status(config, connection_for(config, args.bootstrap_servers))
+    return 0
+
+
+def _status(config: RebalancerConfig, connection: KafkaConnection) -> None:
+    from kafka_rebalancer.balance.status import band_status, bands_frame, broker_load_frame
+    from kafka_rebalancer.kafka_admin import ClusterAdmin
+    from kafka_rebalancer.report.tables import band_table
+    from kafka_rebalancer.snapshot import capture
+
+    tables, _ = capture(config, connection)
+    load = broker_load_frame(tables.brokers, tables.replicas, config.resource_list())
+    print(band_table(band_status(load, bands_frame(load, config))))
+    with ClusterAdmin(connection) as admin:
+        ongoing = admin.list_reassignments()
+    print(f"reassignments in progress: {len(ongoing)}")
+    for (topic, partition), state in sorted(ongoing.items()):
+        print(f"  {topic}-{partition}: adding {state['adding_replicas']}, removing {state['removing_replicas']}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""The execution log: one JSON line per action, appended and flushed as it happens, so a rerun of the execute
+task knows exactly what an earlier attempt did (DESIGN §7)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+Key = tuple[str, int]
+
+
+@dataclass
+class LogState:
+    """What the log says so far, per partition: the last action and its details."""
+
+    last: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    plan_hashes: set[str] = field(default_factory=set)
+
+    def action(self, key: Key) -> str | None:
+        entry = self.last.get(key)
+        return entry["action"] if entry else None
+
+
+class ExecutionLog:
+    def __init__(self, path: Path, pool: str, plan_hash: str) -> None:
+        self.path = path
+        self.pool = pool
+        self.plan_hash = plan_hash
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def append(self, action: str, key: Key | None = None, **details: Any) -> dict[str, Any]:
+        entry: dict[str, Any] = {"ts": datetime.now(UTC).isoformat(timespec="milliseconds"), "pool": self.pool,
+                                 "plan_hash": self.plan_hash, "action": action}
+        if key is not None:
+            entry["topic"], entry["partition"] = key
+        entry.update(details)
+        with self.path.open("a") as f:
+            f.write(json.dumps(entry, sort_keys=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        return entry
+
+    def read(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        entries = []
+        for line in self.path.read_text().splitlines():
+            if line.strip():
+                try:
+                    entries.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue  # a line cut short by a crash: the actions before it are intact
+        return entries
+
+    def state(self) -> LogState:
+        state = LogState()
+        for entry in self.read():
+            state.plan_hashes.add(entry.get("plan_hash", ""))
+            if "topic" in entry:
+                state.last[(entry["topic"], int(entry["partition"]))] = entry
+        return state

@@ -1,0 +1,58 @@
+"""The verify step: a fresh snapshot after execution, band status before and after per pool, and whether the
+cluster now carries the validated plan."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafka_rebalancer.balance.status import band_status, bands_frame, broker_load_frame, out_of_band
+from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.kafka_admin import KafkaConnection
+from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD
+from kafka_rebalancer.plan.artifacts import read_reassignment
+from kafka_rebalancer.report.tables import band_table
+from kafka_rebalancer.run_folder import PLAN, VERIFY, RunFolder, read_json, read_table, write_json
+from kafka_rebalancer.snapshot import capture, read_snapshot, write_snapshot
+
+log = logging.getLogger(__name__)
+AFTER_SNAPSHOT = "after_snapshot"
+
+
+def verify_run(config: RebalancerConfig, connection: KafkaConnection, run: RunFolder) -> dict[str, Any]:
+    plan_dir = run.require(PLAN)
+    tables, manifest = capture(config, connection)
+    write_snapshot(run, tables, manifest, AFTER_SNAPSHOT)
+    after_tables, _ = read_snapshot(run, AFTER_SNAPSHOT)
+
+    before = band_status(read_table(plan_dir, BROKER_LOAD), read_table(plan_dir, BANDS))
+    after_load = broker_load_frame(after_tables.brokers, after_tables.replicas, config.resource_list())
+    after = band_status(after_load, bands_frame(after_load, config))
+
+    parts = after_tables.partitions
+    current = {(t, int(p)): [int(b) for b in r]
+               for t, p, r in zip(parts["topic"], parts["partition"], parts["replicas"], strict=True)}
+    plan = read_reassignment(plan_dir / "plan.json")
+    not_applied = [{"topic": r.topic, "partition": r.partition, "planned": r.replicas,
+                    "current": current.get((r.topic, r.partition))}
+                   for r in plan if current.get((r.topic, r.partition)) != r.replicas]
+    pools: dict[str, Any] = {}
+    for pool in sorted(before["broker_pool"].unique()):
+        pools[pool] = {
+            res: {"out_of_band_before": sorted(int(b) for b in out_of_band(
+                      before[(before["broker_pool"] == pool) & (before["resource"] == res)])["broker_id"]),
+                  "out_of_band_after": sorted(int(b) for b in out_of_band(
+                      after[(after["broker_pool"] == pool) & (after["resource"] == res)])["broker_id"])}
+            for res in sorted(before["resource"].unique())}
+    text = band_table(before, after)
+    summary = {"plan_hash": read_json(plan_dir / "summary.json")["plan_hash"],
+               "partitions_planned": len(plan), "partitions_not_at_plan": not_applied, "pools": pools,
+               "out_of_band_before": len(out_of_band(before)), "out_of_band_after": len(out_of_band(after))}
+    with run.stage(VERIFY) as out:
+        write_json(out / "summary.json", summary)
+        (out / "report.txt").write_text(text)
+    log.info("before -> after, per pool:\n%s", text)
+    if not_applied:
+        log.warning("%d planned partition(s) are not at their planned replicas: %s", len(not_applied),
+                    not_applied[:10])
+    return summary
