@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 MESSAGE_BYTES = 1024
@@ -43,7 +43,7 @@ def create_topics(bootstrap: str, topics: list[TopicSpec], timeout_s: float = 60
     admin = AdminClient({"bootstrap.servers": bootstrap})
     # confluent-kafka needs num_partitions to match the explicit assignment's length.
     new = [NewTopic(t.name, num_partitions=len(t.assignment), replica_assignment=t.assignment) for t in topics]
-    for name, future in admin.create_topics(new, request_timeout=timeout_s).items():
+    for future in admin.create_topics(new, request_timeout=timeout_s).values():
         future.result(timeout=timeout_s)
     deadline = time.monotonic() + timeout_s
     names = {t.name for t in topics}
@@ -61,7 +61,7 @@ def produce(bootstrap: str, topics: list[TopicSpec], seed: int = 7) -> dict[str,
                          "linger.ms": 5, "compression.type": "none", "batch.size": 262144})
     failures: list[str] = []
 
-    def on_delivery(err, msg) -> None:  # noqa: ANN001 - librdkafka callback signature
+    def on_delivery(err: object, msg: Message) -> None:
         if err is not None:
             failures.append(f"{msg.topic()}-{msg.partition()}: {err}")
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -312,10 +313,8 @@ class LocalKafkaCluster:
                 time.sleep(0.2)
             if _pid_alive(node.pid, marker):
                 os.killpg(node.pid, signal.SIGKILL)
-            try:  # reap it if it is our own child
+            with contextlib.suppress(ChildProcessError):  # reap it if it is our own child
                 os.waitpid(node.pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
 
     def stop_broker(self, broker_id: int, hard: bool = False) -> None:
         """Stop one broker (SIGTERM: controlled shutdown; hard: SIGKILL, like a crashed machine)."""

@@ -76,7 +76,7 @@ def build_summary(*, config: RebalancerConfig, manifest: dict[str, Any], plan_ha
         pools[pool] = {
             "partitions_changed": len(pool_changes), "replica_moves": len(pool_moves),
             "moved_bytes": int(pool_moves["size_bytes"].sum()), "resources": resources, "brokers": usage_rows,
-            "notes": [{"resource": r, "broker_id": _num(b), "note": n} for r, b, n in
+            "notes": [{"resource": r, "broker_id": None if pd.isna(b) else int(b), "note": n} for r, b, n in
                       zip(pool_notes["resource"], pool_notes["broker_id"], pool_notes["note"], strict=True)],
         }
     reasons = skipped["reason"].str.split(":").str[0].value_counts().sort_index()
