@@ -77,55 +77,71 @@ class Planner:
                 self.ceiling[k] = band.capacity_threshold
 
     # -- budgets -------------------------------------------------------------------------------------
-    def _budget_left(self) -> bool:
-        return len(self.plan.moves) < self.budgets.max_replica_moves
+    def _budget_left(self, moves: int = 1) -> bool:
+        return len(self.plan.moves) + moves <= self.budgets.max_replica_moves
 
-    def _broker_budget_ok(self) -> np.ndarray:
+    def _broker_budget_ok(self, moves: int = 1) -> np.ndarray:
         if self.budgets.max_moves_per_broker is None:
             return np.ones(len(self.broker_moves), dtype=bool)
-        return self.broker_moves < self.budgets.max_moves_per_broker
+        return self.broker_moves + moves <= self.budgets.max_moves_per_broker
 
-    # -- the acceptance rule -------------------------------------------------------------------------
-    def _source_accepts(self, r: int, s: int) -> bool:
-        """Giving replica r away keeps s at or above the lower edge of every balanced resource it changes."""
-        m = self.model
-        load = m.r_load[r]
-        after = (m.load[s] - load) / m.capacity[s]
-        changes = load > 0
-        return bool(np.all(~changes | (after >= self.lower - EPS)))
-
-    def _feasible_targets(self, r: int, s: int) -> np.ndarray:
-        """Mask over brokers that may receive replica r from s under every hard constraint and the band rule."""
+    # -- hard constraints and the acceptance rule ------------------------------------------------------
+    def _placement_ok(self, r: int, s: int) -> np.ndarray:
+        """Mask over brokers that may hold replica r instead of s: alive, not excluded, within the per-broker
+        budget, not already holding the partition, and keeping the partition's rack diversity (never below
+        min(RF, racks in the pool), nor below what the partition has now)."""
         m = self.model
         ok = m.eligible & self._broker_budget_ok()
         ok[s] = False
         members = m.partition_brokers(r)
         ok[members] = False
-        # Rack diversity may not drop below min(RF, racks in pool), nor below what the partition has now.
-        others = members[members != s]
-        other_racks = m.rack[others]
-        distinct_before = len(np.unique(m.rack[members]))
-        required = min(len(members), m.n_racks, distinct_before)
+        other_racks = m.rack[members[members != s]]
+        required = min(len(members), m.n_racks, len(np.unique(m.rack[members])))
         if len(np.unique(other_racks)) < required:
             ok &= ~np.isin(m.rack, other_racks)
-        if self.budgets.max_moved_bytes is not None and \
-                self.moved_bytes + m.r_size[r] > self.budgets.max_moved_bytes:
-            return np.zeros_like(ok)
-        load = m.r_load[r]
-        changes = load > 0
-        after = (m.load + load) / m.capacity
-        limit = np.minimum(self.upper, self.ceiling)
-        ok &= np.all(~changes | (after <= limit + EPS), axis=1)
         return ok
 
-    def _apply(self, r: int, t: int, k: int) -> None:
+    def _gain_ok(self, brokers: np.ndarray | int, delta: np.ndarray) -> np.ndarray:
+        """Brokers gaining `delta` (per resource) stay at or below the band's upper edge and the capacity
+        threshold of every balanced resource that rises."""
         m = self.model
-        s = int(m.r_broker[r])
-        m.move(r, t)
-        self.moved[r] = True
-        self.broker_moves[[s, t]] += 1
-        self.moved_bytes += int(m.r_size[r])
-        self.plan.moves.append(Move(len(self.plan.moves), r, s, t, self.names[k]))
+        after = (m.load[brokers] + delta) / m.capacity[brokers]
+        rises = delta > 0
+        return np.all(~rises | (after <= np.minimum(self.upper, self.ceiling) + EPS), axis=-1)
+
+    def _loss_ok(self, broker: int, delta: np.ndarray) -> bool:
+        """A broker losing `delta` stays at or above the band's lower edge of every balanced resource that falls."""
+        m = self.model
+        after = (m.load[broker] - delta) / m.capacity[broker]
+        return bool(np.all(~(delta > 0) | (after >= self.lower - EPS)))
+
+    def _exchange_ok(self, giver: int, taker: int, delta: np.ndarray) -> bool:
+        """The acceptance rule for a net transfer `delta` from giver to taker (a move, or a swap's net)."""
+        given, returned = np.maximum(delta, 0), np.maximum(-delta, 0)
+        return (self._loss_ok(giver, given) and self._loss_ok(taker, returned)
+                and bool(self._gain_ok(taker, given)) and bool(self._gain_ok(giver, returned)))
+
+    def _bytes_ok(self, extra: int) -> bool:
+        return self.budgets.max_moved_bytes is None or self.moved_bytes + extra <= self.budgets.max_moved_bytes
+
+    def _feasible_targets(self, r: int, s: int) -> np.ndarray:
+        """Mask over brokers that may receive replica r from s under every hard constraint and the band rule."""
+        m = self.model
+        if not self._bytes_ok(int(m.r_size[r])):
+            return np.zeros(len(m.broker_ids), dtype=bool)
+        return self._placement_ok(r, s) & self._gain_ok(np.arange(len(m.broker_ids)), m.r_load[r])
+
+    def _apply(self, moves: list[tuple[int, int]], k: int) -> None:
+        """Apply one action (a move, or both halves of a swap) under one sequence number."""
+        m = self.model
+        seq = len({mv.seq for mv in self.plan.moves})
+        for r, t in moves:
+            s = int(m.r_broker[r])
+            m.move(r, t)
+            self.moved[r] = True
+            self.broker_moves[[s, t]] += 1
+            self.moved_bytes += int(m.r_size[r])
+            self.plan.moves.append(Move(seq, r, s, t, self.names[k]))
 
     # -- choosing ------------------------------------------------------------------------------------
     def _order(self, replicas: np.ndarray, k: int, need: float) -> np.ndarray:
@@ -155,13 +171,21 @@ class Planner:
         rs = self._movable_on(s, k)
         rs = rs[m.r_load[rs, k] <= most + EPS]
         for r in self._order(rs, k, need)[: self.candidate_limit]:
-            if not self._source_accepts(r, s):
+            if not self._loss_ok(s, m.r_load[r]):
                 continue
             targets = self._feasible_targets(r, s)
             if targets.any():
                 usage = m.usage[:, k]
                 t = int(np.flatnonzero(targets)[np.argmin(usage[targets])])
-                self._apply(r, t, k)
+                self._apply([(r, t)], k)
+                return True
+        if m.resources[k].is_count:  # a swap leaves counts unchanged
+            return False
+        usage = m.usage[:, k]
+        takers = np.flatnonzero(m.eligible & (usage < min(band.upper, self.ceiling[k]) - EPS))
+        for t in takers[np.argsort(usage[takers], kind="stable")][: self.candidate_limit // 4]:
+            room = min(band.upper, self.ceiling[k]) * m.capacity[t, k] - m.load[t, k]
+            if self._swap(s, int(t), k, need, min(most, room)):
                 return True
         return False
 
@@ -181,9 +205,43 @@ class Planner:
             rs = self._movable_on(int(s), k)
             rs = rs[m.r_load[rs, k] <= most + EPS]
             for r in self._order(rs, k, need)[: self.candidate_limit]:
-                if self._source_accepts(r, int(s)) and self._feasible_targets(r, int(s))[t]:
-                    self._apply(r, t, k)
+                if self._loss_ok(int(s), m.r_load[r]) and self._feasible_targets(r, int(s))[t]:
+                    self._apply([(r, t)], k)
                     return True
+        if m.resources[k].is_count:
+            return False
+        for s in sources[np.argsort(-usage[sources], kind="stable")][: self.candidate_limit // 4]:
+            spare = m.load[s, k] - band.lower * m.capacity[s, k]
+            if self._swap(int(s), t, k, need, min(most, spare)):
+                return True
+        return False
+
+    def _swap(self, giver: int, taker: int, k: int, lo: float, hi: float) -> bool:
+        """Exchange a replica of giver for a smaller one of taker so the net transfer in resource k lies in
+        [lo, hi] (used when no single replica fits). Least data first: the pair with the smallest total."""
+        m = self.model
+        if hi < lo or not self._budget_left(2) or not self._broker_budget_ok(2)[[giver, taker]].all():
+            return False
+        give = self._movable_on(giver, k)
+        take = m.replicas_on(taker)
+        take = take[m.r_movable[take] & ~self.moved[take]]
+        if not len(give) or not len(take):
+            return False
+        lg = m.r_load[give, k]
+        order = np.argsort(m.r_load[take, k], kind="stable")
+        lt = m.r_load[take[order], k]
+        first = np.searchsorted(lt, lg - hi - EPS, side="left")
+        last = np.searchsorted(lt, lg - lo + EPS, side="right")
+        pairs = [(lg[i] + lt[j], int(give[i]), int(take[order[j]]))
+                 for i in np.flatnonzero(first < last) for j in range(first[i], min(last[i], first[i] + 3))]
+        for _, r1, r2 in sorted(pairs)[: self.candidate_limit]:
+            if m.r_pindex[r1] == m.r_pindex[r2] or not self._bytes_ok(int(m.r_size[r1] + m.r_size[r2])):
+                continue
+            if not (self._placement_ok(r1, giver)[taker] and self._placement_ok(r2, taker)[giver]):
+                continue
+            if self._exchange_ok(giver, taker, m.r_load[r1] - m.r_load[r2]):
+                self._apply([(r1, taker), (r2, giver)], k)
+                return True
         return False
 
     def _fix_resource(self, k: int) -> bool:

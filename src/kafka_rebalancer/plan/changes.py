@@ -11,24 +11,24 @@ from kafka_rebalancer.model.schemas import PARTITION_CHANGES
 def trim_to_budgets(moves: pd.DataFrame, budgets: Budgets) -> pd.DataFrame:
     """Keep the run's budgets across pools.
 
-    Each pool's moves were accepted one after the other, so every prefix of a pool's sequence is itself a valid
-    plan. The budgets are kept by taking prefixes, round-robin over the pools (by `seq`), so every pool gets its
-    most useful moves first.
+    Each pool's actions (a move, or a swap's two moves, sharing a `seq`) were accepted one after the other, so
+    every prefix of a pool's sequence is itself a valid plan. The budgets are kept by taking whole actions as
+    prefixes, round-robin over the pools (by `seq`), so every pool gets its most useful actions first.
     """
-    ordered = moves.sort_values(["seq", "broker_pool"], kind="mergesort")
     keep: list[int] = []
     stopped: set[str] = set()
     total_bytes = 0
-    for idx, pool, size in zip(ordered.index, ordered["broker_pool"], ordered["size_bytes"], strict=True):
+    for (_seq, pool), action in moves.groupby(["seq", "broker_pool"], sort=True):
         if pool in stopped:
             continue
-        over_count = len(keep) >= budgets.max_replica_moves
-        over_bytes = budgets.max_moved_bytes is not None and total_bytes + int(size) > budgets.max_moved_bytes
+        size = int(action["size_bytes"].sum())
+        over_count = len(keep) + len(action) > budgets.max_replica_moves
+        over_bytes = budgets.max_moved_bytes is not None and total_bytes + size > budgets.max_moved_bytes
         if over_count or over_bytes:
             stopped.add(pool)
             continue
-        keep.append(idx)
-        total_bytes += int(size)
+        keep.extend(action.index)
+        total_bytes += size
     return moves.loc[sorted(keep)].sort_values(["broker_pool", "seq"], kind="mergesort").reset_index(drop=True)
 
 

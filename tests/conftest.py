@@ -1,0 +1,56 @@
+"""Shared fixtures: one Spark session for the whole run, and the real local Kafka cluster (started once per
+session, stopped at the end; tests that need it never skip)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import write_config
+
+REPO = Path(__file__).resolve().parents[1]
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("kafka-rebalancer-tests")
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4")
+               .config("spark.driver.extraJavaOptions",
+                       f"-Dlog4j2.configurationFile={REPO / 'spark' / 'conf' / 'log4j2.properties'}")
+               .getOrCreate())
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster() -> Iterator[Any]:
+    from tools.local_kafka import LocalKafkaCluster
+
+    cluster = LocalKafkaCluster("pytest")
+    cluster.stop(quiet=True)  # a cluster left behind by an interrupted session
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop(quiet=True)
+
+
+@pytest.fixture
+def config_factory(tmp_path: Path) -> Callable[..., Any]:
+    """Write a config file into tmp_path and load it: factory(body) -> RebalancerConfig."""
+    from kafka_rebalancer.config import load_config
+
+    def make(body: dict[str, Any], name: str = "config.yaml") -> Any:
+        body = {"run_root": str(tmp_path / "runs"), **body}
+        return load_config(write_config(tmp_path / name, body))
+
+    return make

@@ -1,0 +1,199 @@
+"""The plan job on generated snapshots, with the session's one SparkSession."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kafka_rebalancer.balance.status import bands_frame, broker_load_frame
+from kafka_rebalancer.balance.transforms import bands, broker_load
+from kafka_rebalancer.errors import ValidationFailed
+from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD, CANDIDATES, SKIPPED
+from kafka_rebalancer.plan.artifacts import dumps, plan_hash, read_reassignment
+from kafka_rebalancer.plan.job import run_plan
+from kafka_rebalancer.quality.suite import validate_plan
+from kafka_rebalancer.run_folder import PLAN, RunFolder, read_json, read_table, write_json
+from kafka_rebalancer.snapshot import read_snapshot, write_snapshot
+from kafka_rebalancer.synthetic import SyntheticSpec, generate
+
+pytestmark = pytest.mark.spark
+
+SPEC = SyntheticSpec(n_brokers=12, n_racks=3, n_pools=2, n_partitions=600, replication_factor=3,
+                     under_replicated_fraction=0.03, seed=11)
+
+
+def planned(spark: Any, config_factory: Callable[..., Any], tmp_path: Path, spec: SyntheticSpec = SPEC,
+            overrides: dict | None = None, tables_hook: Callable | None = None) -> tuple[Any, RunFolder, dict]:
+    tables, body = generate(spec)
+    if tables_hook:
+        tables = tables_hook(tables)
+    config = config_factory({**body, **(overrides or {})})
+    run = RunFolder(config.run_dir("test"))
+    write_snapshot(run, tables, {"cluster": config.cluster.name})
+    return config, run, run_plan(spark, config, run)
+
+
+@pytest.fixture(scope="module")
+def baseline(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, RunFolder, dict]:
+    from kafka_rebalancer.config import load_config
+    from tests.helpers import write_config
+
+    root = tmp_path_factory.mktemp("baseline")
+    tables, body = generate(SPEC)
+    config = load_config(write_config(root / "config.yaml", {**body, "run_root": str(root / "runs")}))
+    run = RunFolder(config.run_dir("test"))
+    write_snapshot(run, tables, {"cluster": config.cluster.name})
+    return config, run, run_plan(spark, config, run)
+
+
+def test_plan_keeps_every_hard_constraint(baseline: tuple) -> None:
+    _, run, summary = baseline
+    snapshot, _ = read_snapshot(run)
+    parts = snapshot.partitions.set_index(["topic", "partition"])
+    brokers = snapshot.brokers.set_index("broker_id")
+    plan = read_reassignment(run.stage_path(PLAN) / "plan.json")
+    assert summary["totals"]["partitions_changed"] == len(plan) > 0
+    for entry in plan:
+        row = parts.loc[(entry.topic, entry.partition)]
+        old = list(row["replicas"])
+        assert len(entry.replicas) == len(old) == len(set(entry.replicas))
+        assert all(brokers.loc[b, "broker_pool"] == row["topic_pool"] for b in entry.replicas)
+        assert len({brokers.loc[b, "rack"] for b in entry.replicas}) >= len({brokers.loc[b, "rack"] for b in old})
+        assert len(row["isr"]) == len(old) and row["leader"] >= 0
+
+
+def test_plan_brings_every_broker_inside_its_bands(baseline: tuple) -> None:
+    _, _, summary = baseline
+    assert summary["totals"]["out_of_band_before"] > 0
+    assert summary["totals"]["out_of_band_after"] == 0
+    for pool in summary["pools"].values():
+        for resource in pool["resources"].values():
+            assert resource["out_of_band_after"] == []
+            if resource["lower_bound"]:
+                assert resource["moved"] >= resource["lower_bound"] - 1e-6  # LB is a lower bound
+                assert resource["moved_over_lb"] is not None
+
+
+def test_skipped_partitions_have_reasons(baseline: tuple) -> None:
+    _, run, summary = baseline
+    skipped = read_table(run.stage_path(PLAN), SKIPPED)
+    snapshot, _ = read_snapshot(run)
+    under = snapshot.partitions[snapshot.partitions["isr"].map(len) < snapshot.partitions["replicas"].map(len)]
+    assert len(under) > 0 and set(zip(under["topic"], under["partition"], strict=True)) == \
+        set(zip(skipped["topic"], skipped["partition"], strict=True))
+    assert skipped["reason"].str.startswith("under-replicated: ISR").all()
+    assert summary["skipped"]["by_reason"] == {"under-replicated": len(under)}
+
+
+def test_same_snapshot_and_config_give_the_same_plan_bytes(spark: Any, baseline: tuple) -> None:
+    config, run, summary = baseline
+    first = (run.stage_path(PLAN) / "plan.json").read_bytes()
+    again = run_plan(spark, config, run)
+    assert (run.stage_path(PLAN) / "plan.json").read_bytes() == first
+    assert again["plan_hash"] == summary["plan_hash"]
+
+
+def test_spark_and_pandas_agree_on_load_and_bands(spark: Any, baseline: tuple) -> None:
+    config, run, _ = baseline
+    snapshot, _ = read_snapshot(run)
+    resources = config.resource_list()
+    folder = run.stage_path("snapshot")
+    brokers = spark.read.parquet(str(folder / "brokers.parquet"))
+    replicas = spark.read.parquet(str(folder / "replicas.parquet"))
+    spark_load = broker_load(brokers, replicas, resources)
+    keys = ["broker_pool", "resource", "broker_id"]
+    s = spark_load.toPandas().sort_values(keys).reset_index(drop=True)
+    p = broker_load_frame(snapshot.brokers, snapshot.replicas, resources).sort_values(keys).reset_index(drop=True)
+    pd.testing.assert_frame_equal(s[BROKER_LOAD.names], p[BROKER_LOAD.names], check_dtype=False)
+    sb = bands(spark_load, config).toPandas().sort_values(["broker_pool", "resource"]).reset_index(drop=True)
+    pb = bands_frame(p, config).sort_values(["broker_pool", "resource"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(sb[BANDS.names], pb[BANDS.names], check_dtype=False)
+
+
+def test_candidates_pass_the_precheck_windows(baseline: tuple) -> None:
+    _, run, _ = baseline
+    folder = run.stage_path(PLAN)
+    candidates = read_table(folder, CANDIDATES)
+    load = read_table(folder, BROKER_LOAD).set_index(["broker_id", "resource"])
+    band = read_table(folder, BANDS).set_index(["broker_pool", "resource"])
+    assert len(candidates) > 0
+    for c in candidates.itertuples(index=False):
+        b = band.loc[(c.broker_pool, c.resource)]
+        upper = min(b["upper"], b["capacity_threshold"]) if not np.isnan(b["capacity_threshold"]) else b["upper"]
+        src, dst = load.loc[(c.source_broker, c.resource)], load.loc[(c.target_broker, c.resource)]
+        for after in ((src["load"] - c.replica_load) / src["capacity"],
+                      (dst["load"] + c.replica_load) / dst["capacity"]):
+            assert b["lower"] - 1e-9 <= after <= upper + 1e-9
+        fixed = c.source_broker if c.direction == "over" else c.target_broker
+        assert fixed == c.broker_to_fix
+
+
+def test_plan_passes_validation_and_a_tampered_plan_fails(baseline: tuple, tmp_path: Path) -> None:
+    import shutil
+
+    config, run, _ = baseline
+    assert validate_plan(config, run)["success"]
+    tampered = RunFolder(tmp_path / "tampered")
+    shutil.copytree(run.path, tampered.path)
+    plan_file = tampered.stage_path(PLAN) / "plan.json"
+    doc = {"version": 1, "partitions": [{"topic": e.topic, "partition": e.partition, "replicas": e.replicas}
+                                        for e in read_reassignment(plan_file)]}
+    doc["partitions"][0]["replicas"] = doc["partitions"][0]["replicas"][:-1]  # a buggy planner drops a replica
+    victim = doc["partitions"][0]
+    other_pool = 1 if victim["topic"].startswith("pool-1") else 12
+    doc["partitions"][1]["replicas"][0] = other_pool  # ... and crosses into the other pool
+    text = dumps(doc)
+    plan_file.write_text(text)
+    summary_file = tampered.stage_path(PLAN) / "summary.json"
+    tampered_summary = read_json(summary_file)
+    tampered_summary["plan_hash"] = plan_hash(text, tampered_summary["snapshot_hash"], config.fingerprint())
+    write_json(summary_file, tampered_summary)
+    with pytest.raises(ValidationFailed) as err:
+        validate_plan(config, tampered)
+    assert "replication factor unchanged" in str(err.value)
+    assert "every replica on a broker of the topic's pool" in str(err.value)
+    report = read_json(tampered.stage_path("validation") / "report.json")
+    assert not report["success"]
+    rf = next(f for f in report["failures"] if f["description"] == "replication factor unchanged")
+    assert rf["rows"][0]["topic"] == victim["topic"] and rf["rows"][0]["partition"] == victim["partition"]
+
+
+def test_excluded_topics_and_brokers_are_untouched(spark: Any, config_factory: Callable[..., Any],
+                                                   tmp_path: Path) -> None:
+    excluded_topic = "pool-0.topic-0000"
+    _, run, summary = planned(spark, config_factory, tmp_path, overrides={
+        "exclude": {"topics": [excluded_topic], "brokers": [3]}},
+        tables_hook=lambda t: type(t)(t.brokers.assign(excluded=t.brokers["broker_id"] == 3), t.replicas,
+                                      t.partitions.assign(excluded=t.partitions["topic"] == excluded_topic)))
+    plan = read_reassignment(run.stage_path(PLAN) / "plan.json")
+    snapshot, _ = read_snapshot(run)
+    parts = snapshot.partitions.set_index(["topic", "partition"])
+    assert plan
+    for entry in plan:
+        assert entry.topic != excluded_topic
+        assert 3 not in entry.replicas and 3 not in parts.loc[(entry.topic, entry.partition), "replicas"]
+    reasons = summary["skipped"]["by_reason"]
+    assert reasons["excluded topic (config exclude.topics)"] == 50
+    assert reasons["a replica is on an excluded broker"] > 0
+
+
+def test_dead_broker_receives_nothing_and_budgets_hold(spark: Any, config_factory: Callable[..., Any],
+                                                       tmp_path: Path) -> None:
+    spec = SyntheticSpec(n_brokers=12, n_partitions=600, dead_broker=True, seed=5)
+    _, run, summary = planned(spark, config_factory, tmp_path, spec=spec,
+                              overrides={"budgets": {"max_replica_moves": 15, "max_moves_per_broker": 6}})
+    snapshot, _ = read_snapshot(run)
+    dead = int(snapshot.brokers.loc[~snapshot.brokers["alive"], "broker_id"].iloc[0])
+    plan = read_reassignment(run.stage_path(PLAN) / "plan.json")
+    parts = snapshot.partitions.set_index(["topic", "partition"])
+    added = [b for e in plan for b in set(e.replicas) - set(parts.loc[(e.topic, e.partition), "replicas"])]
+    assert dead not in added
+    assert summary["totals"]["replica_moves"] <= 15 and summary["budgets"]["moves_dropped_by_budget"] > 0
+    removed = [b for e in plan for b in set(parts.loc[(e.topic, e.partition), "replicas"]) - set(e.replicas)]
+    per_broker = pd.Series(added + removed).value_counts()
+    assert per_broker.max() <= 6
