@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -90,9 +91,9 @@ def kafka_version() -> str:
 
 
 def fetch_jars() -> Path:
-    """Download the broker jars once (idempotent: a marker names the version that is complete)."""
+    """Download the broker jars once (idempotent: a marker names the pom content that is complete)."""
     version = kafka_version()
-    marker = LIBS / f".complete-{version}"
+    marker = LIBS / f".complete-{hashlib.sha256(POM.read_bytes()).hexdigest()[:16]}"
     if marker.exists():
         return LIBS
     if LIBS.exists():

@@ -1,0 +1,102 @@
+"""DAG integrity: the DAG folder imports cleanly, the nightly DAG has its schedule, tags, retries and wiring,
+and importing it loads none of the heavy libraries (they are imported inside the tasks)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import REPO
+
+PROBE = textwrap.dedent("""
+    import json, sys
+    sys.path[:0] = [{dags!r}, {plugins!r}]
+    import kafka_rebalance_nightly as module
+    heavy = [n for n in ("pyspark", "pandas", "numpy", "great_expectations", "kafka_rebalancer", "confluent_kafka",
+                         "kafka", "pyarrow") if n in sys.modules]
+    from airflow.dag_processing.dagbag import DagBag
+    bag = DagBag(dag_folder={dags!r})
+    dag = bag.dags["kafka_rebalance_nightly"]
+    tasks = {{t.task_id: {{"type": type(t).__name__, "retries": t.retries,
+                           "downstream": sorted(t.downstream_task_ids),
+                           "map_index_template": getattr(t, "map_index_template", None),
+                           "conn_id": getattr(t, "_conn_id", None)}} for t in dag.tasks}}
+    from kafka_rebalancer_airflow import KafkaClusterHook, dry_run_for
+    connection = KafkaClusterHook("kafka_probe").get_conn()
+    class Run:
+        def __init__(self, run_type): self.run_type = run_type
+    modes = {{f"{{mode}}/{{kind}}": dry_run_for({{"params": {{"mode": mode}}, "dag_run": Run(kind)}})
+             for mode in ("auto", "dry-run", "execute") for kind in ("scheduled", "manual")}}
+    print(json.dumps({{
+        "heavy": heavy, "import_errors": {{k: str(v) for k, v in bag.import_errors.items()}},
+        "dag_ids": sorted(bag.dags), "schedule": str(dag.schedule), "catchup": dag.catchup,
+        "max_active_runs": dag.max_active_runs, "tags": sorted(dag.tags), "tasks": tasks,
+        "params": {{k: dag.params[k] for k in dag.params}},
+        "connection": [connection.bootstrap_servers, dict(connection.client_config)], "modes": modes}}))
+""")
+
+
+@pytest.fixture(scope="module")
+def facts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    home = tmp_path_factory.mktemp("airflow-home")
+    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+           "AIRFLOW_CONN_KAFKA_PROBE": json.dumps({"conn_type": "kafka", "extra": {
+               "bootstrap.servers": "k1:9092,k2:9092", "security.protocol": "SASL_SSL"}})}
+    code = PROBE.format(dags=str(REPO / "dags"), plugins=str(REPO / "plugins"))
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_dag_folder_imports_cleanly(facts: dict) -> None:
+    assert facts["import_errors"] == {}
+    assert facts["dag_ids"] == ["kafka_rebalance_nightly"]
+
+
+def test_no_heavy_imports_at_the_top_of_dag_files(facts: dict) -> None:
+    assert facts["heavy"] == []
+    for dag_file in (REPO / "dags").glob("*.py"):
+        top = [line for line in dag_file.read_text().splitlines() if line.startswith(("import ", "from "))]
+        assert not any(name in line for line in top for name in ("pyspark", "pandas", "great_expectations",
+                                                                  "kafka_rebalancer", "confluent_kafka"))
+
+
+def test_schedule_catchup_concurrency_tags(facts: dict) -> None:
+    assert "0 2 * * *" in facts["schedule"]
+    assert facts["catchup"] is False and facts["max_active_runs"] == 1
+    assert {"kafka", "rebalance"} <= set(facts["tags"])
+    assert facts["params"]["mode"] == "auto"
+
+
+def test_tasks_wiring_and_retries(facts: dict) -> None:
+    tasks = facts["tasks"]
+    assert set(tasks) == {"snapshot", "plan", "validate", "execute", "verify"}
+    assert tasks["plan"]["type"] == "SparkSubmitOperator" and tasks["plan"]["conn_id"] == "spark_rebalancer"
+    assert tasks["snapshot"]["downstream"] == ["execute", "plan", "validate", "verify"]
+    assert tasks["plan"]["downstream"] == ["validate"]
+    assert tasks["validate"]["downstream"] == ["execute"] and tasks["execute"]["downstream"] == ["verify"]
+    assert tasks["execute"]["map_index_template"] == "{{ broker_pool }}"
+    for idempotent in ("snapshot", "plan", "execute", "verify"):
+        assert tasks[idempotent]["retries"] >= 1, idempotent
+    assert tasks["validate"]["retries"] == 0  # deterministic: a retry cannot pass a failed expectation
+
+
+def test_manual_runs_are_dry_runs_unless_asked(facts: dict) -> None:
+    assert facts["modes"] == {"auto/scheduled": False, "auto/manual": True, "dry-run/scheduled": True,
+                              "dry-run/manual": True, "execute/scheduled": False, "execute/manual": False}
+
+
+def test_kafka_connection_from_an_airflow_connection(facts: dict) -> None:
+    assert facts["connection"] == ["k1:9092,k2:9092", {"security.protocol": "SASL_SSL"}]
+
+
+def test_plan_job_file_exists_where_the_dag_points() -> None:
+    assert (REPO / "spark" / "jobs" / "plan_job.py").is_file()
+    assert Path(REPO / "spark" / "conf" / "log4j2.properties").is_file()

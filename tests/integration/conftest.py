@@ -1,0 +1,45 @@
+"""Integration fixtures: workloads on the session's real local Kafka cluster, removed again afterwards."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.helpers import REPO, write_config
+
+
+def delete_topics(bootstrap: str, names: list[str], timeout_s: float = 60.0) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_topics(names, operation_timeout=30).values():
+        future.result()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and set(names) & set(admin.list_topics(timeout=10).topics):
+        time.sleep(0.3)
+
+
+def demo_config(tmp_path: Path, **overrides: Any) -> Path:
+    """The demo config, with run folders under tmp_path."""
+    body = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
+    body["capacity"]["cruise_control_file"] = str(REPO / "config" / "demo-capacity.json")
+    body.update({"run_root": str(tmp_path / "runs"), **overrides})
+    return write_config(tmp_path / "config.yaml", body)
+
+
+@pytest.fixture(scope="module")
+def demo_workload(kafka_cluster: Any) -> Iterator[tuple[str, dict]]:
+    """The demo's skewed topics with data; yields (bootstrap servers, manifest of counts and checksums)."""
+    from tools.demo_workload import create_topics, demo_topics, produce
+
+    bootstrap = kafka_cluster.load().bootstrap_servers
+    topics = demo_topics()
+    create_topics(bootstrap, topics)
+    manifest = produce(bootstrap, topics)
+    yield bootstrap, manifest
+    delete_topics(bootstrap, [t.name for t in topics])
