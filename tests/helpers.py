@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO.parent / "shared" / "fixtures"
+FIXTURES = REPO / "tests" / "fixtures"  # public example files (Cruise Control, kafka-kit), with their licenses
 
 
 def write_config(path: Path, body: dict[str, Any]) -> Path:
