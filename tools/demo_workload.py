@@ -57,8 +57,10 @@ def create_topics(bootstrap: str, topics: list[TopicSpec], timeout_s: float = 60
 
 def produce(bootstrap: str, topics: list[TopicSpec], seed: int = 7) -> dict[str, dict[str, dict]]:
     """Write the data; returns {topic: {partition: {"count", "sha256"}}} of what the brokers acknowledged."""
+    # log_level 3: the idempotent producer's "coordinator load in progress, retrying" right after topic
+    # creation is expected; delivery failures are still collected below.
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                         "linger.ms": 5, "compression.type": "none", "batch.size": 262144})
+                         "linger.ms": 5, "compression.type": "none", "batch.size": 262144, "log_level": 3})
     failures: list[str] = []
 
     def on_delivery(err: object, msg: Message) -> None:
