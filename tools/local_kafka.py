@@ -90,25 +90,28 @@ def kafka_version() -> str:
     return text.split("<kafka.version>", 1)[1].split("</kafka.version>", 1)[0].strip()
 
 
-def fetch_jars() -> Path:
-    """Download the broker jars once (idempotent: a marker names the pom content that is complete)."""
-    version = kafka_version()
-    marker = LIBS / f".complete-{hashlib.sha256(POM.read_bytes()).hexdigest()[:16]}"
+def fetch(pom: Path, dest: Path) -> Path:
+    """Copy a pom's runtime dependencies from Maven Central into dest, once (a marker names the pom's content)."""
+    marker = dest / f".complete-{hashlib.sha256(pom.read_bytes()).hexdigest()[:16]}"
     if marker.exists():
-        return LIBS
-    if LIBS.exists():
-        shutil.rmtree(LIBS)
-    print(f"fetching Apache Kafka {version} jars from Maven Central into {LIBS} ...", flush=True)
-    staging = LIBS.with_name("kafka-libs.partial")
+        return dest
+    shutil.rmtree(dest, ignore_errors=True)
+    print(f"fetching the jars of {pom.relative_to(REPO)} from Maven Central into {dest} ...", flush=True)
+    staging = dest.with_name(dest.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
-    cmd = ["mvn", "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
+    cmd = ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
            f"-DoutputDirectory={staging}", "-DincludeScope=runtime"]
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
         raise ClusterError(f"mvn failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
-    staging.rename(LIBS)
+    staging.rename(dest)
     marker.touch()
-    return LIBS
+    return dest
+
+
+def fetch_jars() -> Path:
+    """The broker jars of the local cluster."""
+    return fetch(POM, LIBS)
 
 
 def free_ports(count: int) -> list[int]:

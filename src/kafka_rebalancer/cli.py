@@ -7,6 +7,9 @@
                                                            dry-run unless --apply is given
     kafka-rebalancer verify   --config C [--run-id ID]     fresh snapshot, band status before/after
     kafka-rebalancer status   --config C                   band status of the cluster now, reassignments
+    kafka-rebalancer assign   --brokers 1,2,3 --partitions N --replication-factor R [--racks 1:a,2:b,3:c]
+                              [--fixed-start-index I] [--start-partition-id P] [--topic T]
+                                                           Kafka's own placement, as reassignment JSON
 
 Without --run-id, every step after `snapshot` works on the cluster's latest run.
 """
@@ -83,6 +86,14 @@ def main(argv: list[str] | None = None) -> int:
         if name == "execute":
             p.add_argument("--pool", action="append", help="only this pool (repeatable); default: all pools")
             p.add_argument("--apply", action="store_true", help="really execute; without it, a dry run")
+    assign = sub.add_parser("assign", help="Kafka's assignReplicasToBrokers, printed as reassignment JSON")
+    assign.add_argument("--brokers", required=True, help="broker ids in order, e.g. 1,2,3")
+    assign.add_argument("--partitions", required=True, type=int)
+    assign.add_argument("--replication-factor", required=True, type=int)
+    assign.add_argument("--racks", help="broker:rack pairs, e.g. 1:a,2:b,3:c (rack-aware placement)")
+    assign.add_argument("--fixed-start-index", type=int, default=-1)
+    assign.add_argument("--start-partition-id", type=int, default=-1)
+    assign.add_argument("--topic", default="topic")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -95,7 +106,29 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def _assign(args: argparse.Namespace) -> int:
+    from kafka_rebalancer.assignment import assign_replicas_to_brokers
+    from kafka_rebalancer.plan.artifacts import dumps
+
+    try:
+        brokers = [int(b) for b in args.brokers.split(",")]
+        racks = {int(b): r for b, r in (pair.split(":", 1) for pair in args.racks.split(","))} if args.racks else None
+    except ValueError:
+        raise RebalancerError("--brokers takes ids like 1,2,3 and --racks pairs like 1:a,2:b") from None
+    try:
+        result = assign_replicas_to_brokers(brokers, args.partitions, args.replication_factor, racks=racks,
+                                            fixed_start_index=args.fixed_start_index,
+                                            start_partition_id=args.start_partition_id)
+    except ValueError as exc:
+        raise RebalancerError(str(exc)) from exc
+    print(dumps({"version": 1, "partitions": [{"topic": args.topic, "partition": p, "replicas": r}
+                                              for p, r in sorted(result.items())]}), end="")
+    return 0
+
+
 def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "assign":
+        return _assign(args)
     config = load_config(args.config)
     if args.command == "snapshot":
         from kafka_rebalancer.snapshot import take_snapshot
