@@ -14,7 +14,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -28,7 +28,14 @@ from pydantic import (
 )
 
 from kafka_rebalancer.errors import ConfigError
-from kafka_rebalancer.model.resources import DEFAULT_PRIORITY, RESOURCES, Resource
+from kafka_rebalancer.model.resources import (
+    CANONICAL_ORDER,
+    DEFAULT_RESOURCES,
+    RESOURCES,
+    TRAFFIC_RESOURCES,
+    CpuModel,
+    Resource,
+)
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
@@ -65,7 +72,10 @@ class ClusterSettings(_Strict):
 
 
 class BrokerCapacity(_Strict):
-    disk_bytes: ByteSize = Field(gt=0)
+    disk_bytes: ByteSize | None = Field(default=None, gt=0)
+    nw_in_bytes_per_s: ByteSize | None = Field(default=None, gt=0)
+    nw_out_bytes_per_s: ByteSize | None = Field(default=None, gt=0)
+    cpu_cores: float | None = Field(default=None, gt=0)
 
 
 class CapacitySettings(_Strict):
@@ -98,6 +108,26 @@ class ResourceSettings(_Strict):
     capacity_threshold: float | None = Field(default=None, gt=0.0, le=1.0)
 
 
+class CpuModelSettings(_Strict):
+    leader_cores_per_mib_in: float = Field(default=0.04, ge=0)
+    leader_cores_per_mib_out: float = Field(default=0.01, ge=0)
+    follower_cores_per_mib_in: float = Field(default=0.015, ge=0)
+
+    def model(self) -> CpuModel:
+        return CpuModel(**self.model_dump())
+
+
+class MetricsSettings(_Strict):
+    """Where per-partition traffic comes from: none, sampled from the cluster (offset growth of each partition and
+    of each consumer group over sample_seconds), or a CSV/Parquet file (topic, partition, bytes_in_per_s,
+    bytes_out_per_s), e.g. exported from Prometheus."""
+
+    source: Literal["none", "sampled", "file"] = "none"
+    sample_seconds: float = Field(default=30.0, gt=0)
+    file: Path | None = None
+    cpu_model: CpuModelSettings = Field(default_factory=CpuModelSettings)
+
+
 class Budgets(_Strict):
     max_replica_moves: int = Field(default=1000, ge=0)
     max_moved_bytes: ByteSize | None = None
@@ -124,8 +154,9 @@ class RebalancerConfig(_Strict):
     topic_pools: list[TopicRule] = Field(default_factory=list)
     default_pool: str | None = None
     resources: dict[str, ResourceSettings] = Field(
-        default_factory=lambda: {name: ResourceSettings() for name in DEFAULT_PRIORITY})
-    priority: list[str] = Field(default_factory=lambda: list(DEFAULT_PRIORITY))
+        default_factory=lambda: {name: ResourceSettings() for name in DEFAULT_RESOURCES})
+    priority: list[str] | None = None  # default: the configured resources in the canonical order
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     budgets: Budgets = Field(default_factory=Budgets)
     exclude: Exclusions = Field(default_factory=Exclusions)
     execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
@@ -148,18 +179,25 @@ class RebalancerConfig(_Strict):
                 if b in seen:
                     raise ValueError(f"broker {b} is in two pools: {seen[b]!r} and {pool_name!r}")
                 seen[b] = pool_name
-        for name in self.priority:
-            if name not in self.resources:
-                raise ValueError(f"priority names resource {name!r}, which is not configured under 'resources'")
-        missing = [r for r in self.resources if r not in self.priority]
-        if missing:
-            raise ValueError(f"resources {missing} are configured but missing from 'priority'")
+        if self.priority is not None:
+            for name in self.priority:
+                if name not in self.resources:
+                    raise ValueError(f"priority names resource {name!r}, which is not configured under 'resources'")
+            missing = [r for r in self.resources if r not in self.priority]
+            if missing:
+                raise ValueError(f"resources {missing} are configured but missing from 'priority'")
+        traffic = sorted(TRAFFIC_RESOURCES & set(self.resources))
+        if traffic and self.metrics.source == "none":
+            raise ValueError(f"resources {traffic} need traffic metrics: set metrics.source to 'sampled' or 'file'")
+        if self.metrics.source == "file" and self.metrics.file is None:
+            raise ValueError("metrics.source is 'file' but metrics.file is not set")
         return self
 
     # -- derived ---------------------------------------------------------------------------------
     def resource_list(self) -> list[Resource]:
         """The configured resources, in priority order."""
-        return [RESOURCES[name] for name in self.priority]
+        order = self.priority or [name for name in CANONICAL_ORDER if name in self.resources]
+        return [RESOURCES[name] for name in order]
 
     def broker_pool_of(self) -> dict[int, str]:
         return {b: name for name, pool in self.pools.items() for b in pool.brokers}
@@ -288,6 +326,11 @@ def load_config(path: str | Path) -> RebalancerConfig:
         if not cc.exists():
             raise ConfigError(file, "capacity.cruise_control_file", f"file not found: {cc}")
         updates["capacity"] = config.capacity.model_copy(update={"cruise_control_file": cc})
+    if config.metrics.file is not None:
+        metrics_file = (base / config.metrics.file).resolve()
+        if not metrics_file.exists():
+            raise ConfigError(file, "metrics.file", f"file not found: {metrics_file}")
+        updates["metrics"] = config.metrics.model_copy(update={"file": metrics_file})
     config = config.model_copy(update=updates)
     _check_references(file, config)
     return config

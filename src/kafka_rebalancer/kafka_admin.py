@@ -152,6 +152,32 @@ class ClusterAdmin:
                     leader=p.leader.id if p.leader is not None else -1))
         return sorted(out, key=lambda p: (p.topic, p.partition))
 
+    def offsets(self, partitions: Iterable[tuple[str, int]], which: str) -> dict[tuple[str, int], int]:
+        """The earliest or latest offset of each partition."""
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()
+        request = {TopicPartition(t, p): spec for t, p in partitions}
+        if not request:
+            return {}
+        futures = self._admin.list_offsets(request, request_timeout=self.connection.request_timeout_s)
+        return {(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}
+
+    def committed_offsets(self) -> dict[str, dict[tuple[str, int], int]]:
+        """Every consumer group's committed offsets."""
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        groups = self._admin.list_consumer_groups(request_timeout=self.connection.request_timeout_s).result()
+        out: dict[str, dict[tuple[str, int], int]] = {}
+        for listing in groups.valid:
+            future = self._admin.list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(listing.group_id)],
+                request_timeout=self.connection.request_timeout_s)[listing.group_id]
+            out[listing.group_id] = {(tp.topic, tp.partition): tp.offset
+                                     for tp in future.result().topic_partitions if tp.offset >= 0}
+        return out
+
     def elect_preferred_leaders(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], str | None]:
         """Preferred leader election; value None when done or not needed, else the error text."""
         from confluent_kafka import ElectionType, KafkaError, TopicPartition

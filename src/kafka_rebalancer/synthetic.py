@@ -1,8 +1,10 @@
 """Seeded synthetic clusters for tests and benchmarks: snapshot tables plus the config that goes with them.
 
-Brokers are spread over racks and cut into pools; topics belong to pools; partition sizes are Zipf-skewed; the
-initial placement is rack-aware but skewed towards "hot" brokers, and a scale-out can add empty brokers. Some
-partitions are under-replicated, and one broker can be dead (its replicas out of the ISR).
+Brokers are spread over racks and cut into pools; topics belong to pools; partition traffic is Zipf-skewed and
+partition sizes follow it (size ~ bytes in x retention); the initial placement is rack-aware but skewed towards
+"hot" brokers, and a scale-out can add empty brokers. Some partitions are under-replicated, one broker can be
+dead (its replicas out of the ISR), and some replicas can sit outside their topic's pool. Hardware is
+heterogeneous but every rack of a pool has the same total capacity, as real deployments are built.
 """
 
 from __future__ import annotations
@@ -13,8 +15,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kafka_rebalancer.model.resources import CPU, NETWORK_IN, NETWORK_OUT, CpuModel, role_loads
 from kafka_rebalancer.model.schemas import BROKERS, PARTITIONS, REPLICAS
 from kafka_rebalancer.snapshot.build import SnapshotTables
+
+ALL_RESOURCES = ["disk", "network_in", "network_out", "cpu", "replica_count", "leader_count"]
 
 
 @dataclass(frozen=True)
@@ -25,14 +30,19 @@ class SyntheticSpec:
     n_partitions: int = 3000
     replication_factor: int = 3
     partitions_per_topic: int = 50
-    zipf_a: float = 1.6  # partition size skew (smaller: heavier tail)
-    mean_partition_bytes: int = 200 * 2**20
+    zipf_a: float = 1.8  # traffic skew across partitions (smaller: heavier tail)
+    max_skew: int = 200  # the busiest partition carries at most this many times the quietest's traffic
+    mean_bytes_in_per_s: float = 256 * 1024
+    retention_s: float = 3600.0
     hot_brokers_per_pool: int = 1
     hot_weight: float = 3.0  # a hot broker is this many times likelier to get a replica
+    leader_skew: float = 0.0  # 0..1: fraction of partitions whose leader is moved onto a hot broker's replica
     empty_brokers_per_pool: int = 0  # a scale-out: brokers that hold nothing yet
     under_replicated_fraction: float = 0.01
+    out_of_pool_fraction: float = 0.0  # replicas placed on a broker of another pool
     dead_broker: bool = False
-    target_disk_usage: float = 0.45
+    target_usage: float = 0.45
+    mixed_hardware: bool = False  # every second broker of a rack has twice the capacity (racks stay equal)
     seed: int = 0
 
 
@@ -63,18 +73,20 @@ def _place(rng: np.random.Generator, weights: np.ndarray, racks: np.ndarray, n: 
 
 def generate(spec: SyntheticSpec) -> tuple[SnapshotTables, dict[str, Any]]:
     rng = np.random.default_rng(spec.seed)
+    rf, n_parts = spec.replication_factor, spec.n_partitions
     broker_ids = np.arange(1, spec.n_brokers + 1)
     racks = np.array([f"rack-{i % spec.n_racks}" for i in range(spec.n_brokers)])
     pool_names = [f"pool-{i}" for i in range(spec.n_pools)]
     # Contiguous blocks of brokers per pool; ids alternate racks, so every pool spans the racks.
     broker_pool = np.array([pool_names[min(i * spec.n_pools // spec.n_brokers, spec.n_pools - 1)]
                             for i in range(spec.n_brokers)])
-    alive = np.ones(spec.n_brokers, dtype=bool)
-    dead_index = int(rng.integers(spec.n_brokers)) if spec.dead_broker else -1
 
-    topic_rows: list[tuple[str, int, str]] = []
-    per_pool = np.array_split(np.arange(spec.n_partitions), spec.n_pools)
-    replicas = np.empty((spec.n_partitions, spec.replication_factor), dtype=np.int64)
+    per_pool = np.array_split(np.arange(n_parts), spec.n_pools)
+    replicas = np.empty((n_parts, rf), dtype=np.int64)
+    hot_of_pool: dict[str, np.ndarray] = {}
+    topics = np.empty(n_parts, dtype=object)
+    partition_no = np.empty(n_parts, dtype=np.int32)
+    topic_pool = np.empty(n_parts, dtype=object)
     for pool, part_idx in zip(pool_names, per_pool, strict=True):
         members = np.flatnonzero(broker_pool == pool)
         weights = np.ones(len(members))
@@ -83,63 +95,97 @@ def generate(spec: SyntheticSpec) -> tuple[SnapshotTables, dict[str, Any]]:
         empty = shuffled[spec.hot_brokers_per_pool:spec.hot_brokers_per_pool + spec.empty_brokers_per_pool]
         weights[hot] = spec.hot_weight
         weights[empty] = 0.0
-        local = _place(rng, weights, racks[members], len(part_idx), spec.replication_factor)
-        replicas[part_idx] = members[local]
-        for j in range(len(part_idx)):
-            topic_rows.append((f"{pool}.topic-{j // spec.partitions_per_topic:04d}",
-                               j % spec.partitions_per_topic, pool))
-    if dead_index >= 0:
-        alive[dead_index] = False
+        hot_of_pool[pool] = members[hot]
+        replicas[part_idx] = members[_place(rng, weights, racks[members], len(part_idx), rf)]
+        j = np.arange(len(part_idx))
+        topics[part_idx] = [f"{pool}.topic-{t:04d}" for t in j // spec.partitions_per_topic]
+        partition_no[part_idx] = j % spec.partitions_per_topic
+        topic_pool[part_idx] = pool
 
-    sizes = np.minimum(rng.zipf(spec.zipf_a, spec.n_partitions), 1000).astype(float)
-    sizes = (sizes / sizes.mean() * spec.mean_partition_bytes).astype(np.int64)
-    under = rng.random(spec.n_partitions) < spec.under_replicated_fraction
+    # Leadership skew: some partitions get their hot-broker replica as leader (first position).
+    if spec.leader_skew > 0:
+        hot_all = np.concatenate(list(hot_of_pool.values()))
+        is_hot = np.isin(replicas, hot_all)
+        chosen = (rng.random(n_parts) < spec.leader_skew) & is_hot.any(axis=1)
+        for p in np.flatnonzero(chosen):
+            j = int(np.argmax(is_hot[p]))
+            replicas[p, [0, j]] = replicas[p, [j, 0]]
 
-    rf = spec.replication_factor
+    # Some replicas live outside their topic's pool (a topic moved to a new pool, not yet migrated).
+    if spec.out_of_pool_fraction > 0 and spec.n_pools > 1:
+        for p in np.flatnonzero(rng.random(n_parts) < spec.out_of_pool_fraction):
+            others = np.flatnonzero((broker_pool != topic_pool[p]) & ~np.isin(np.arange(spec.n_brokers), replicas[p]))
+            same_rack = others[racks[others] == racks[replicas[p, -1]]]
+            if len(same_rack):
+                replicas[p, -1] = rng.choice(same_rack)
+
+    dead_index = int(rng.integers(spec.n_brokers)) if spec.dead_broker else -1
+    alive = np.arange(spec.n_brokers) != dead_index
+
+    bytes_in = np.minimum(rng.zipf(spec.zipf_a, n_parts), spec.max_skew).astype(float)
+    bytes_in = bytes_in / bytes_in.mean() * spec.mean_bytes_in_per_s
+    fanout = rng.integers(1, 4, n_parts)  # consumer groups per topic-ish
+    bytes_out = bytes_in * fanout
+    sizes = (bytes_in * spec.retention_s * rng.lognormal(0.0, 0.3, n_parts)).astype(np.int64)
+    cpu = CpuModel()
+    cpu_leader, cpu_follower = cpu.leader(bytes_in, bytes_out), cpu.follower(bytes_in)
+    under = rng.random(n_parts) < spec.under_replicated_fraction
+
     flat_broker = replicas.ravel()
-    position = np.tile(np.arange(rf), spec.n_partitions)
+    position = np.tile(np.arange(rf), n_parts)
     in_isr = np.ones_like(flat_broker, dtype=bool)
-    in_isr[(np.repeat(under, rf)) & (position == rf - 1)] = False
+    in_isr[np.repeat(under, rf) & (position == rf - 1)] = False
     in_isr[flat_broker == dead_index] = False
-    # The leader is the first in-sync replica (the preferred one unless it is out of the ISR).
     isr_matrix = in_isr.reshape(-1, rf)
-    leader_pos = np.argmax(isr_matrix, axis=1)
-    leader = replicas[np.arange(spec.n_partitions), leader_pos]
-    topics = np.array([t for t, _, _ in topic_rows], dtype=object)
-    partition_no = np.array([p for _, p, _ in topic_rows], dtype=np.int32)
-    topic_pool = np.array([pool for _, _, pool in topic_rows], dtype=object)
+    # The leader is the first in-sync replica (the preferred one unless it is out of the ISR).
+    leader = replicas[np.arange(n_parts), np.argmax(isr_matrix, axis=1)]
+    is_leader = flat_broker == np.repeat(leader, rf)
 
+    per_replica = lambda a: np.repeat(a, rf)  # noqa: E731 - partition value for each of its replicas
+    lead, follow = role_loads(per_replica(sizes).astype(float), per_replica(bytes_in), per_replica(bytes_out),
+                              np.full(n_parts * rf, float(rf)), per_replica(cpu_leader), per_replica(cpu_follower),
+                              [NETWORK_IN, NETWORK_OUT, CPU])
+    current = np.where(is_leader[:, None], lead, follow)
     replicas_df = pd.DataFrame({
-        "topic": np.repeat(topics, rf), "partition": np.repeat(partition_no, rf),
+        "topic": per_replica(topics), "partition": per_replica(partition_no),
         "broker_id": broker_ids[flat_broker].astype(np.int32), "position": position.astype(np.int32),
-        "is_leader": flat_broker == np.repeat(leader, rf), "in_isr": in_isr,
-        "size_bytes": np.repeat(sizes, rf)})
+        "is_leader": is_leader, "in_isr": in_isr, "size_bytes": per_replica(sizes),
+        "nw_in_bytes_per_s": current[:, 0], "nw_out_bytes_per_s": current[:, 1], "cpu_cores": current[:, 2]})
     partitions_df = pd.DataFrame({
         "topic": topics, "partition": partition_no, "replication_factor": rf,
-        "replicas": [list(map(int, broker_ids[r])) for r in replicas],
+        "replicas": list(broker_ids[replicas].astype(int).tolist()),
         "isr": [list(map(int, broker_ids[r][m])) for r, m in zip(replicas, isr_matrix, strict=True)],
         "leader": broker_ids[leader].astype(np.int32), "topic_pool": topic_pool, "excluded": False,
-        "size_bytes": sizes})
-    used = np.bincount(flat_broker, weights=np.repeat(sizes, rf), minlength=spec.n_brokers)
-    capacity = np.empty(spec.n_brokers, dtype=np.int64)
+        "size_bytes": sizes, "bytes_in_per_s": bytes_in, "bytes_out_per_s": bytes_out,
+        "cpu_leader_cores": cpu_leader, "cpu_follower_cores": cpu_follower})
+
+    # Capacities: the pool's mean usage is target_usage (with mixed hardware, twice as much on every second broker
+    # of a rack).
+    load = {"disk": np.bincount(flat_broker, weights=replicas_df["size_bytes"], minlength=spec.n_brokers),
+            "nw_in": np.bincount(flat_broker, weights=current[:, 0], minlength=spec.n_brokers),
+            "nw_out": np.bincount(flat_broker, weights=current[:, 1], minlength=spec.n_brokers),
+            "cpu": np.bincount(flat_broker, weights=current[:, 2], minlength=spec.n_brokers)}
+    capacity = {k: np.zeros(spec.n_brokers) for k in load}
     for pool in pool_names:
-        members = broker_pool == pool
-        per_broker = used[members].sum() / members.sum() / spec.target_disk_usage
-        # Every second broker of a rack is newer hardware with twice the disk; every rack of the pool keeps the
-        # same total, since with RF = racks each rack holds one replica of every partition.
-        rank_in_rack = np.array([np.sum(racks[members][:i] == racks[members][i]) for i in range(members.sum())])
-        factor = np.where(rank_in_rack % 2 == 1, 2.0, 1.0)
-        capacity[members] = (per_broker * factor / factor.mean()).astype(np.int64)
+        members = np.flatnonzero(broker_pool == pool)
+        rank_in_rack = np.array([np.sum(racks[members][:i] == racks[members][i]) for i in range(len(members))])
+        factor = np.where((rank_in_rack % 2 == 1) & spec.mixed_hardware, 2.0, 1.0)
+        for k in load:
+            capacity[k][members] = load[k][members].sum() / spec.target_usage * factor / factor.sum()
     brokers_df = pd.DataFrame({
         "broker_id": broker_ids.astype(np.int32), "rack": racks, "broker_pool": broker_pool, "alive": alive,
-        "excluded": False, "host": "synthetic", "port": 9092, "disk_capacity_bytes": capacity,
-        "disk_used_bytes": used.astype(np.int64), "log_dir_total_bytes": None, "log_dir_usable_bytes": None})
+        "excluded": False, "host": "synthetic", "port": 9092,
+        "disk_capacity_bytes": capacity["disk"].astype(np.int64), "disk_used_bytes": load["disk"].astype(np.int64),
+        "log_dir_total_bytes": None, "log_dir_usable_bytes": None,
+        "nw_in_capacity_bytes_per_s": capacity["nw_in"], "nw_out_capacity_bytes_per_s": capacity["nw_out"],
+        "cpu_capacity_cores": capacity["cpu"]})
     tables = SnapshotTables(brokers_df[BROKERS.names], replicas_df[REPLICAS.names], partitions_df[PARTITIONS.names])
     config = {
         "cluster": {"name": f"synthetic-{spec.seed}"},
         "pools": {pool: {"brokers": [int(b) for b in broker_ids[broker_pool == pool]]} for pool in pool_names},
         "topic_pools": [{"topics": f"{pool}.*", "pool": pool} for pool in pool_names],
-        "capacity": {"brokers": {int(b): {"disk_bytes": int(c)} for b, c in zip(broker_ids, capacity, strict=True)}},
-        "budgets": {"max_replica_moves": max(1000, spec.n_partitions)},
+        "resources": {name: {} for name in ALL_RESOURCES},
+        "metrics": {"source": "sampled"},  # only read when snapshotting a real cluster: the traffic is given here
+        "budgets": {"max_replica_moves": max(1000, n_parts)},
     }
     return tables, config

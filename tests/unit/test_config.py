@@ -8,7 +8,7 @@ import pytest
 
 from kafka_rebalancer.config import load_config, parse_byte_size
 from kafka_rebalancer.errors import ConfigError
-from kafka_rebalancer.snapshot.capacity import MIB, read_cruise_control_capacity, resolve_disk_capacities
+from kafka_rebalancer.snapshot.capacity import KIB, MIB, read_cruise_control_capacity, resolve_capacities
 from tests.helpers import FIXTURES, REPO, write_config
 
 BASE = {"cluster": {"name": "c1"}, "pools": {"a": {"brokers": [1, 2]}, "b": {"brokers": [3]}},
@@ -99,11 +99,13 @@ def test_pools_from_cruise_control_broker_sets(tmp_path: Path) -> None:
 
 def test_cruise_control_capacity_files() -> None:
     plain = read_cruise_control_capacity(FIXTURES / "cruise-control" / "capacity.json")
-    assert plain.disk_for(0) == 500000 * MIB and plain.disk_for(7) == 100000 * MIB
+    assert plain.value(0, "disk_bytes") == 500000 * MIB and plain.value(7, "disk_bytes") == 100000 * MIB
+    assert plain.value(0, "nw_in_bytes_per_s") == 50000 * KIB and plain.value(7, "nw_out_bytes_per_s") == 10000 * KIB
+    assert plain.value(0, "cpu_cores") is None and plain.cpu_as_percent
     jbod = read_cruise_control_capacity(FIXTURES / "cruise-control" / "capacityJBOD.json")
-    assert jbod.disk_for(1) == 500000 * MIB and jbod.disk_for(5) == 500000 * MIB
+    assert jbod.value(1, "disk_bytes") == 500000 * MIB and jbod.value(5, "disk_bytes") == 500000 * MIB
     cores = read_cruise_control_capacity(FIXTURES / "cruise-control" / "capacityCores.json")
-    assert cores.disk_for(0) == 500000 * MIB
+    assert cores.value(0, "cpu_cores") == 32 and cores.value(3, "cpu_cores") == 16 and not cores.cpu_as_percent
 
 
 def test_broker_missing_from_capacity_file(tmp_path: Path) -> None:
@@ -112,8 +114,8 @@ def test_broker_missing_from_capacity_file(tmp_path: Path) -> None:
     config = load(tmp_path, {**{k: v for k, v in BASE.items() if k != "capacity"},
                              "capacity": {"cruise_control_file": str(cc)}})
     with pytest.raises(ConfigError) as err:
-        resolve_disk_capacities(config, [1, 2, 3], {})
-    assert err.value.file == str(cc) and "no entry for broker(s) [2, 3]" in err.value.message
+        resolve_capacities(config, [1, 2, 3], {})
+    assert err.value.file == str(cc) and "no disk capacity for broker(s) [2, 3]" in err.value.message
 
 
 def test_capacity_file_with_a_bad_value(tmp_path: Path) -> None:
@@ -126,11 +128,28 @@ def test_capacity_file_with_a_bad_value(tmp_path: Path) -> None:
 
 def test_no_capacity_at_all(tmp_path: Path) -> None:
     config = load(tmp_path, {k: v for k, v in BASE.items() if k != "capacity"})
-    with pytest.raises(ConfigError, match=r"no disk capacity for broker\(s\) \[1\]"):
-        resolve_disk_capacities(config, [1], {})
+    with pytest.raises(ConfigError, match=r"no disk capacity \(disk_bytes\) for broker\(s\) \[1\]"):
+        resolve_capacities(config, [1], {})
     enabled = load(tmp_path, {**{k: v for k, v in BASE.items() if k != "capacity"},
                               "capacity": {"disk_from_log_dirs": True}})
-    assert resolve_disk_capacities(enabled, [1], {1: 5000}) == {1: 5000}
+    assert resolve_capacities(enabled, [1], {1: 5000})["disk_capacity_bytes"] == {1: 5000}
+
+
+def test_traffic_resources_need_metrics_and_capacities(tmp_path: Path) -> None:
+    traffic = {"disk": {}, "cpu": {}, "network_in": {}}
+    with pytest.raises(ConfigError, match=r"resources \['cpu', 'network_in'\] need traffic metrics"):
+        load(tmp_path, {**BASE, "resources": traffic})
+    cc = FIXTURES / "cruise-control" / "capacity.json"
+    config = load(tmp_path, {**BASE, "resources": traffic, "metrics": {"source": "sampled"},
+                             "capacity": {"cruise_control_file": str(cc)}})
+    with pytest.raises(ConfigError, match=r"CPU is given as a percentage; the cpu resource needs cores"):
+        resolve_capacities(config, [1], {})
+    cores = FIXTURES / "cruise-control" / "capacityCores.json"
+    config = load(tmp_path, {**BASE, "resources": traffic, "metrics": {"source": "sampled"},
+                             "capacity": {"cruise_control_file": str(cores)}})
+    capacities = resolve_capacities(config, [0, 1], {})
+    assert capacities["cpu_capacity_cores"] == {0: 32.0, 1: 16.0}
+    assert capacities["nw_in_capacity_bytes_per_s"][1] == 10000 * KIB
 
 
 def test_fingerprint_ignores_execution_settings(tmp_path: Path) -> None:

@@ -72,12 +72,16 @@ def prepared_run(config: Any, root: Path, moves: list = MOVES, validated: bool =
     run = RunFolder(root / "run")
     brokers = pd.DataFrame([{"broker_id": b, "rack": None, "broker_pool": "a", "alive": True, "excluded": False,
                              "host": "h", "port": 1, "disk_capacity_bytes": 1000, "disk_used_bytes": 0,
-                             "log_dir_total_bytes": None, "log_dir_usable_bytes": None} for b in (1, 2, 3, 4)])
+                             "log_dir_total_bytes": None, "log_dir_usable_bytes": None,
+                             "nw_in_capacity_bytes_per_s": 0.0, "nw_out_capacity_bytes_per_s": 0.0,
+                             "cpu_capacity_cores": 0.0} for b in (1, 2, 3, 4)])
     replicas = pd.DataFrame([{"topic": t, "partition": p, "broker_id": b, "position": i, "is_leader": i == 0,
-                              "in_isr": True, "size_bytes": 10} for t, p, old, _ in moves for i, b in enumerate(old)])
+                              "in_isr": True, "size_bytes": 10, "nw_in_bytes_per_s": 0.0, "nw_out_bytes_per_s": 0.0,
+                              "cpu_cores": 0.0} for t, p, old, _ in moves for i, b in enumerate(old)])
     partitions = pd.DataFrame([{"topic": t, "partition": p, "replication_factor": len(old), "replicas": old,
-                                "isr": old, "leader": old[0], "topic_pool": "a", "excluded": False, "size_bytes": 10}
-                               for t, p, old, _ in moves])
+                                "isr": old, "leader": old[0], "topic_pool": "a", "excluded": False, "size_bytes": 10,
+                                "bytes_in_per_s": 0.0, "bytes_out_per_s": 0.0, "cpu_leader_cores": 0.0,
+                                "cpu_follower_cores": 0.0} for t, p, old, _ in moves])
     manifest = write_snapshot(run, SnapshotTables(brokers, replicas, partitions), {})
     doc = lambda i: {"version": 1, "partitions": [  # noqa: E731
         {"topic": m[0], "partition": m[1], "replicas": m[i]} for m in moves]}

@@ -11,7 +11,7 @@ from kafka_rebalancer.balance.bands import Band, band_for
 from kafka_rebalancer.balance.model import PoolModel
 from kafka_rebalancer.balance.planner import Budgets, Planner
 from kafka_rebalancer.config import Budgets as ConfigBudgets
-from kafka_rebalancer.model.resources import DISK, REPLICA_COUNT
+from kafka_rebalancer.model.resources import DISK, LEADER_COUNT, NETWORK_OUT, REPLICA_COUNT
 from kafka_rebalancer.plan.changes import partition_changes, trim_to_budgets
 from kafka_rebalancer.synthetic import SyntheticSpec, generate
 
@@ -124,7 +124,7 @@ def test_budgets_hold(budgets: Budgets) -> None:
 
 def test_global_budget_trim_keeps_a_prefix_of_every_pools_sequence() -> None:
     moves = pd.DataFrame({"broker_pool": ["a"] * 4 + ["b"] * 2, "seq": [0, 1, 2, 3, 0, 1],
-                          "size_bytes": [10] * 6})
+                          "size_bytes": [10] * 6, "action": "replica"})
     kept = trim_to_budgets(moves, ConfigBudgets(max_replica_moves=4))
     assert sorted(zip(kept["broker_pool"], kept["seq"], strict=True)) == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
     kept = trim_to_budgets(moves, ConfigBudgets(max_replica_moves=10, max_moved_bytes=35))
@@ -132,9 +132,11 @@ def test_global_budget_trim_keeps_a_prefix_of_every_pools_sequence() -> None:
 
 
 def test_partition_changes_keep_positions() -> None:
-    partitions = pd.DataFrame({"topic": ["t"], "partition": [0], "replicas": [[1, 2, 3]], "size_bytes": [5]})
-    moves = pd.DataFrame({"broker_pool": ["p", "p"], "seq": [0, 1], "topic": ["t", "t"], "partition": [0, 0],
-                          "source_broker": [1, 3], "target_broker": [4, 5], "size_bytes": [5, 5], "resource": "disk"})
+    partitions = pd.DataFrame({"topic": ["t"], "partition": [0], "replicas": [[1, 2, 3]], "leader": [1],
+                               "size_bytes": [5]})
+    moves = pd.DataFrame({"broker_pool": ["p", "p"], "seq": [0, 1], "action": "replica", "topic": ["t", "t"],
+                          "partition": [0, 0], "source_broker": [1, 3], "target_broker": [4, 5], "size_bytes": [5, 5],
+                          "resource": "disk"})
     (change,) = partition_changes(partitions, moves).to_dict("records")
     assert change["old_replicas"] == [1, 2, 3] and change["new_replicas"] == [4, 2, 5]
 
@@ -143,7 +145,7 @@ def test_partition_changes_keep_positions() -> None:
 def test_random_pools_keep_every_invariant(seed: int) -> None:
     """On generated pools: RF and distinctness kept, rack diversity never reduced, only movable replicas and
     eligible targets, and no balanced resource pushed out of its band or further out."""
-    spec = SyntheticSpec(n_brokers=9, n_racks=3, n_pools=1, n_partitions=150, replication_factor=int(2 + seed % 2),
+    spec = SyntheticSpec(n_brokers=9, n_racks=3, n_pools=1, n_partitions=600, replication_factor=int(2 + seed % 2),
                          hot_brokers_per_pool=1 + seed % 2, empty_brokers_per_pool=seed % 3,
                          under_replicated_fraction=0.05, dead_broker=seed % 4 == 0, seed=seed)
     tables, _ = generate(spec)
@@ -187,6 +189,111 @@ def test_swap_when_no_single_move_fits() -> None:
     assert model.usage[:, 0].tolist() == [0.5, 0.5] and model.usage[:, 1].tolist() == [2, 2]
 
 
-def test_budget_trim_never_splits_a_swap() -> None:
-    moves = pd.DataFrame({"broker_pool": ["a", "a", "a"], "seq": [0, 1, 1], "size_bytes": [10, 10, 10]})
+def test_budget_trim_never_splits_a_swap_and_counts_only_copies() -> None:
+    moves = pd.DataFrame({"broker_pool": ["a", "a", "a", "a"], "seq": [0, 1, 1, 2], "size_bytes": [10, 10, 10, 0],
+                          "action": ["replica", "replica", "replica", "leadership"]})
     assert trim_to_budgets(moves, ConfigBudgets(max_replica_moves=2))["seq"].tolist() == [0]
+    assert trim_to_budgets(moves, ConfigBudgets(max_replica_moves=3))["seq"].tolist() == [0, 1, 1, 2]
+
+
+def traffic_pool(leaders: list[int], brokers: int = 3) -> PoolModel:
+    """Partitions of RF 2 on brokers 1 and 2 (and 3), equal traffic; `leaders` says which broker leads each."""
+    b = pd.DataFrame([{"broker_id": i, "rack": f"r{i}", "alive": True, "excluded": False, "disk_capacity_bytes": 1000,
+                       "nw_out_capacity_bytes_per_s": 1000.0} for i in range(1, brokers + 1)])
+    rows = []
+    for p, leader in enumerate(leaders):
+        pair = [1, 2] if p % 2 else [2, 1]
+        for pos, broker in enumerate(pair):
+            rows.append({"topic": "t", "partition": p, "broker_id": broker, "position": pos,
+                         "is_leader": broker == leader, "in_isr": True, "size_bytes": 10, "movable": True,
+                         "replication_factor": 2, "bytes_in_per_s": 10.0, "bytes_out_per_s": 20.0,
+                         "cpu_leader_cores": 0.0, "cpu_follower_cores": 0.0})
+    return PoolModel(b, pd.DataFrame(rows), [REPLICA_COUNT, LEADER_COUNT, NETWORK_OUT])
+
+
+def test_leadership_transfers_fix_leaders_without_moving_data() -> None:
+    model = traffic_pool(leaders=[1] * 8, brokers=2)  # broker 1 leads all 8 partitions
+    bands = bands_of(model)
+    plan = Planner(model, bands, ["replica_count", "leader_count", "network_out"], Budgets(100)).run()
+    assert plan.moves and {m.action for m in plan.moves} == {"leadership"}
+    assert model.usage[:, 1].tolist() == [4, 4]  # leaders 4 and 4
+    assert all(bands[r].contains(u) for r, u in zip(["leader_count", "network_out"], model.usage[0, 1:], strict=True))
+    # The new leader goes first in the replica list, so the preferred leader election makes it the leader.
+    for m in plan.moves:
+        rows = model.partition_rows(m.replica)
+        first = rows[model.r_position[rows] == 0][0]
+        assert first == m.replica and model.r_is_leader[first]
+
+
+def test_replay_of_the_actions_gives_the_models_final_assignment() -> None:
+    spec = SyntheticSpec(n_brokers=6, n_pools=1, n_partitions=120, leader_skew=0.8, hot_weight=4.0, seed=3)
+    tables, _ = generate(spec)
+    replicas = tables.replicas.merge(tables.partitions[["topic", "partition", "replication_factor", "bytes_in_per_s",
+                                                        "bytes_out_per_s", "cpu_leader_cores", "cpu_follower_cores"]],
+                                     on=["topic", "partition"]).assign(movable=True)
+    resources = [DISK, NETWORK_OUT, REPLICA_COUNT, LEADER_COUNT]
+    model = PoolModel(tables.brokers.assign(excluded=False), replicas, resources)
+    plan = Planner(model, bands_of(model), [r.name for r in resources], Budgets(10_000)).run()
+    assert {m.action for m in plan.moves} == {"replica", "leadership"}
+    moves = pd.DataFrame([{"broker_pool": "p", "seq": m.seq, "action": m.action, "topic": model.r_topic[m.replica],
+                           "partition": model.r_partition[m.replica], "source_broker": model.broker_ids[m.source],
+                           "target_broker": model.broker_ids[m.target], "size_bytes": 0} for m in plan.moves])
+    replayed = {(c.topic, c.partition): c.new_replicas
+                for c in partition_changes(tables.partitions, moves).itertuples(index=False)}
+    for p in np.flatnonzero(model.p_touched):
+        rows = np.arange(model.p_start[p], model.p_start[p] + model.p_count[p])
+        final = [int(model.broker_ids[b]) for b in model.r_broker[rows][np.argsort(model.r_position[rows])]]
+        key = (model.r_topic[rows[0]], int(model.r_partition[rows[0]]))
+        assert replayed.get(key, final) == final
+        assert model.r_is_leader[rows][np.argsort(model.r_position[rows])][0]  # the first replica leads
+
+
+def test_hard_constraints_come_first() -> None:
+    # t-0 has a replica on dead broker 4 (must move); u-0 has a replica on foreign broker 5 (not in the pool, must
+    # come home); v-0 has both replicas on rack a although the pool has three racks (must spread).
+    b = pd.DataFrame([{"broker_id": i, "rack": r, "alive": i != 4, "excluded": i == 5, "disk_capacity_bytes": 100}
+                      for i, r in ((1, "a"), (2, "b"), (3, "c"), (4, "c"), (5, "b"), (6, "a"))])
+    rows = [("t", 0, 1, 0, True, False), ("t", 0, 4, 1, True, True), ("u", 0, 2, 0, True, False),
+            ("u", 0, 5, 1, True, True), ("v", 0, 1, 0, True, False), ("v", 0, 6, 1, True, False),
+            ("w", 0, 3, 0, False, False)]
+    r = pd.DataFrame([{"topic": t, "partition": p, "broker_id": br, "position": pos, "size_bytes": 10,
+                       "movable": mov, "must_move": must, "in_isr": br != 4} for t, p, br, pos, mov, must in rows])
+    model = PoolModel(b, r, [DISK])
+    plan = Planner(model, bands_of(model), ["disk"], Budgets(100)).run()
+    forced = [(str(model.r_topic[m.replica]), int(model.broker_ids[m.source])) for m in plan.moves if m.forced]
+    assert sorted(forced) == [("t", 4), ("u", 5), ("v", 1)] or sorted(forced) == [("t", 4), ("u", 5), ("v", 6)]
+    where = {(str(model.r_topic[i]), int(model.broker_ids[model.r_broker[i]])) for i in range(len(rows))}
+    assert not {b for t, b in where if b in (4, 5)}
+    v_racks = {model.rack_names[model.r_broker[i]] for i in range(len(rows)) if model.r_topic[i] == "v"}
+    assert len(v_racks) == 2
+
+
+def test_prune_reverts_actions_the_plan_does_not_need() -> None:
+    # Loads 50 / 30 / 40 of 100: band [0.36, 0.44]. Moving t-0 (10) from broker 1 to 2 fixes both; moving v-0 (2)
+    # from broker 3 to 2 as well changes nothing that matters: prune reverts it and keeps the first.
+    model = pool([(1, "a", 100), (2, "b", 100), (3, "c", 100)],
+                 [("t", i, 1, 0, 10) for i in range(5)] + [("u", 0, 2, 0, 30), ("v", 0, 3, 0, 2), ("v", 1, 3, 0, 38)])
+    planner = Planner(model, bands_of(model), ["disk"], Budgets(100))
+    planner._apply([(0, 1)], 0)
+    planner._apply([(6, 1)], 0)
+    planner._prune()
+    assert [(m.replica, m.target) for m in planner.plan.moves] == [(0, 1)]
+    assert model.usage[:, 0].tolist() == [0.4, 0.4, 0.4] and planner.replica_moves == 1
+
+
+def test_rack_locked_pool_with_a_dead_broker_is_proven_infeasible() -> None:
+    # RF 3 on 3 racks: each rack holds one replica of every partition. Broker 4 (rack c) is dead, so rack c's
+    # surviving broker 3 must hold all of rack c's load: at least one broker of rack c stays over its band.
+    spec = SyntheticSpec(n_brokers=6, n_pools=1, n_partitions=90, dead_broker=False, seed=4)
+    tables, _ = generate(spec)
+    brokers = tables.brokers.assign(excluded=False, alive=tables.brokers["broker_id"] != 6)
+    replicas = tables.replicas.assign(movable=True, must_move=tables.replicas["broker_id"] == 6)
+    model = PoolModel(brokers, replicas, [DISK])
+    bands = {"disk": band_for("disk", False, [model.load[model.eligible, 0].sum() + model.load[~model.eligible, 0]
+                                              .sum()], [model.capacity[model.eligible, 0].sum()], 1.1, 0.9)}
+    plan = Planner(model, bands, ["disk"], Budgets(10_000)).run()
+    assert sum(x.count for x in plan.infeasible) >= 1
+    assert any("rack" in x.proof for x in plan.infeasible)
+    outside = [b for b in range(len(model.broker_ids)) if model.eligible[b]
+               and not bands["disk"].contains(model.usage[b, 0])]
+    assert len(outside) == sum(x.count for x in plan.infeasible)

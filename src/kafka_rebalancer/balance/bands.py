@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 N = TypeVar("N")
 
 
-def band_edges(mean: N, threshold: float, margin: float, *, is_count: bool,
+def band_edges(mean: N, threshold: float | N, margin: float | N, *, is_count: bool,
                ceil: Callable[[Any], Any] = math.ceil, floor: Callable[[Any], Any] = math.floor) -> tuple[N, N, N, N]:
     """(lower, upper, target_lower, target_upper) for a mean usage."""
     f = threshold - 1.0

@@ -1,7 +1,13 @@
-"""The cluster model of one pool, as arrays: which broker holds each replica and the loads that follow.
+"""The cluster model of one pool, as arrays: which broker holds each replica, which replica leads, and the
+loads that follow.
 
-It knows nothing of goals or actions: the planner changes it through `move`; the plan is the difference between
-the original assignment and the changed one (`kafka_rebalancer.plan.changes`).
+It knows nothing of goals or actions: the planner changes it through `move` and `transfer_leadership`; the plan
+is the difference between the original assignment and the changed one (`kafka_rebalancer.plan.changes`).
+
+Leadership is modelled as it will be after execution: the executor elects preferred leaders for every partition
+of the plan, so a touched partition is led by its first replica. When a partition whose leader is not its first
+replica is first touched, the leader is put first (no load changes); a leadership transfer then swaps the
+positions of the old and the new leader.
 """
 
 from __future__ import annotations
@@ -9,15 +15,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kafka_rebalancer.model.resources import Resource
+from kafka_rebalancer.model.resources import Resource, role_loads
 
 
 class PoolModel:
     """Brokers (B), replicas (R), partitions (P) and resources (K) of one pool.
 
     brokers: broker_id, rack, alive, excluded, and the capacity column of every non-count resource.
-    replicas: topic, partition, broker_id, position, size_bytes, movable, and each resource's load column.
-    Only replicas of movable partitions move; all replicas count towards their broker's load.
+    replicas: topic, partition, broker_id, position, is_leader, in_isr, size_bytes, movable, must_move (optional),
+    and the partition's traffic (replication_factor, bytes_in_per_s, bytes_out_per_s, cpu_leader_cores,
+    cpu_follower_cores; optional: no traffic when absent).
     """
 
     def __init__(self, brokers: pd.DataFrame, replicas: pd.DataFrame, resources: list[Resource]) -> None:
@@ -26,36 +33,61 @@ class PoolModel:
         self.resources = resources
         self.broker_ids = brokers["broker_id"].to_numpy(dtype=np.int64)
         self.index = {int(b): i for i, b in enumerate(self.broker_ids)}
-        self.eligible = (brokers["alive"].to_numpy(bool) & ~brokers["excluded"].to_numpy(bool))
+        self.eligible = brokers["alive"].to_numpy(bool) & ~brokers["excluded"].to_numpy(bool)
         # Brokers without rack information each count as a rack of their own (no false conflicts).
-        racks = [r if isinstance(r, str) and r else f"\0broker-{b}" for r, b in zip(brokers["rack"], self.broker_ids,
-                                                                                   strict=True)]
-        self.rack_names = racks
-        _, self.rack = np.unique(np.array(racks, dtype=object), return_inverse=True)
-        self.n_racks = len({racks[i] for i in np.flatnonzero(self.eligible)})
+        self.rack_names = [r if isinstance(r, str) and r else f"\0broker-{b}"
+                           for r, b in zip(brokers["rack"], self.broker_ids, strict=True)]
+        _, self.rack = np.unique(np.array(self.rack_names, dtype=object), return_inverse=True)
+        self.n_racks = len({self.rack_names[i] for i in np.flatnonzero(self.eligible)})
         self.capacity = np.ones((len(brokers), len(resources)))
         for k, res in enumerate(resources):
             if res.capacity_column is not None:
                 self.capacity[:, k] = brokers[res.capacity_column].to_numpy(float)
 
+        n = len(replicas)
         self.r_topic = replicas["topic"].to_numpy(object)
         self.r_partition = replicas["partition"].to_numpy(np.int64)
         self.r_broker = np.array([self.index[int(b)] for b in replicas["broker_id"]], dtype=np.int64)
         self.r_size = replicas["size_bytes"].to_numpy(np.int64)
         self.r_movable = replicas["movable"].to_numpy(bool)
-        self.r_load = np.ones((len(replicas), len(resources)))
-        for k, res in enumerate(resources):
-            if res.replica_load_column is not None:
-                self.r_load[:, k] = replicas[res.replica_load_column].to_numpy(float)
+        self.r_must_move = replicas["must_move"].to_numpy(bool) if "must_move" in replicas else np.zeros(n, bool)
+        self.r_in_isr = replicas["in_isr"].to_numpy(bool) if "in_isr" in replicas else np.ones(n, bool)
+        self.r_is_leader = replicas["is_leader"].to_numpy(bool).copy() if "is_leader" in replicas else \
+            (replicas["position"].to_numpy() == 0)
+        self.r_position = replicas["position"].to_numpy(np.int64).copy()
+
+        def column(name: str, default: float | np.ndarray = 0.0) -> np.ndarray:
+            return replicas[name].to_numpy(float) if name in replicas else np.broadcast_to(default, n).astype(float)
+
+        self.r_lead, self.r_follow = role_loads(
+            self.r_size.astype(float), column("bytes_in_per_s"), column("bytes_out_per_s"),
+            column("replication_factor", np.zeros(n)), column("cpu_leader_cores"), column("cpu_follower_cores"),
+            resources)
+        self.r_load = np.where(self.r_is_leader[:, None], self.r_lead, self.r_follow)
 
         # Partitions: replicas are sorted by (topic, partition, position), so each partition is one run of rows.
-        keys = pd.MultiIndex.from_arrays([replicas["topic"], replicas["partition"]])
-        starts = np.flatnonzero(np.r_[True, ~(keys[1:] == keys[:-1])]) if len(replicas) else np.array([], int)
-        self.p_start = starts
-        self.p_count = np.diff(np.r_[starts, len(replicas)])
-        self.r_pindex = np.repeat(np.arange(len(starts)), self.p_count)
+        if n:
+            same = (self.r_topic[1:] == self.r_topic[:-1]) & (self.r_partition[1:] == self.r_partition[:-1])
+            self.p_start = np.flatnonzero(np.r_[True, ~same])
+        else:
+            self.p_start = np.array([], dtype=np.int64)
+        self.p_count = np.diff(np.r_[self.p_start, n])
+        self.r_pindex = np.repeat(np.arange(len(self.p_start)), self.p_count)
+        rows_movable = np.add.reduceat(self.r_movable & self.r_in_isr & ~self.r_must_move, self.p_start) \
+            if n else np.array([], int)
+        # Leadership may change only where every replica is movable and in sync.
+        self.p_leadership_ok = rows_movable == self.p_count
+        self.p_touched = np.zeros(len(self.p_start), dtype=bool)
+        self.original_broker = self.r_broker.copy()
+        self.original_position = self.r_position.copy()
+
         self.load = np.zeros((len(brokers), len(resources)))
         np.add.at(self.load, self.r_broker, self.r_load)
+        # Replicas per broker as of the snapshot, and those that arrived since (for scanning candidates).
+        order = np.argsort(self.r_broker, kind="stable")
+        bounds = np.searchsorted(self.r_broker[order], np.arange(len(brokers) + 1))
+        self._original_on = [order[bounds[b]:bounds[b + 1]] for b in range(len(brokers))]
+        self._arrived_on: list[list[int]] = [[] for _ in range(len(brokers))]
 
     # -- reading -------------------------------------------------------------------------------------
     @property
@@ -63,18 +95,60 @@ class PoolModel:
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(self.capacity > 0, self.load / self.capacity, 0.0)
 
-    def partition_brokers(self, r: int) -> np.ndarray:
-        """Broker indexes of the partition replica r belongs to (in replica-list order)."""
+    def partition_rows(self, r: int) -> np.ndarray:
         p = self.r_pindex[r]
-        return self.r_broker[self.p_start[p]:self.p_start[p] + self.p_count[p]]
+        return np.arange(self.p_start[p], self.p_start[p] + self.p_count[p])
+
+    def partition_brokers(self, r: int) -> np.ndarray:
+        """Broker indexes of the partition replica r belongs to."""
+        return self.r_broker[self.partition_rows(r)]
 
     def replicas_on(self, b: int) -> np.ndarray:
-        return np.flatnonzero(self.r_broker == b)
+        original = self._original_on[b]
+        here = original[self.r_broker[original] == b]
+        if self._arrived_on[b]:
+            arrived = np.array(self._arrived_on[b], dtype=np.int64)
+            here = np.concatenate([here, arrived[self.r_broker[arrived] == b]])
+        return here
+
+    def leadership_delta(self, r: int) -> np.ndarray:
+        """What a broker gains per resource when its replica r becomes the leader (and the leader's loses)."""
+        return self.r_lead[r] - self.r_follow[r]
+
+    def leader_of(self, r: int) -> int:
+        rows = self.partition_rows(r)
+        leaders = rows[self.r_is_leader[rows]]
+        return int(leaders[0]) if len(leaders) else -1
 
     # -- changing ------------------------------------------------------------------------------------
+    def _touch(self, r: int) -> None:
+        """First change to a partition: its leader becomes its first replica (preferred-leader election)."""
+        p = self.r_pindex[r]
+        if self.p_touched[p]:
+            return
+        self.p_touched[p] = True
+        leader = self.leader_of(r)
+        rows = self.partition_rows(r)
+        first = rows[self.r_position[rows] == 0]
+        if leader >= 0 and len(first) and first[0] != leader:
+            self.r_position[[leader, first[0]]] = self.r_position[[first[0], leader]]
+
     def move(self, r: int, target: int) -> None:
+        self._touch(r)
         source = self.r_broker[r]
         self.load[source] -= self.r_load[r]
         self.load[target] += self.r_load[r]
         self.r_broker[r] = target
+        self._arrived_on[target].append(r)
 
+    def transfer_leadership(self, new_leader: int) -> int:
+        """Make replica new_leader the partition's leader and first replica; returns the old leader's row."""
+        self._touch(new_leader)
+        old = self.leader_of(new_leader)
+        for row, lead in ((old, False), (new_leader, True)):
+            self.load[self.r_broker[row]] -= self.r_load[row]
+            self.r_is_leader[row] = lead
+            self.r_load[row] = self.r_lead[row] if lead else self.r_follow[row]
+            self.load[self.r_broker[row]] += self.r_load[row]
+        self.r_position[[old, new_leader]] = self.r_position[[new_leader, old]]
+        return old

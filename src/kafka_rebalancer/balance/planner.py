@@ -1,18 +1,26 @@
-"""Choosing replica moves for one pool (DESIGN §5, seed 001's pre-check generalised).
+"""Choosing the actions for one pool (DESIGN §5, seed 001's pre-check generalised).
 
-For each balanced resource in priority order, the brokers outside the band are fixed in turns (one move per
-broker per turn, most distant first). An over-loaded broker gives away a replica whose load lies in the
-pre-check window `[load_s - target_upper*cap_s, load_s - lower*cap_s]`, so it lands inside the band; an
-under-loaded broker takes one in `[target_lower*cap_t - load_t, upper*cap_t - load_t]` from a broker that stays
-above the band's lower edge. When no single replica lands the broker inside, the largest one that does not
-overshoot is moved and the broker is fixed further on its next turn. Replicas are chosen best-fit by size
-(least data moved); for counts, the smallest replica.
+1. Hard constraints first, as forced moves: replicas on dead brokers are drained, replicas outside their topic's
+   pool are brought home, partitions whose replicas share racks although the pool has enough racks get them
+   spread. Forced moves go to the broker with the most room that keeps placement rules and capacity thresholds.
+2. Then, for each balanced resource in priority order, the brokers outside the band are fixed in turns (one action
+   per broker per turn, most distant first), cheapest action first:
+   - a leadership transfer (another in-sync replica becomes the first replica and, after the preferred leader
+     election, the leader): no data moves; it changes network out, CPU and leader count;
+   - a replica move: an over-loaded broker gives away a replica whose load lies in the pre-check window
+     `[load_s - target_upper*cap_s, load_s - lower*cap_s]`, so it lands inside the band; an under-loaded broker
+     takes one in `[target_lower*cap_t - load_t, upper*cap_t - load_t]` from a broker that stays above the lower
+     edge. When no replica lands the broker inside, the largest that does not overshoot moves and the broker is
+     fixed further on its next turn. Best fit by size (least data moved); for counts, the smallest replica;
+   - a swap, when no single move fits: a larger replica for a smaller one, so the net transfer lands in the window.
+3. Finally, actions that turned out unnecessary are reverted (latest first), moving the plan towards the lower
+   bound of data moved.
 
-A move is accepted only if, for every balanced resource it changes, the source stays at or above the band's
-lower edge and the target at or below its upper edge (so fixing one resource never pushes another out of its
-band, nor a broker already outside further out), hard constraints hold (no broker twice in a partition, rack
-diversity not reduced, capacity thresholds, only alive non-excluded brokers receive, only movable partitions
-move) and the budgets hold.
+Acceptance rule: for every balanced resource an action changes, the broker losing load stays at or above the
+band's lower edge and the one gaining stays at or below its upper edge and the capacity threshold, so fixing one
+resource never pushes another out of its band, nor a broker already outside further out. Placement rules: only
+alive, non-excluded brokers receive; no broker twice in a partition; rack diversity never below min(RF, racks
+in the pool) nor below what the partition has; only movable replicas move; budgets hold.
 """
 
 from __future__ import annotations
@@ -22,9 +30,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kafka_rebalancer.balance.bands import Band
+from kafka_rebalancer.balance.feasibility import Infeasible, prove_infeasible
 from kafka_rebalancer.balance.model import PoolModel
 
 EPS = 1e-9
+REPLICA, LEADERSHIP = "replica", "leadership"
 
 
 @dataclass(frozen=True)
@@ -36,22 +46,26 @@ class Budgets:
 
 @dataclass(frozen=True)
 class Move:
-    seq: int
-    replica: int  # row in the model
-    source: int  # broker index
+    seq: int  # one action: a move, a leadership transfer, or both halves of a swap
+    action: str  # REPLICA or LEADERSHIP
+    replica: int  # the row moved, or the row that becomes leader
+    source: int  # broker index giving the replica (or the leadership)
     target: int
-    resource: str  # the resource whose band this move fixes
+    resource: str  # the resource this action fixes, or "hard" for a forced move
+    forced: bool = False
 
 
 @dataclass
 class PoolPlan:
     moves: list[Move] = field(default_factory=list)
     notes: list[tuple[str, int | None, str]] = field(default_factory=list)  # (resource, broker_id, text)
+    hot: list[tuple[int, str, float, float]] = field(default_factory=list)  # (row, resource, load, band width)
+    infeasible: list[Infeasible] = field(default_factory=list)
 
 
 class Planner:
     def __init__(self, model: PoolModel, bands: dict[str, Band], priority: list[str], budgets: Budgets,
-                 candidate_limit: int = 64) -> None:
+                 candidate_limit: int = 48) -> None:
         self.model = model
         self.bands = bands
         self.names = [r.name for r in model.resources]
@@ -61,12 +75,13 @@ class Planner:
         self.moved = np.zeros(len(model.r_broker), dtype=bool)
         self.broker_moves = np.zeros(len(model.broker_ids), dtype=np.int64)
         self.moved_bytes = 0
+        self.replica_moves = 0
         self.plan = PoolPlan()
-        # Per resource: band edges as arrays over K for the vectorised acceptance checks.
+        self._seq = 0
         k_count = len(self.names)
         self.lower = np.full(k_count, -np.inf)
         self.upper = np.full(k_count, np.inf)
-        self.ceiling = np.full(k_count, np.inf)  # capacity thresholds apply even to unbalanced resources
+        self.ceiling = np.full(k_count, np.inf)  # capacity thresholds hold even for unbalanced resources
         for k, name in enumerate(self.names):
             band = bands.get(name)
             if band is None:
@@ -75,81 +90,146 @@ class Planner:
                 self.lower[k], self.upper[k] = band.lower, band.upper
             if band.capacity_threshold is not None:
                 self.ceiling[k] = band.capacity_threshold
+        self.limit = np.minimum(self.upper, self.ceiling)
+        # How much of each balanced resource's band an action uses up: the tie-break for count resources, where
+        # every candidate weighs 1 (move the replica, or hand over the leadership, that disturbs the rest least).
+        width = np.where(np.isfinite(self.upper - self.lower), self.upper - self.lower, 0.0)
+        mean_capacity = model.capacity[model.eligible].mean(axis=0) if model.eligible.any() else np.ones(k_count)
+        scale = width * mean_capacity
+        self.footprint_scale = np.where(scale > 0, 1.0 / np.where(scale > 0, scale, 1.0), 0.0)
 
     # -- budgets -------------------------------------------------------------------------------------
     def _budget_left(self, moves: int = 1) -> bool:
-        return len(self.plan.moves) + moves <= self.budgets.max_replica_moves
+        return self.replica_moves + moves <= self.budgets.max_replica_moves
 
     def _broker_budget_ok(self, moves: int = 1) -> np.ndarray:
         if self.budgets.max_moves_per_broker is None:
             return np.ones(len(self.broker_moves), dtype=bool)
         return self.broker_moves + moves <= self.budgets.max_moves_per_broker
 
+    def _bytes_ok(self, extra: int) -> bool:
+        return self.budgets.max_moved_bytes is None or self.moved_bytes + extra <= self.budgets.max_moved_bytes
+
     # -- hard constraints and the acceptance rule ------------------------------------------------------
-    def _placement_ok(self, r: int, s: int) -> np.ndarray:
-        """Mask over brokers that may hold replica r instead of s: alive, not excluded, within the per-broker
-        budget, not already holding the partition, and keeping the partition's rack diversity (never below
-        min(RF, racks in the pool), nor below what the partition has now)."""
+    def _placement_ok(self, r: int, s: int, spread: bool = False) -> np.ndarray:
+        """Mask over brokers that may hold replica r instead of s: alive, not excluded, not already holding the
+        partition, and keeping its rack diversity (never below min(RF, racks in the pool), nor below what the
+        partition has now; with spread, the target must add a rack)."""
         m = self.model
-        ok = m.eligible & self._broker_budget_ok()
+        ok = m.eligible.copy()
         ok[s] = False
         members = m.partition_brokers(r)
         ok[members] = False
         other_racks = m.rack[members[members != s]]
-        required = min(len(members), m.n_racks, len(np.unique(m.rack[members])))
+        required = min(len(members), m.n_racks, len(np.unique(m.rack[members])) + (1 if spread else 0))
         if len(np.unique(other_racks)) < required:
             ok &= ~np.isin(m.rack, other_racks)
         return ok
 
     def _gain_ok(self, brokers: np.ndarray | int, delta: np.ndarray) -> np.ndarray:
-        """Brokers gaining `delta` (per resource) stay at or below the band's upper edge and the capacity
-        threshold of every balanced resource that rises."""
+        """Brokers gaining `delta` stay at or below the upper edge and the capacity threshold of every balanced
+        resource that rises."""
         m = self.model
         after = (m.load[brokers] + delta) / m.capacity[brokers]
-        rises = delta > 0
-        return np.all(~rises | (after <= np.minimum(self.upper, self.ceiling) + EPS), axis=-1)
+        return np.all(~(delta > 0) | (after <= self.limit + EPS), axis=-1)
 
     def _loss_ok(self, broker: int, delta: np.ndarray) -> bool:
-        """A broker losing `delta` stays at or above the band's lower edge of every balanced resource that falls."""
+        """A broker losing `delta` stays at or above the lower edge of every balanced resource that falls."""
         m = self.model
         after = (m.load[broker] - delta) / m.capacity[broker]
         return bool(np.all(~(delta > 0) | (after >= self.lower - EPS)))
 
     def _exchange_ok(self, giver: int, taker: int, delta: np.ndarray) -> bool:
-        """The acceptance rule for a net transfer `delta` from giver to taker (a move, or a swap's net)."""
+        """The acceptance rule for a net transfer `delta` from giver to taker (a swap's net)."""
         given, returned = np.maximum(delta, 0), np.maximum(-delta, 0)
         return (self._loss_ok(giver, given) and self._loss_ok(taker, returned)
                 and bool(self._gain_ok(taker, given)) and bool(self._gain_ok(giver, returned)))
 
-    def _bytes_ok(self, extra: int) -> bool:
-        return self.budgets.max_moved_bytes is None or self.moved_bytes + extra <= self.budgets.max_moved_bytes
-
     def _feasible_targets(self, r: int, s: int) -> np.ndarray:
-        """Mask over brokers that may receive replica r from s under every hard constraint and the band rule."""
+        """Mask over brokers that may receive replica r from s under every rule."""
         m = self.model
         if not self._bytes_ok(int(m.r_size[r])):
             return np.zeros(len(m.broker_ids), dtype=bool)
-        return self._placement_ok(r, s) & self._gain_ok(np.arange(len(m.broker_ids)), m.r_load[r])
+        return (self._placement_ok(r, s) & self._broker_budget_ok()
+                & self._gain_ok(np.arange(len(m.broker_ids)), m.r_load[r]))
 
-    def _apply(self, moves: list[tuple[int, int]], k: int) -> None:
-        """Apply one action (a move, or both halves of a swap) under one sequence number."""
+    # -- applying --------------------------------------------------------------------------------------
+    def _apply(self, moves: list[tuple[int, int]], k: int | None, forced: bool = False) -> None:
+        """One action: a replica move, or both halves of a swap, under one sequence number."""
         m = self.model
-        seq = len({mv.seq for mv in self.plan.moves})
         for r, t in moves:
             s = int(m.r_broker[r])
             m.move(r, t)
             self.moved[r] = True
             self.broker_moves[[s, t]] += 1
             self.moved_bytes += int(m.r_size[r])
-            self.plan.moves.append(Move(seq, r, s, t, self.names[k]))
+            self.replica_moves += 1
+            self.plan.moves.append(Move(self._seq, REPLICA, r, s, t, "hard" if k is None else self.names[k], forced))
+        self._seq += 1
 
-    # -- choosing ------------------------------------------------------------------------------------
+    def _apply_leadership(self, new_leaders: list[int], k: int) -> None:
+        """One action: a leadership transfer, or both halves of a leadership swap, under one sequence number."""
+        m = self.model
+        for new_leader in new_leaders:
+            old = m.transfer_leadership(new_leader)
+            self.plan.moves.append(Move(self._seq, LEADERSHIP, new_leader, int(m.r_broker[old]),
+                                        int(m.r_broker[new_leader]), self.names[k]))
+        self._seq += 1
+
+    # -- 1. hard constraints ---------------------------------------------------------------------------
+    def _place_forced(self, r: int, spread: bool = False) -> bool:
+        m = self.model
+        s = int(m.r_broker[r])
+        ok = self._placement_ok(r, s, spread) & (
+            np.all((m.load + m.r_load[r]) / m.capacity <= self.ceiling + EPS, axis=1))
+        if not ok.any() or not self._budget_left():
+            return False
+        within_bands = ok & self._gain_ok(np.arange(len(m.broker_ids)), m.r_load[r])
+        pool = within_bands if within_bands.any() else ok
+        first = self.priority[0] if self.priority else 0
+        candidates = np.flatnonzero(pool)
+        t = int(candidates[np.argmin(m.usage[candidates, first])])
+        self._apply([(r, t)], None, forced=True)
+        return True
+
+    def _hard(self) -> None:
+        m = self.model
+        for r in sorted(np.flatnonzero(m.r_must_move), key=lambda r: (-m.r_size[r], r)):
+            if not self._place_forced(int(r)):
+                where = "a dead broker" if not m.eligible[m.r_broker[r]] else "outside its topic's pool"
+                self.plan.notes.append(("hard", int(m.broker_ids[m.r_broker[r]]),
+                                        f"{m.r_topic[r]}-{m.r_partition[r]}: its replica on {where} could not be "
+                                        f"placed (no broker with room keeps the placement rules, or the budget)"))
+        for p in np.flatnonzero(m.p_leadership_ok):
+            rows = np.arange(m.p_start[p], m.p_start[p] + m.p_count[p])
+            racks = m.rack[m.r_broker[rows]]
+            if len(np.unique(racks)) >= min(len(rows), m.n_racks):
+                continue
+            # Spread: move the duplicated-rack replica on the busiest broker to a rack the partition lacks.
+            _, first_seen = np.unique(racks, return_index=True)
+            duplicates = np.setdiff1d(np.arange(len(rows)), first_seen)
+            first = self.priority[0] if self.priority else 0
+            r = int(rows[duplicates[np.argmax(m.usage[m.r_broker[rows[duplicates]], first])]])
+            if not self._place_forced(r, spread=True):
+                self.plan.notes.append(("hard", int(m.broker_ids[m.r_broker[r]]),
+                                        f"{m.r_topic[r]}-{m.r_partition[r]}: replicas share a rack and no broker on "
+                                        f"another rack has room"))
+
+    # -- 2. balancing ----------------------------------------------------------------------------------
+    def _footprint(self, loads: np.ndarray, k: int) -> np.ndarray:
+        """Per candidate (rows of per-resource loads): the band share it uses on the other resources."""
+        scale = self.footprint_scale.copy()
+        scale[k] = 0.0
+        return np.abs(loads) @ scale
+
     def _order(self, replicas: np.ndarray, k: int, need: float) -> np.ndarray:
-        """Best fit: replicas that land the broker inside the target band (least load first), then the
-        others, largest first. For counts every replica weighs 1: least data first."""
+        """Best fit: replicas that land the broker inside the target band (least load first), then the others,
+        largest first. For counts every replica weighs 1: the smallest footprint on the other resources first,
+        then the least data."""
         m = self.model
         if m.resources[k].is_count:
-            return replicas[np.lexsort((replicas, m.r_size[replicas]))]
+            footprint = self._footprint(m.r_load[replicas], k)
+            return replicas[np.lexsort((replicas, m.r_size[replicas], footprint))]
         load = m.r_load[replicas, k]
         fits = load >= need - EPS
         first = replicas[fits][np.lexsort((replicas[fits], load[fits]))]
@@ -161,12 +241,110 @@ class Planner:
         rs = m.replicas_on(b)
         return rs[m.r_movable[rs] & ~self.moved[rs] & (m.r_load[rs, k] > 0)]
 
+    def _leadership_order(self, rs: np.ndarray, k: int, need: float, most: float, leaders: bool) -> np.ndarray:
+        """Replicas of b whose leadership could change (leaders to hand over, or followers to take over), by
+        the same best fit as replica moves."""
+        m = self.model
+        rs = rs[(m.r_is_leader[rs] == leaders) & m.p_leadership_ok[m.r_pindex[rs]]]
+        gain = m.r_lead[rs, k] - m.r_follow[rs, k]
+        keep = (gain > EPS) & (gain <= most + EPS)
+        rs, gain = rs[keep], gain[keep]
+        if m.resources[k].is_count:
+            footprint = self._footprint(m.r_lead[rs] - m.r_follow[rs], k)
+            return rs[np.lexsort((rs, footprint))]
+        fits = gain >= need - EPS
+        return np.concatenate([rs[fits][np.argsort(gain[fits], kind="stable")],
+                               rs[~fits][np.argsort(-gain[~fits], kind="stable")]])
+
+    def _lead_out(self, s: int, k: int, need: float, most: float) -> bool:
+        """Hand leadership of a partition s leads to another of its in-sync replicas."""
+        m = self.model
+        usage = m.usage[:, k]
+        for r in self._leadership_order(m.replicas_on(s), k, need, most, leaders=True)[: self.candidate_limit]:
+            delta = m.leadership_delta(int(r))
+            if not self._loss_ok(s, delta):
+                continue
+            others = m.partition_rows(int(r))
+            others = others[(others != r) & m.eligible[m.r_broker[others]]]
+            ok = others[self._gain_ok(m.r_broker[others], delta)]
+            if len(ok):
+                self._apply_leadership([int(ok[np.argmin(usage[m.r_broker[ok]])])], k)
+                return True
+        return False
+
+    def _lead_in(self, t: int, k: int, need: float, most: float) -> bool:
+        """Take over leadership of a partition t follows."""
+        m = self.model
+        for r in self._leadership_order(m.replicas_on(t), k, need, most, leaders=False)[: self.candidate_limit]:
+            delta = m.leadership_delta(int(r))
+            leader = m.leader_of(int(r))
+            if leader >= 0 and self._loss_ok(int(m.r_broker[leader]), delta) and bool(self._gain_ok(t, delta)):
+                self._apply_leadership([int(r)], k)
+                return True
+        return False
+
+    def _rank_pairs(self, give: np.ndarray, take: np.ndarray, need: float, most: float) -> list[tuple[int, int]]:
+        """Pairs (i, j) whose net transfer give[i] - take[j] lies in (0, most], ranked like single moves: those
+        that reach `need` first (the smallest net, least overshoot), then the others (the largest net first)."""
+        order = np.argsort(take, kind="stable")
+        sorted_take = take[order]
+        # For each i: the largest take with net >= need, and the smallest take with net <= most.
+        fit = np.searchsorted(sorted_take, give - need + EPS, side="right") - 1
+        low = np.searchsorted(sorted_take, give - most - EPS, side="left")
+        ranked: list[tuple[float, float, int, int]] = []
+        for i in range(len(give)):
+            j = fit[i]
+            if j >= low[i] and j >= 0 and give[i] - sorted_take[j] > EPS:
+                ranked.append((0.0, give[i] - sorted_take[j], i, int(order[j])))
+            elif low[i] < len(sorted_take) and EPS < give[i] - sorted_take[low[i]] <= most + EPS:
+                ranked.append((1.0, -(give[i] - sorted_take[low[i]]), i, int(order[low[i]])))
+        return [(i, j) for _, _, i, j in sorted(ranked)[: self.candidate_limit]]
+
+    def _lead_swap(self, giver: int, taker: int, k: int, need: float, most: float) -> bool:
+        """Hand giver's leadership of one partition to taker and take over a lighter one from taker, so the net
+        transfer in resource k lies in [lo, hi]; leader counts stay as they are and no data moves."""
+        m = self.model
+        if most <= EPS:
+            return False
+
+        def shared_leaders(b: int, other: int) -> tuple[np.ndarray, np.ndarray]:
+            """b's leader rows of partitions `other` follows, and other's rows of those partitions."""
+            mine, theirs = m.replicas_on(b), m.replicas_on(other)
+            mine = mine[m.r_is_leader[mine] & m.p_leadership_ok[m.r_pindex[mine]]]
+            row_of = dict(zip(m.r_pindex[theirs].tolist(), theirs.tolist(), strict=True))
+            keep = np.array([p in row_of for p in m.r_pindex[mine].tolist()], dtype=bool)
+            mine = mine[keep] if len(mine) else mine
+            return mine, np.array([row_of[p] for p in m.r_pindex[mine].tolist()], dtype=np.int64)
+
+        give, give_to = shared_leaders(giver, taker)
+        take, take_from = shared_leaders(taker, giver)
+        if not len(give) or not len(take):
+            return False
+        pairs = self._rank_pairs(m.r_lead[give, k] - m.r_follow[give, k], m.r_lead[take, k] - m.r_follow[take, k],
+                                 need, most)
+        for i, j in pairs:
+            net = m.leadership_delta(int(give_to[i])) - m.leadership_delta(int(take_from[j]))
+            if self._exchange_ok(giver, taker, net):
+                self._apply_leadership([int(give_to[i]), int(take_from[j])], k)
+                return True
+        return False
+
     def _move_out(self, s: int, k: int, band: Band) -> bool:
         m = self.model
         cap = m.capacity[s, k]
         need = m.load[s, k] - band.target_upper * cap
         most = m.load[s, k] - band.lower * cap
-        if not self._broker_budget_ok()[s]:
+        usage = m.usage[:, k]
+        takers = np.flatnonzero(m.eligible & (usage < self.limit[k] - EPS))
+        takers = takers[np.argsort(usage[takers], kind="stable")][: self.candidate_limit // 4]
+        if m.resources[k].role_dependent:
+            if self._lead_out(s, k, need, most):
+                return True
+            if not m.resources[k].is_count and any(
+                    self._lead_swap(s, int(t), k, need, min(most, self.limit[k] * m.capacity[t, k] - m.load[t, k]))
+                    for t in takers):
+                return True
+        if not self._broker_budget_ok()[s] or not self._budget_left():
             return False
         rs = self._movable_on(s, k)
         rs = rs[m.r_load[rs, k] <= most + EPS]
@@ -181,10 +359,8 @@ class Planner:
                 return True
         if m.resources[k].is_count:  # a swap leaves counts unchanged
             return False
-        usage = m.usage[:, k]
-        takers = np.flatnonzero(m.eligible & (usage < min(band.upper, self.ceiling[k]) - EPS))
-        for t in takers[np.argsort(usage[takers], kind="stable")][: self.candidate_limit // 4]:
-            room = min(band.upper, self.ceiling[k]) * m.capacity[t, k] - m.load[t, k]
+        for t in takers:
+            room = self.limit[k] * m.capacity[t, k] - m.load[t, k]
             if self._swap(s, int(t), k, need, min(most, room)):
                 return True
         return False
@@ -193,13 +369,21 @@ class Planner:
         m = self.model
         cap = m.capacity[t, k]
         need = band.target_lower * cap - m.load[t, k]
-        most = min(band.upper, self.ceiling[k]) * cap - m.load[t, k]
-        if not self._broker_budget_ok()[t]:
-            return False
+        most = self.limit[k] * cap - m.load[t, k]
         usage = m.usage[:, k]
         sources = np.flatnonzero(m.eligible & (usage > band.lower + EPS))
         sources = sources[sources != t]
-        for s in sources[np.argsort(-usage[sources], kind="stable")]:
+        by_usage = sources[np.argsort(-usage[sources], kind="stable")]
+        if m.resources[k].role_dependent:
+            if self._lead_in(t, k, need, most):
+                return True
+            if not m.resources[k].is_count and any(
+                    self._lead_swap(int(s), t, k, need, min(most, m.load[s, k] - band.lower * m.capacity[s, k]))
+                    for s in by_usage[: self.candidate_limit // 4]):
+                return True
+        if not self._broker_budget_ok()[t] or not self._budget_left():
+            return False
+        for s in by_usage[: self.candidate_limit // 2]:
             if not self._broker_budget_ok()[s]:
                 continue
             rs = self._movable_on(int(s), k)
@@ -210,31 +394,25 @@ class Planner:
                     return True
         if m.resources[k].is_count:
             return False
-        for s in sources[np.argsort(-usage[sources], kind="stable")][: self.candidate_limit // 4]:
+        for s in by_usage[: self.candidate_limit // 4]:
             spare = m.load[s, k] - band.lower * m.capacity[s, k]
             if self._swap(int(s), t, k, need, min(most, spare)):
                 return True
         return False
 
-    def _swap(self, giver: int, taker: int, k: int, lo: float, hi: float) -> bool:
-        """Exchange a replica of giver for a smaller one of taker so the net transfer in resource k lies in
-        [lo, hi] (used when no single replica fits). Least data first: the pair with the smallest total."""
+    def _swap(self, giver: int, taker: int, k: int, need: float, most: float) -> bool:
+        """Exchange a replica of giver for a smaller one of taker so the net transfer in resource k reaches
+        `need` without exceeding `most` (or comes as close as it can)."""
         m = self.model
-        if hi < lo or not self._budget_left(2) or not self._broker_budget_ok(2)[[giver, taker]].all():
+        if most <= EPS or not self._budget_left(2) or not self._broker_budget_ok(2)[[giver, taker]].all():
             return False
         give = self._movable_on(giver, k)
         take = m.replicas_on(taker)
         take = take[m.r_movable[take] & ~self.moved[take]]
         if not len(give) or not len(take):
             return False
-        lg = m.r_load[give, k]
-        order = np.argsort(m.r_load[take, k], kind="stable")
-        lt = m.r_load[take[order], k]
-        first = np.searchsorted(lt, lg - hi - EPS, side="left")
-        last = np.searchsorted(lt, lg - lo + EPS, side="right")
-        pairs = [(lg[i] + lt[j], int(give[i]), int(take[order[j]]))
-                 for i in np.flatnonzero(first < last) for j in range(first[i], min(last[i], first[i] + 3))]
-        for _, r1, r2 in sorted(pairs)[: self.candidate_limit]:
+        for i, j in self._rank_pairs(m.r_load[give, k], m.r_load[take, k], need, most):
+            r1, r2 = int(give[i]), int(take[j])
             if m.r_pindex[r1] == m.r_pindex[r2] or not self._bytes_ok(int(m.r_size[r1] + m.r_size[r2])):
                 continue
             if not (self._placement_ok(r1, giver)[taker] and self._placement_ok(r2, taker)[giver]):
@@ -244,52 +422,115 @@ class Planner:
                 return True
         return False
 
+    def _out_of_band(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        m = self.model
+        usage = m.usage[:, k]
+        eligible = np.flatnonzero(m.eligible)
+        over = eligible[usage[eligible] > self.limit[k] + EPS]
+        under = eligible[usage[eligible] < self.lower[k] - EPS]
+        return over, under
+
     def _fix_resource(self, k: int) -> bool:
-        """Turns over the brokers outside the band until a turn moves nothing; True if anything moved."""
+        """Turns over the brokers outside the band until a turn changes nothing; True if anything changed."""
         band = self.bands[self.names[k]]
-        moved_any = False
-        while self._budget_left():
+        changed = False
+        while True:
+            over, under = self._out_of_band(k)
             usage = self.model.usage[:, k]
-            candidates = np.flatnonzero(self.model.eligible)
-            over = candidates[usage[candidates] > min(band.upper, self.ceiling[k]) + EPS]
-            under = candidates[usage[candidates] < band.lower - EPS]
-            distance = np.r_[usage[over] - band.upper, band.lower - usage[under]]
+            distance = np.r_[usage[over] - self.limit[k], self.lower[k] - usage[under]]
             to_fix = np.r_[over, under][np.argsort(-distance, kind="stable")]
+            over_set = set(over.tolist())
             progress = False
             for b in to_fix:
-                if not self._budget_left():
-                    break
-                is_over = b in over
-                if (self._move_out if is_over else self._move_in)(int(b), k, band):
-                    progress = moved_any = True
+                fix = self._move_out if int(b) in over_set else self._move_in
+                if fix(int(b), k, band):
+                    progress = changed = True
             if not progress:
-                break
-        return moved_any
+                return changed
 
-    def run(self, max_passes: int = 3) -> PoolPlan:
+    # -- 3. pruning --------------------------------------------------------------------------------------
+    def _status(self, brokers: list[int]) -> np.ndarray:
+        """Per (broker, resource): the distance outside the band (0 inside), for balanced resources."""
+        usage = self.model.usage[brokers]
+        return np.maximum(np.maximum(self.lower - usage, usage - self.limit), 0.0)
+
+    def _prune(self) -> None:
+        """Revert actions (latest first) whose revert leaves every broker they touched inside its bands or no
+        further out, and keeps every placement rule: a smaller plan with the same result."""
+        m = self.model
+        actions: dict[int, list[Move]] = {}
+        for mv in self.plan.moves:
+            actions.setdefault(mv.seq, []).append(mv)
+        dropped: set[int] = set()
+        for seq in sorted(actions, reverse=True):
+            group = actions[seq]
+            if any(mv.forced for mv in group):
+                continue
+            touched = sorted({b for mv in group for b in (mv.source, mv.target)})
+            before = self._status(touched)
+            if group[0].action == LEADERSHIP:
+                olds = []
+                for mv in group:
+                    rows = m.partition_rows(mv.replica)
+                    olds.append(rows[m.r_broker[rows] == mv.source])
+                if any(len(o) != 1 for o in olds) or not all(m.r_is_leader[mv.replica] for mv in group):
+                    continue
+                for old in olds:
+                    m.transfer_leadership(int(old[0]))
+                after = self._status(touched)
+                if np.all((after <= before + EPS) | (after <= EPS)):
+                    dropped.add(seq)
+                else:
+                    for mv in group:
+                        m.transfer_leadership(mv.replica)
+                continue
+            if any(m.r_broker[mv.replica] != mv.target or not self._placement_ok(mv.replica, mv.target)[mv.source]
+                   for mv in group):
+                continue
+            for mv in group:
+                m.move(mv.replica, mv.source)
+            after = self._status(touched)
+            if np.all((after <= before + EPS) | (after <= EPS)):
+                dropped.add(seq)
+                for mv in group:
+                    self.moved[mv.replica] = False
+                    self.broker_moves[[mv.source, mv.target]] -= 1
+                    self.moved_bytes -= int(m.r_size[mv.replica])
+                    self.replica_moves -= 1
+            else:
+                for mv in group:
+                    m.move(mv.replica, mv.target)
+        self.plan.moves = [mv for mv in self.plan.moves if mv.seq not in dropped]
+
+    # -- running -------------------------------------------------------------------------------------------
+    def run(self, max_passes: int = 8) -> PoolPlan:
+        self._hard()
         balanced = [k for k in self.priority if self.bands[self.names[k]].balanced]
+        self.plan.infeasible = prove_infeasible(self.model, self.lower, self.limit, balanced, self.moved)
         for _ in range(max_passes):
             if not any([self._fix_resource(k) for k in balanced]):
                 break
-        self._explain_leftovers(balanced)
+        self._prune()
+        self._explain(balanced)
         return self.plan
 
-    def _explain_leftovers(self, balanced: list[int]) -> None:
+    def _explain(self, balanced: list[int]) -> None:
         m = self.model
-        usage = m.usage
         for k in balanced:
             band = self.bands[self.names[k]]
-            for b in range(len(m.broker_ids)):
-                if band.contains(usage[b, k]) and usage[b, k] <= self.ceiling[k] + EPS:
-                    continue
-                broker_id = int(m.broker_ids[b])
-                if not m.eligible[b]:
-                    why = "broker is dead or excluded: it is not balanced"
-                elif not self._budget_left():
-                    why = f"move budget reached (max_replica_moves={self.budgets.max_replica_moves})"
-                else:
-                    why = ("no movable replica fits the pre-check window without breaking a hard constraint "
-                           "or another resource's band")
-                self.plan.notes.append((self.names[k], broker_id,
-                                        f"usage {usage[b, k]:.4g} outside band [{band.lower:.4g}, "
-                                        f"{band.upper:.4g}] after the plan: {why}"))
+            width = (self.limit[k] - self.lower[k]) * m.capacity[m.eligible, k]
+            if not m.resources[k].is_count and len(width):
+                # A partition whose load alone exceeds every broker's band width cannot be balanced by moving it.
+                first_rows = m.p_start
+                for r in first_rows[m.r_lead[first_rows, k] > width.max()]:
+                    self.plan.hot.append((int(r), self.names[k], float(m.r_lead[r, k]), float(width.max())))
+            over, under = self._out_of_band(k)
+            for b in np.r_[over, under]:
+                usage = m.usage[b, k]
+                why = (f"move budget reached (max_replica_moves={self.budgets.max_replica_moves})"
+                       if not self._budget_left() else
+                       "no leadership transfer, replica move or swap fits without breaking a placement rule or "
+                       "another resource's band")
+                self.plan.notes.append((self.names[k], int(m.broker_ids[b]),
+                                        f"usage {usage:.4g} outside band [{band.lower:.4g}, "
+                                        f"{self.limit[k]:.4g}] after the plan: {why}"))

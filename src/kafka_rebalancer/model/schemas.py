@@ -70,17 +70,25 @@ BROKERS = _t(
     ("excluded", "bool"), ("host", "string", True), ("port", "int32", True),
     ("disk_capacity_bytes", "int64"), ("disk_used_bytes", "int64"),
     ("log_dir_total_bytes", "int64", True), ("log_dir_usable_bytes", "int64", True),
+    # 0 when the resource is not balanced (no capacity needed then).
+    ("nw_in_capacity_bytes_per_s", "double"), ("nw_out_capacity_bytes_per_s", "double"),
+    ("cpu_capacity_cores", "double"),
 )
 REPLICAS = _t(
     "replicas",
     ("topic", "string"), ("partition", "int32"), ("broker_id", "int32"), ("position", "int32"),
     ("is_leader", "bool"), ("in_isr", "bool"), ("size_bytes", "int64"),
+    # This replica's traffic load in its current role (model/resources.py).
+    ("nw_in_bytes_per_s", "double"), ("nw_out_bytes_per_s", "double"), ("cpu_cores", "double"),
 )
 PARTITIONS = _t(
     "partitions",
     ("topic", "string"), ("partition", "int32"), ("replication_factor", "int32"), ("replicas", "list<int32>"),
     ("isr", "list<int32>"), ("leader", "int32"), ("topic_pool", "string", True), ("excluded", "bool"),
     ("size_bytes", "int64"),
+    # Traffic: produced and consumed bytes per second, and the CPU estimate of the leader and of a follower.
+    ("bytes_in_per_s", "double"), ("bytes_out_per_s", "double"), ("cpu_leader_cores", "double"),
+    ("cpu_follower_cores", "double"),
 )
 SNAPSHOT_TABLES = (BROKERS, REPLICAS, PARTITIONS)
 
@@ -108,10 +116,13 @@ CANDIDATES = _t(
     ("topic", "string"), ("partition", "int32"), ("source_broker", "int32"), ("target_broker", "int32"),
     ("replica_load", "double"), ("size_bytes", "int64"),
 )
+# One row per replica move (a swap is two rows with one seq) or leadership transfer (action "leadership":
+# source and target are the old and the new leader's brokers; nothing is copied).
 MOVES = _t(
     "moves",
-    ("broker_pool", "string"), ("seq", "int32"), ("topic", "string"), ("partition", "int32"),
+    ("broker_pool", "string"), ("seq", "int32"), ("action", "string"), ("topic", "string"), ("partition", "int32"),
     ("source_broker", "int32"), ("target_broker", "int32"), ("size_bytes", "int64"), ("resource", "string"),
+    ("forced", "bool"),
 )
 SKIPPED = _t(
     "skipped",
@@ -124,10 +135,21 @@ PLANNER_NOTES = _t(
 # The per-pool move selection's output: moves and notes in one table (split by `kind` on the driver).
 PLANNER_OUTPUT = _t(
     "planner_output",
-    ("broker_pool", "string"), ("kind", "string"), ("seq", "int32", True), ("topic", "string", True),
-    ("partition", "int32", True), ("source_broker", "int32", True), ("target_broker", "int32", True),
-    ("size_bytes", "int64", True), ("resource", "string", True), ("broker_id", "int32", True),
-    ("note", "string", True),
+    ("broker_pool", "string"), ("kind", "string"), ("seq", "int32", True), ("action", "string", True),
+    ("topic", "string", True), ("partition", "int32", True), ("source_broker", "int32", True),
+    ("target_broker", "int32", True), ("size_bytes", "int64", True), ("resource", "string", True),
+    ("forced", "bool", True), ("broker_id", "int32", True), ("value", "double", True), ("limit", "double", True),
+    ("count", "int32", True), ("brokers", "list<int32>", True), ("note", "string", True),
+)
+HOT_PARTITIONS = _t(
+    "hot_partitions",
+    ("broker_pool", "string"), ("topic", "string"), ("partition", "int32"), ("resource", "string"),
+    ("load", "double"), ("band_width", "double"),
+)
+INFEASIBLE = _t(
+    "infeasible",
+    ("broker_pool", "string"), ("resource", "string"), ("brokers", "list<int32>"), ("count", "int32"),
+    ("proof", "string"),
 )
 # The plan as partition changes: the difference between the snapshot's assignment and the planned one.
 PARTITION_CHANGES = _t(

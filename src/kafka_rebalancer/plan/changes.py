@@ -1,54 +1,121 @@
-"""The plan as partition changes: the difference between the snapshot's assignment and the planned one."""
+"""The plan as partition changes: the difference between the snapshot's assignment and the planned one, and what
+follows from it (the replicas after the plan, and how much of each resource the plan moves)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from kafka_rebalancer.config import Budgets
-from kafka_rebalancer.model.schemas import PARTITION_CHANGES
+from kafka_rebalancer.model.resources import CPU, NETWORK_IN, NETWORK_OUT, Resource, role_loads
+from kafka_rebalancer.model.schemas import PARTITION_CHANGES, REPLICAS
+
+TRAFFIC = ["replication_factor", "bytes_in_per_s", "bytes_out_per_s", "cpu_leader_cores", "cpu_follower_cores"]
 
 
 def trim_to_budgets(moves: pd.DataFrame, budgets: Budgets) -> pd.DataFrame:
     """Keep the run's budgets across pools.
 
-    Each pool's actions (a move, or a swap's two moves, sharing a `seq`) were accepted one after the other, so
-    every prefix of a pool's sequence is itself a valid plan. The budgets are kept by taking whole actions as
-    prefixes, round-robin over the pools (by `seq`), so every pool gets its most useful actions first.
+    Each pool's actions (a move, a leadership transfer, or a swap's two moves, sharing a `seq`) were accepted one
+    after the other, so every prefix of a pool's sequence is itself a valid plan. The budgets (on replica moves
+    and bytes; leadership transfers copy nothing) are kept by taking whole actions as prefixes, round-robin over
+    the pools (by `seq`), so every pool gets its most useful actions first.
     """
     keep: list[int] = []
     stopped: set[str] = set()
-    total_bytes = 0
+    replica_moves = total_bytes = 0
     for (_seq, pool), action in moves.groupby(["seq", "broker_pool"], sort=True):
         if pool in stopped:
             continue
+        copies = int((action["action"] == "replica").sum())
         size = int(action["size_bytes"].sum())
-        over_count = len(keep) + len(action) > budgets.max_replica_moves
+        over_count = replica_moves + copies > budgets.max_replica_moves
         over_bytes = budgets.max_moved_bytes is not None and total_bytes + size > budgets.max_moved_bytes
         if over_count or over_bytes:
             stopped.add(pool)
             continue
         keep.extend(action.index)
+        replica_moves += copies
         total_bytes += size
     return moves.loc[sorted(keep)].sort_values(["broker_pool", "seq"], kind="mergesort").reset_index(drop=True)
 
 
 def partition_changes(partitions: pd.DataFrame, moves: pd.DataFrame) -> pd.DataFrame:
-    """Apply the moves (in order) to the partitions' replica lists; positions are kept, so the preferred leader
-    only changes when the leader's replica itself moves. `partitions` needs topic, partition, replicas,
-    size_bytes for at least the moved partitions. Schema PARTITION_CHANGES, sorted by topic and partition."""
-    current = {(t, int(p)): (list(map(int, r)), int(s)) for t, p, r, s in
-               zip(partitions["topic"], partitions["partition"], partitions["replicas"], partitions["size_bytes"],
-                   strict=True)}
+    """Replay the actions (in order) on the partitions' replica lists, as the planner's model does: positions are
+    kept; when a partition is first touched, its current leader goes first (the executor elects preferred leaders
+    for every partition of the plan); a leadership transfer swaps the old and the new leader. `partitions` needs
+    topic, partition, replicas, leader and size_bytes for the moved partitions. Schema PARTITION_CHANGES."""
+    current = {(t, int(p)): (list(map(int, r)), int(leader), int(s)) for t, p, r, leader, s in
+               zip(partitions["topic"], partitions["partition"], partitions["replicas"], partitions["leader"],
+                   partitions["size_bytes"], strict=True)}
     new: dict[tuple[str, int], list[int]] = {}
     pool_of: dict[tuple[str, int], str] = {}
-    for row in moves.sort_values(["broker_pool", "seq"], kind="mergesort").itertuples(index=False):
+    for row in moves.sort_values(["broker_pool", "seq", "action", "topic", "partition"], kind="mergesort") \
+            .itertuples(index=False):
         key = (row.topic, int(row.partition))
-        replicas = new.setdefault(key, list(current[key][0]))
-        if int(row.source_broker) not in replicas or int(row.target_broker) in replicas:
-            raise ValueError(f"move of {key} from {row.source_broker} to {row.target_broker} does not apply to "
-                             f"replicas {replicas}")
-        replicas[replicas.index(int(row.source_broker))] = int(row.target_broker)
+        old, leader, _ = current[key]
+        if key not in new:
+            replicas = list(old)
+            if leader in replicas and replicas[0] != leader:
+                i = replicas.index(leader)
+                replicas[0], replicas[i] = replicas[i], replicas[0]
+            new[key] = replicas
+        replicas = new[key]
+        source, target = int(row.source_broker), int(row.target_broker)
+        if row.action == "leadership":
+            if replicas[0] != source or target not in replicas:
+                raise ValueError(f"leadership transfer of {key} from {source} to {target} does not apply to "
+                                 f"replicas {replicas}")
+            i = replicas.index(target)
+            replicas[0], replicas[i] = target, source
+        else:
+            if source not in replicas or target in replicas:
+                raise ValueError(f"move of {key} from {source} to {target} does not apply to replicas {replicas}")
+            replicas[replicas.index(source)] = target
         pool_of[key] = row.broker_pool
-    rows = [(pool_of[key], key[0], key[1], current[key][0], replicas, current[key][1])
+    rows = [(pool_of[key], key[0], key[1], current[key][0], replicas, current[key][2])
             for key, replicas in sorted(new.items()) if replicas != current[key][0]]
     return pd.DataFrame(rows, columns=PARTITION_CHANGES.names)
+
+
+def replicas_of_changes(changes: pd.DataFrame, partitions: pd.DataFrame) -> pd.DataFrame:
+    """The replicas-table rows of the changed partitions after the plan: new brokers, the first replica leading,
+    each replica's traffic load in its role. `partitions` holds the changed partitions' traffic."""
+    if changes.empty:
+        return pd.DataFrame(columns=REPLICAS.names)
+    info = changes[["topic", "partition", "new_replicas", "size_bytes"]].merge(
+        partitions[["topic", "partition", *TRAFFIC]], on=["topic", "partition"])
+    rows = info.explode("new_replicas", ignore_index=True)
+    rows["position"] = rows.groupby(["topic", "partition"]).cumcount().astype("int32")
+    rows["broker_id"] = rows["new_replicas"].astype("int32")
+    rows["is_leader"] = rows["position"] == 0
+    rows["in_isr"] = True
+    lead, follow = _role_loads(rows, [NETWORK_IN, NETWORK_OUT, CPU])
+    current = np.where(rows["is_leader"].to_numpy()[:, None], lead, follow)
+    rows["nw_in_bytes_per_s"], rows["nw_out_bytes_per_s"], rows["cpu_cores"] = current.T
+    return rows[REPLICAS.names]
+
+
+def _role_loads(rows: pd.DataFrame, resources: list[Resource]) -> tuple[np.ndarray, np.ndarray]:
+    return role_loads(rows["size_bytes"].to_numpy(float), rows["bytes_in_per_s"].to_numpy(float),
+                      rows["bytes_out_per_s"].to_numpy(float), rows["replication_factor"].to_numpy(float),
+                      rows["cpu_leader_cores"].to_numpy(float), rows["cpu_follower_cores"].to_numpy(float),
+                      resources)
+
+
+def moved_amounts(moves: pd.DataFrame, partitions: pd.DataFrame, resources: list[Resource]) -> pd.DataFrame:
+    """Per (pool, resource): what the plan moves, in the resource's unit: each moved replica's load in its role
+    (bytes for disk, 1 per replica for replica count), and for a leadership transfer what changes hands."""
+    columns = ["broker_pool", "resource", "moved"]
+    if moves.empty:
+        return pd.DataFrame(columns=columns)
+    rows = moves.merge(partitions[["topic", "partition", "leader", "size_bytes", *TRAFFIC]],
+                       on=["topic", "partition"], suffixes=("_move", ""))
+    lead, follow = _role_loads(rows, resources)
+    was_leader = (rows["source_broker"] == rows["leader"]).to_numpy()[:, None]
+    amount = np.where(rows["action"].to_numpy()[:, None] == "leadership", lead - follow,
+                      np.where(was_leader, lead, follow))
+    frame = pd.DataFrame(amount, columns=[r.name for r in resources])
+    frame["broker_pool"] = rows["broker_pool"].to_numpy()
+    out = frame.groupby("broker_pool").sum().stack().rename("moved").reset_index()
+    return out.rename(columns={"level_1": "resource"})[columns]

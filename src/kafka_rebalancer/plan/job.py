@@ -14,21 +14,23 @@ from kafka_rebalancer.balance.bands import Band
 from kafka_rebalancer.balance.planner import Budgets as PlannerBudgets
 from kafka_rebalancer.balance.transforms import (
     PoolPlanningSettings,
-    apply_moves,
     bands,
     broker_load,
     brokers_to_fix,
     candidate_moves,
     conform,
+    incoming_load,
     lower_bounds,
-    moved_load,
     partition_safety,
     plan_pools,
+    planner_replicas,
     split_planner_output,
 )
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.schemas import (
     BROKERS,
+    HOT_PARTITIONS,
+    INFEASIBLE,
     MOVES,
     PARTITION_CHANGES,
     PARTITIONS,
@@ -37,7 +39,7 @@ from kafka_rebalancer.model.schemas import (
     SKIPPED,
 )
 from kafka_rebalancer.plan.artifacts import dumps, plan_hash, reassignment_document
-from kafka_rebalancer.plan.changes import partition_changes, trim_to_budgets
+from kafka_rebalancer.plan.changes import moved_amounts, partition_changes, replicas_of_changes, trim_to_budgets
 from kafka_rebalancer.plan.summary import build_summary
 from kafka_rebalancer.run_folder import PLAN, SNAPSHOT, RunFolder, read_json, write_json, write_table
 
@@ -62,23 +64,19 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
     resources = config.resource_list()
 
     safety = partition_safety(partitions, brokers).cache()
-    skipped = conform(safety.where(F.col("skip_reason").isNotNull())
+    skipped = conform(safety.where(F.col("status") == "skip")
                       .select("topic", "partition", F.col("topic_pool").alias("broker_pool"),
                               F.col("skip_reason").alias("reason")), SKIPPED)
-    movable = safety.where(F.col("skip_reason").isNull()).select("topic", "partition", "topic_pool")
-    planner_replicas = (replicas.join(brokers.select("broker_id", "broker_pool"), "broker_id")
-                        .where(F.col("broker_pool").isNotNull())
-                        .join(movable, ["topic", "partition"], "left")
-                        .withColumn("movable", F.coalesce(F.col("topic_pool") == F.col("broker_pool"), F.lit(False)))
-                        .drop("topic_pool")).cache()
+    planner_input = planner_replicas(replicas, brokers, safety).cache()
 
     load = broker_load(brokers, replicas, resources).cache()
-    band_table = bands(load, config).cache()
+    band_table = bands(load, config, incoming_load(planner_input, load, resources)).cache()
     fix = brokers_to_fix(load, band_table).cache()
-    candidates = candidate_moves(fix, load, band_table, planner_replicas.where("movable"), resources)
+    candidates = candidate_moves(fix, load, band_table, planner_input.where("movable AND NOT must_move"), resources)
 
     bands_pdf = band_table.toPandas()
-    log.info("bands computed for %d (pool, resource) pairs; %d brokers to fix", len(bands_pdf), fix.count())
+    log.info("bands computed for %d (pool, resource) pairs; %d broker-resource pairs to fix", len(bands_pdf),
+             fix.count())
     band_map: dict[str, dict[str, Band]] = {}
     for row in bands_pdf.to_dict("records"):
         band_map.setdefault(row["broker_pool"], {})[row["resource"]] = Band.from_row(
@@ -87,17 +85,19 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
         resource_names=tuple(r.name for r in resources), bands=band_map,
         budgets=PlannerBudgets(config.budgets.max_replica_moves, config.budgets.max_moved_bytes,
                                config.budgets.max_moves_per_broker))
-    output = plan_pools(brokers, planner_replicas, settings).toPandas()
-    all_moves, notes = split_planner_output(output)
-    moves = trim_to_budgets(all_moves, config.budgets)
-    log.info("planner chose %d replica moves (%d dropped by the run's budgets)", len(moves),
-             len(all_moves) - len(moves))
+    planned = split_planner_output(plan_pools(brokers, planner_input, settings).toPandas())
+    moves = trim_to_budgets(planned["moves"], config.budgets)
+    dropped = len(planned["moves"]) - len(moves)
+    log.info("planner chose %d replica moves and %d leadership transfers (%d dropped by the run's budgets)",
+             int((moves["action"] == "replica").sum()), int((moves["action"] == "leadership").sum()), dropped)
 
-    moves_sdf = spark.createDataFrame(moves, schema=MOVES.spark())
-    touched = (partitions.join(moves_sdf.select("topic", "partition").distinct(), ["topic", "partition"])
-               .select("topic", "partition", "replicas", "size_bytes").toPandas())
+    keys = spark.createDataFrame(moves[["topic", "partition"]].drop_duplicates(), "topic string, partition int")
+    touched = partitions.join(keys, ["topic", "partition"]).toPandas()
     changes = partition_changes(touched, moves)
-    load_after = broker_load(brokers, apply_moves(replicas, moves_sdf), resources)
+    changed_keys = spark.createDataFrame(changes[["topic", "partition"]], "topic string, partition int")
+    after = (replicas.join(changed_keys, ["topic", "partition"], "left_anti")
+             .unionByName(spark.createDataFrame(replicas_of_changes(changes, touched), schema=REPLICAS.spark())))
+    load_after = broker_load(brokers, after, resources)
     plan_text = dumps(reassignment_document(changes))
     rollback_text = dumps(reassignment_document(changes, "old_replicas"))
     digest = plan_hash(plan_text, manifest["content_hash"], config.fingerprint())
@@ -107,7 +107,9 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
                             (fix, "brokers_to_fix"), (candidates, "candidates"), (skipped, "skipped")):
             _write(frame, out, name)
         write_table(out, MOVES, moves)
-        write_table(out, PLANNER_NOTES, notes)
+        write_table(out, PLANNER_NOTES, planned["notes"])
+        write_table(out, HOT_PARTITIONS, planned["hot"])
+        write_table(out, INFEASIBLE, planned["infeasible"])
         write_table(out, PARTITION_CHANGES, changes)
         (out / "plan.json").write_text(plan_text)
         (out / "rollback.json").write_text(rollback_text)
@@ -115,12 +117,15 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
             config=config, manifest=manifest, plan_hash=digest, bands=bands_pdf,
             load_before=load.toPandas(), load_after=load_after.toPandas(),
             lower_bounds=lower_bounds(load, band_table).toPandas(),
-            moved=moved_load(replicas, moves_sdf, resources).toPandas(), moves=moves, changes=changes,
-            skipped=skipped.orderBy("topic", "partition").toPandas(), notes=notes,
-            moves_dropped_by_budget=len(all_moves) - len(moves))
+            moved=moved_amounts(moves, touched, resources), moves=moves, changes=changes,
+            skipped=skipped.orderBy("topic", "partition").toPandas(), notes=planned["notes"], hot=planned["hot"],
+            infeasible=planned["infeasible"], statuses=_status_counts(safety), moves_dropped_by_budget=dropped)
         summary["plan_seconds"] = round(time.monotonic() - started, 3)
         write_json(out / "summary.json", summary)
     log.info("plan %s: %d partitions change, %d bytes to move; written to %s", digest[:12],
              len(changes), int(moves["size_bytes"].sum()), run.stage_path(PLAN))
     return summary
 
+
+def _status_counts(safety: DataFrame) -> dict[str, int]:
+    return {row["status"]: int(row["count"]) for row in safety.groupBy("status").count().collect()}

@@ -34,10 +34,23 @@ def _outside(status: pd.DataFrame, pool: str, resource: str) -> list[int]:
     return [int(b) for b in rows["broker_id"]]
 
 
+HOT_ADVICE = ("its load alone exceeds the band's width on every broker, so moving it cannot balance the pool: "
+              "spread the topic over more partitions (kafka-topics --alter --partitions); keyed producers then map "
+              "keys to different partitions (seed 003), so order per key restarts from there")
+
+
+def _counts(moves: pd.DataFrame) -> dict[str, int]:
+    replica = moves["action"] == "replica"
+    return {"replica_moves": int(replica.sum()), "leadership_moves": int((moves["action"] == "leadership").sum()),
+            "forced_moves": int((replica & moves["forced"]).sum()),
+            "moved_bytes": int(moves.loc[replica, "size_bytes"].sum())}
+
+
 def build_summary(*, config: RebalancerConfig, manifest: dict[str, Any], plan_hash: str, bands: pd.DataFrame,
                   load_before: pd.DataFrame, load_after: pd.DataFrame, lower_bounds: pd.DataFrame,
                   moved: pd.DataFrame, moves: pd.DataFrame, changes: pd.DataFrame, skipped: pd.DataFrame,
-                  notes: pd.DataFrame, moves_dropped_by_budget: int) -> dict[str, Any]:
+                  notes: pd.DataFrame, hot: pd.DataFrame, infeasible: pd.DataFrame, statuses: dict[str, int],
+                  moves_dropped_by_budget: int) -> dict[str, Any]:
     before = band_status(load_before, bands)
     after = band_status(load_after, bands)
     pools: dict[str, Any] = {}
@@ -51,11 +64,15 @@ def build_summary(*, config: RebalancerConfig, manifest: dict[str, Any], plan_ha
             mv_rows = moved[(moved["broker_pool"] == pool) & (moved["resource"] == name)]
             lb = float(lb_rows["lower_bound"].iloc[0]) if len(lb_rows) else 0.0
             mv = float(mv_rows["moved"].iloc[0]) if len(mv_rows) else 0.0
+            proofs = infeasible[(infeasible["broker_pool"] == pool) & (infeasible["resource"] == name)]
             resources[name] = {
                 "band": _band(pd.Series(band_row._asdict())),
                 "lower_bound": _num(lb), "moved": _num(mv), "moved_over_lb": _num(mv / lb) if lb > 0 else None,
                 "out_of_band_before": _outside(before, pool, name),
                 "out_of_band_after": _outside(after, pool, name),
+                "infeasible": int(proofs["count"].sum()),
+                "infeasibility_proofs": [{"brokers": [int(b) for b in x.brokers], "count": int(x.count),
+                                          "proof": x.proof} for x in proofs.itertuples(index=False)],
             }
         usage_rows = []
         both = before[before["broker_pool"] == pool].merge(
@@ -74,8 +91,8 @@ def build_summary(*, config: RebalancerConfig, manifest: dict[str, Any], plan_ha
             usage_rows.append(entry)
         pool_notes = notes[notes["broker_pool"] == pool]
         pools[pool] = {
-            "partitions_changed": len(pool_changes), "replica_moves": len(pool_moves),
-            "moved_bytes": int(pool_moves["size_bytes"].sum()), "resources": resources, "brokers": usage_rows,
+            "partitions_changed": len(pool_changes), **_counts(pool_moves), "resources": resources,
+            "brokers": usage_rows,
             "notes": [{"resource": r, "broker_id": None if pd.isna(b) else int(b), "note": n} for r, b, n in
                       zip(pool_notes["resource"], pool_notes["broker_id"], pool_notes["note"], strict=True)],
         }
@@ -87,13 +104,17 @@ def build_summary(*, config: RebalancerConfig, manifest: dict[str, Any], plan_ha
         "cluster": config.cluster.name,
         "snapshot_taken_at": manifest.get("taken_at"),
         "totals": {
-            "partitions_changed": len(changes), "replica_moves": len(moves),
-            "moved_bytes": int(moves["size_bytes"].sum()),
+            "partitions_changed": len(changes), **_counts(moves),
             "out_of_band_before": len(out_of_band(before)), "out_of_band_after": len(out_of_band(after)),
-            "skipped_partitions": len(skipped),
+            "infeasible": int(infeasible["count"].sum()), "skipped_partitions": len(skipped),
+            "hot_partitions": int(hot[["topic", "partition"]].drop_duplicates().shape[0]),
         },
+        "partition_status": dict(sorted(statuses.items())),
         "budgets": {**config.budgets.model_dump(), "moves_dropped_by_budget": moves_dropped_by_budget},
         "pools": pools,
+        "hot_partitions": [{"broker_pool": x.broker_pool, "topic": x.topic, "partition": int(x.partition),
+                            "resource": x.resource, "load": _num(x.load), "band_width": _num(x.band_width),
+                            "advice": HOT_ADVICE} for x in hot.head(SKIPPED_LISTED).itertuples(index=False)],
         "skipped": {
             "by_reason": {str(k): int(v) for k, v in reasons.items()},
             "partitions": [{"topic": t, "partition": int(p), "broker_pool": _num(bp), "reason": r}

@@ -11,6 +11,7 @@ import pandas as pd
 from kafka_rebalancer.balance.status import band_status, broker_load_frame
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.plan.artifacts import Reassignment
+from kafka_rebalancer.plan.changes import replicas_of_changes
 from kafka_rebalancer.snapshot.build import SnapshotTables
 
 
@@ -21,18 +22,17 @@ class CheckTables:
     totals: pd.DataFrame  # one row: the plan's size against the budgets
 
 
-def replicas_after(replicas: pd.DataFrame, plan: list[Reassignment]) -> pd.DataFrame:
-    """The snapshot's replicas table with the plan applied (sizes follow the partition)."""
+def replicas_after(snapshot: SnapshotTables, plan: list[Reassignment]) -> pd.DataFrame:
+    """The snapshot's replicas table with the plan applied: new brokers, first replicas leading."""
     if not plan:
-        return replicas.copy()
-    changed = pd.DataFrame([(r.topic, r.partition) for r in plan], columns=["topic", "partition"])
-    keep = replicas.merge(changed, on=["topic", "partition"], how="left", indicator=True)
+        return snapshot.replicas.copy()
+    changes = pd.DataFrame([(r.topic, r.partition, r.replicas) for r in plan],
+                           columns=["topic", "partition", "new_replicas"])
+    changes = changes.merge(snapshot.partitions[["topic", "partition", "size_bytes"]], on=["topic", "partition"])
+    keep = snapshot.replicas.merge(changes[["topic", "partition"]], on=["topic", "partition"], how="left",
+                                   indicator=True)
     keep = keep[keep["_merge"] == "left_only"].drop(columns="_merge")
-    sizes = replicas.groupby(["topic", "partition"])["size_bytes"].max()
-    rows = [(r.topic, r.partition, b, pos, pos == 0, True, int(sizes[(r.topic, r.partition)]))
-            for r in plan for pos, b in enumerate(r.replicas)]
-    new = pd.DataFrame(rows, columns=list(replicas.columns))
-    return pd.concat([keep, new], ignore_index=True)
+    return pd.concat([keep, replicas_of_changes(changes, snapshot.partitions)], ignore_index=True)
 
 
 def _distance(status: pd.DataFrame) -> pd.Series:
@@ -59,6 +59,8 @@ def build_checks(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[
         pool = parts.at[key, "topic_pool"] if known else None
         old = old_by_key.get(key, [])
         new, added = r.replicas, [b for b in r.replicas if b not in snap]
+        isr = set(parts.at[key, "isr"]) if known else set()
+        dead = {b for b in snap if b not in brokers.index or not bool(brokers.at[b, "alive"])}
         required = min(len(snap), len(eligible_racks.get(pool, ())), racks(snap)) if known else 0
         rows.append({
             "topic": r.topic, "partition": r.partition, "broker_pool": pool, "in_snapshot": known,
@@ -68,7 +70,8 @@ def build_checks(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[
             "targets_in_pool": pool is not None and all(b in pool_brokers.get(pool, set()) for b in new),
             "targets_alive": all(b in brokers.index and bool(brokers.at[b, "alive"]) for b in added),
             "racks_before": racks(snap), "racks_after": racks(new), "racks_required": required,
-            "isr_complete": known and len(parts.at[key, "isr"]) >= len(snap),
+            # Every replica the plan keeps is in sync; only dead brokers' replicas may be out of it (and replaced).
+            "isr_safe": known and set(new) & set(snap) <= isr and set(snap) - isr <= dead,
             "has_leader": known and int(parts.at[key, "leader"]) >= 0,
             "topic_not_excluded": not config.topic_excluded(r.topic),
             "no_excluded_broker": not any(b in config.exclude.brokers for b in set(snap) | set(new)),
@@ -78,12 +81,11 @@ def build_checks(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[
     partitions = pd.DataFrame(rows, columns=[
         "topic", "partition", "broker_pool", "in_snapshot", "rf_before", "rf_after", "old_matches_snapshot",
         "no_duplicate_broker", "targets_in_pool", "targets_alive", "racks_before", "racks_after", "racks_required",
-        "isr_complete", "has_leader", "topic_not_excluded", "no_excluded_broker", "moved_bytes", "replica_moves"])
+        "isr_safe", "has_leader", "topic_not_excluded", "no_excluded_broker", "moved_bytes", "replica_moves"])
 
     resources = config.resource_list()
     before = band_status(broker_load_frame(snapshot.brokers, snapshot.replicas, resources), bands)
-    after = band_status(broker_load_frame(snapshot.brokers, replicas_after(snapshot.replicas, plan), resources),
-                        bands)
+    after = band_status(broker_load_frame(snapshot.brokers, replicas_after(snapshot, plan), resources), bands)
     b = before[before["counted"]][["broker_pool", "broker_id", "resource", "usage", "lower", "upper", "inside"]]
     b = b.assign(distance_before=_distance(before[before["counted"]]))
     a = after[after["counted"]][["broker_id", "resource", "usage", "inside"]]

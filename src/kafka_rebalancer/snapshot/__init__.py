@@ -7,9 +7,10 @@ import time
 from typing import Any
 
 from kafka_rebalancer.config import RebalancerConfig
-from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
+from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection, PartitionInfo
 from kafka_rebalancer.run_folder import SNAPSHOT, RunFolder
 from kafka_rebalancer.snapshot.build import SnapshotTables, build_snapshot_tables
+from kafka_rebalancer.snapshot.metrics import Traffic, read_traffic_file, sample_traffic
 from kafka_rebalancer.snapshot.store import read_snapshot, write_snapshot
 
 __all__ = ["SnapshotTables", "capture", "read_snapshot", "take_snapshot", "write_snapshot"]
@@ -27,7 +28,8 @@ def capture(config: RebalancerConfig, connection: KafkaConnection) -> tuple[Snap
         partitions = admin.describe_partitions()
         log.info("%d partitions described", len(partitions))
         log_dirs = admin.describe_log_dirs([b.broker_id for b in brokers])
-    tables = build_snapshot_tables(config, brokers, partitions, log_dirs)
+        traffic = _traffic(config, admin, partitions, log_dirs)
+    tables = build_snapshot_tables(config, brokers, partitions, log_dirs, traffic)
     for warning in tables.warnings:
         log.warning("snapshot: %s", warning)
     manifest = {"cluster": config.cluster.name, "cluster_id": cluster_id,
@@ -35,6 +37,18 @@ def capture(config: RebalancerConfig, connection: KafkaConnection) -> tuple[Snap
                 "config_fingerprint": config.fingerprint(),
                 "capture_seconds": round(time.monotonic() - started, 3)}
     return tables, manifest
+
+
+def _traffic(config: RebalancerConfig, admin: ClusterAdmin, partitions: list[PartitionInfo],
+             log_dirs: dict[int, dict[str, Any]]) -> Traffic:
+    source = config.metrics.source
+    if source == "file":
+        return read_traffic_file(config.metrics.file)  # type: ignore[arg-type]
+    if source == "sampled":
+        sizes = {(p.topic, p.partition): log_dirs.get(p.leader, {}).get("replicas", {}).get((p.topic, p.partition), 0)
+                 for p in partitions}
+        return sample_traffic(admin, sizes, sizes, config.metrics.sample_seconds)
+    return Traffic()
 
 
 def take_snapshot(config: RebalancerConfig, connection: KafkaConnection, run: RunFolder,

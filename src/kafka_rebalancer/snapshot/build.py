@@ -5,12 +5,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.kafka_admin import BrokerInfo, PartitionInfo
-from kafka_rebalancer.model.schemas import BROKERS, PARTITIONS, REPLICAS
-from kafka_rebalancer.snapshot.capacity import resolve_disk_capacities
+from kafka_rebalancer.model.resources import CPU, NETWORK_IN, NETWORK_OUT, role_loads
+from kafka_rebalancer.model.schemas import BROKERS
+from kafka_rebalancer.snapshot.capacity import CAPACITY_FIELDS, resolve_capacities
+from kafka_rebalancer.snapshot.metrics import Traffic
+
+# What the cluster reports about partitions and replicas; traffic columns are added by with_traffic.
+_PARTITION_FACTS = ["topic", "partition", "replication_factor", "replicas", "isr", "leader", "topic_pool", "excluded",
+                    "size_bytes"]
+_REPLICA_FACTS = ["topic", "partition", "broker_id", "position", "is_leader", "in_isr", "size_bytes"]
 
 
 @dataclass
@@ -21,9 +29,33 @@ class SnapshotTables:
     warnings: list[str] = field(default_factory=list)
 
 
+def with_traffic(partitions: pd.DataFrame, replicas: pd.DataFrame, traffic: Traffic,
+                 config: RebalancerConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Partition traffic and CPU estimates, and each replica's traffic load in its current role."""
+    keys = list(zip(partitions["topic"], partitions["partition"], strict=True))
+    bytes_in = np.array([traffic.bytes_in.get(k, 0.0) for k in keys], dtype=float)
+    bytes_out = np.array([traffic.bytes_out.get(k, 0.0) for k in keys], dtype=float)
+    cpu = config.metrics.cpu_model.model()
+    partitions = partitions.assign(bytes_in_per_s=bytes_in, bytes_out_per_s=bytes_out,
+                                   cpu_leader_cores=cpu.leader(bytes_in, bytes_out),
+                                   cpu_follower_cores=cpu.follower(bytes_in))
+    per_replica = replicas[["topic", "partition"]].merge(
+        partitions[["topic", "partition", "replication_factor", "bytes_in_per_s", "bytes_out_per_s",
+                    "cpu_leader_cores", "cpu_follower_cores"]], on=["topic", "partition"], how="left")
+    resources = [NETWORK_IN, NETWORK_OUT, CPU]
+    leader, follower = role_loads(replicas["size_bytes"].to_numpy(float), per_replica["bytes_in_per_s"].to_numpy(),
+                                  per_replica["bytes_out_per_s"].to_numpy(),
+                                  per_replica["replication_factor"].to_numpy(float),
+                                  per_replica["cpu_leader_cores"].to_numpy(),
+                                  per_replica["cpu_follower_cores"].to_numpy(), resources)
+    current = np.where(replicas["is_leader"].to_numpy(bool)[:, None], leader, follower)
+    replicas = replicas.assign(**{r.replica_load_column: current[:, k] for k, r in enumerate(resources)})
+    return partitions, replicas
+
+
 def build_snapshot_tables(config: RebalancerConfig, cluster_brokers: list[BrokerInfo],
-                          partitions: list[PartitionInfo],
-                          log_dirs: dict[int, dict[str, Any]]) -> SnapshotTables:
+                          partitions: list[PartitionInfo], log_dirs: dict[int, dict[str, Any]],
+                          traffic: Traffic | None = None) -> SnapshotTables:
     alive = {b.broker_id: b for b in cluster_brokers}
     pool_of = config.broker_pool_of()
     excluded_brokers = set(config.exclude.brokers)
@@ -40,13 +72,17 @@ def build_snapshot_tables(config: RebalancerConfig, cluster_brokers: list[Broker
         isr = set(p.isr)
         for position, b in enumerate(p.replicas):
             size = reported[b]
-            replica_rows.append((p.topic, p.partition, b, position, b == p.leader, b in isr,
-                                 size if size is not None else partition_size))
-        partition_rows.append((p.topic, p.partition, len(p.replicas), list(p.replicas), list(p.isr), p.leader,
-                               config.topic_pool(p.topic), config.topic_excluded(p.topic), partition_size))
+            replica_rows.append({"topic": p.topic, "partition": p.partition, "broker_id": b, "position": position,
+                                 "is_leader": b == p.leader, "in_isr": b in isr,
+                                 "size_bytes": size if size is not None else partition_size})
+        partition_rows.append({"topic": p.topic, "partition": p.partition, "replication_factor": len(p.replicas),
+                               "replicas": list(p.replicas), "isr": list(p.isr), "leader": p.leader,
+                               "topic_pool": config.topic_pool(p.topic), "excluded": config.topic_excluded(p.topic),
+                               "size_bytes": partition_size})
 
-    replicas = pd.DataFrame(replica_rows, columns=REPLICAS.names)
-    partitions_df = pd.DataFrame(partition_rows, columns=PARTITIONS.names)
+    partitions_df, replicas = with_traffic(pd.DataFrame(partition_rows, columns=_PARTITION_FACTS),
+                                           pd.DataFrame(replica_rows, columns=_REPLICA_FACTS),
+                                           traffic or Traffic(), config)
 
     broker_ids = sorted(set(alive) | set(pool_of) | set(replicas["broker_id"].tolist()))
     for b in broker_ids:
@@ -55,14 +91,17 @@ def build_snapshot_tables(config: RebalancerConfig, cluster_brokers: list[Broker
         if b in alive and b not in pool_of:
             warnings.append(f"broker {b} is in the cluster but in no pool: it is neither balanced nor a target")
     totals = {b: log_dirs.get(b, {}).get("total_bytes") for b in broker_ids}
-    capacities = resolve_disk_capacities(config, [b for b in broker_ids if b in pool_of], totals)
+    capacities = resolve_capacities(config, [b for b in broker_ids if b in pool_of], totals)
     used = replicas.groupby("broker_id")["size_bytes"].sum().to_dict() if len(replicas) else {}
     broker_rows = []
     for b in broker_ids:
         info = alive.get(b)
-        broker_rows.append((
-            b, info.rack if info else None, pool_of.get(b), info is not None, b in excluded_brokers,
-            info.host if info else None, info.port if info else None, capacities.get(b, 0), int(used.get(b, 0)),
-            totals.get(b), log_dirs.get(b, {}).get("usable_bytes")))
+        broker_rows.append({
+            "broker_id": b, "rack": info.rack if info else None, "broker_pool": pool_of.get(b),
+            "alive": info is not None, "excluded": b in excluded_brokers, "host": info.host if info else None,
+            "port": info.port if info else None, "disk_used_bytes": int(used.get(b, 0)),
+            "log_dir_total_bytes": totals.get(b), "log_dir_usable_bytes": log_dirs.get(b, {}).get("usable_bytes"),
+            **{column: capacities[column].get(b, 0.0) for column in CAPACITY_FIELDS}})
     brokers = pd.DataFrame(broker_rows, columns=BROKERS.names)
+    brokers["disk_capacity_bytes"] = brokers["disk_capacity_bytes"].astype("int64")
     return SnapshotTables(brokers, replicas, partitions_df, warnings)

@@ -1,7 +1,8 @@
-"""Broker capacities: the config, a Cruise Control `capacity.json`, or the log directories' totals.
+"""Broker capacities: the config, a Cruise Control `capacity.json`, or (disk) the log directories' totals.
 
-Cruise Control's units: DISK in MB (MiB; a JBOD broker gives one value per log dir, summed here), CPU in percent
-or cores, NW_IN / NW_OUT in KB/s. brokerId "-1" is the default for brokers without their own entry.
+Cruise Control's units: DISK in MB (MiB; a JBOD broker gives one value per log dir, summed here), NW_IN / NW_OUT
+in KB/s (KiB/s), CPU in percent or as {"num.cores": N}. kafka-rebalancer measures CPU in cores, so a CPU given
+only as a percentage cannot be used for the cpu resource. brokerId "-1" is the default for other brokers.
 """
 
 from __future__ import annotations
@@ -14,15 +15,27 @@ from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import ConfigError
 
 MIB = 1024 * 1024
+KIB = 1024
+# brokers-table column -> (config BrokerCapacity field, resource that needs it)
+CAPACITY_FIELDS = {
+    "disk_capacity_bytes": ("disk_bytes", "disk"),
+    "nw_in_capacity_bytes_per_s": ("nw_in_bytes_per_s", "network_in"),
+    "nw_out_capacity_bytes_per_s": ("nw_out_bytes_per_s", "network_out"),
+    "cpu_capacity_cores": ("cpu_cores", "cpu"),
+}
 
 
 @dataclass(frozen=True)
 class CruiseControlCapacity:
     file: str
-    disk_bytes: dict[int, int]  # broker id -> bytes; -1 is the default
+    entries: dict[int, dict[str, float]]  # broker id (-1: default) -> config field -> value
+    cpu_as_percent: bool  # some entry gave CPU as a percentage only
 
-    def disk_for(self, broker_id: int) -> int | None:
-        return self.disk_bytes.get(broker_id, self.disk_bytes.get(-1))
+    def value(self, broker_id: int, field: str) -> float | None:
+        for key in (broker_id, -1):
+            if key in self.entries and field in self.entries[key]:
+                return self.entries[key][field]
+        return None
 
 
 def _number(file: str, field: str, value: object) -> float:
@@ -44,53 +57,77 @@ def read_cruise_control_capacity(path: str | Path) -> CruiseControlCapacity:
         raise ConfigError(file, "", f"cannot read capacity file: {exc.strerror}") from exc
     except json.JSONDecodeError as exc:
         raise ConfigError(file, "", f"not valid JSON: {exc}") from exc
-    entries = raw.get("brokerCapacities") if isinstance(raw, dict) else None
-    if not isinstance(entries, list):
+    items = raw.get("brokerCapacities") if isinstance(raw, dict) else None
+    if not isinstance(items, list):
         raise ConfigError(file, "brokerCapacities", "expected a list of {brokerId, capacity}")
-    disk: dict[int, int] = {}
-    for i, entry in enumerate(entries):
+    entries: dict[int, dict[str, float]] = {}
+    cpu_as_percent = False
+    for i, item in enumerate(items):
         where = f"brokerCapacities[{i}]"
-        if not isinstance(entry, dict) or "brokerId" not in entry or not isinstance(entry.get("capacity"), dict):
+        if not isinstance(item, dict) or "brokerId" not in item or not isinstance(item.get("capacity"), dict):
             raise ConfigError(file, where, "expected an object with brokerId and capacity")
         try:
-            broker_id = int(entry["brokerId"])
+            broker_id = int(item["brokerId"])
         except (TypeError, ValueError):
-            raise ConfigError(file, f"{where}.brokerId", f"expected an integer id, got {entry['brokerId']!r}") from None
-        value = entry["capacity"].get("DISK")
-        if value is None:
-            raise ConfigError(file, f"{where}.capacity.DISK", "missing (MB, or one MB value per log dir for JBOD)")
-        if isinstance(value, dict):  # JBOD: one capacity per log dir
-            mib = sum(_number(file, f"{where}.capacity.DISK.{d}", v) for d, v in value.items())
-        else:
-            mib = _number(file, f"{where}.capacity.DISK", value)
-        disk[broker_id] = int(mib * MIB)
-    return CruiseControlCapacity(file, disk)
+            raise ConfigError(file, f"{where}.brokerId", f"expected an integer id, got {item['brokerId']!r}") from None
+        capacity, values = item["capacity"], {}
+        disk = capacity.get("DISK")
+        if isinstance(disk, dict):  # JBOD: one capacity per log dir
+            values["disk_bytes"] = sum(_number(file, f"{where}.capacity.DISK.{d}", v) for d, v in disk.items()) * MIB
+        elif disk is not None:
+            values["disk_bytes"] = _number(file, f"{where}.capacity.DISK", disk) * MIB
+        for key, field in (("NW_IN", "nw_in_bytes_per_s"), ("NW_OUT", "nw_out_bytes_per_s")):
+            if capacity.get(key) is not None:
+                values[field] = _number(file, f"{where}.capacity.{key}", capacity[key]) * KIB
+        cpu = capacity.get("CPU")
+        if isinstance(cpu, dict) and "num.cores" in cpu:
+            values["cpu_cores"] = _number(file, f"{where}.capacity.CPU.num.cores", cpu["num.cores"])
+        elif cpu is not None:
+            cpu_as_percent = True
+        entries[broker_id] = values
+    return CruiseControlCapacity(file, entries, cpu_as_percent)
 
 
-def resolve_disk_capacities(config: RebalancerConfig, broker_ids: list[int],
-                            log_dir_totals: dict[int, int | None]) -> dict[int, int]:
-    """Disk capacity per broker, first match wins: config per broker, Cruise Control file, config default,
-    log-dir totals (if enabled). A broker with none of these is an error naming it."""
+def resolve_capacities(config: RebalancerConfig, broker_ids: list[int],
+                       log_dir_totals: dict[int, int | None]) -> dict[str, dict[int, float]]:
+    """Capacity per brokers-table column and broker; first match wins: the config's entry for the broker, the
+    Cruise Control file (the broker's entry, then its default), the config's default, and for disk the log dirs'
+    totals (if enabled). A configured resource without a capacity for some broker is an error naming them."""
     cc = (read_cruise_control_capacity(config.capacity.cruise_control_file)
           if config.capacity.cruise_control_file else None)
-    out: dict[int, int] = {}
-    missing: list[int] = []
-    for b in broker_ids:
-        if b in config.capacity.brokers:
-            out[b] = config.capacity.brokers[b].disk_bytes
-        elif cc is not None and cc.disk_for(b) is not None:
-            out[b] = cc.disk_for(b)  # type: ignore[assignment]
-        elif config.capacity.default is not None:
-            out[b] = config.capacity.default.disk_bytes
-        elif config.capacity.disk_from_log_dirs and log_dir_totals.get(b):
-            out[b] = int(log_dir_totals[b])  # type: ignore[arg-type]
-        else:
-            missing.append(b)
-    if missing:
-        if cc is not None:
-            raise ConfigError(cc.file, "brokerCapacities",
-                              f"no entry for broker(s) {missing} and no default (brokerId -1)")
-        raise ConfigError(str(config.source_file), "capacity",
-                          f"no disk capacity for broker(s) {missing}: set capacity.default, capacity.brokers, "
-                          f"capacity.cruise_control_file or capacity.disk_from_log_dirs")
+    out: dict[str, dict[int, float]] = {}
+    for column, (field, resource_name) in CAPACITY_FIELDS.items():
+        values: dict[int, float] = {}
+        missing: list[int] = []
+        for b in broker_ids:
+            own = config.capacity.brokers.get(b)
+            default = config.capacity.default
+            value = getattr(own, field) if own is not None else None
+            if value is None and cc is not None:
+                value = cc.value(b, field)
+            if value is None and default is not None:
+                value = getattr(default, field)
+            if value is None and field == "disk_bytes" and config.capacity.disk_from_log_dirs:
+                value = log_dir_totals.get(b)
+            if value is None:
+                missing.append(b)
+            else:
+                values[b] = float(value)
+        if missing and resource_name in config.resources:
+            raise _missing(config, cc, resource_name, field, missing)
+        out[column] = {b: values.get(b, 0.0) for b in broker_ids}
     return out
+
+
+def _missing(config: RebalancerConfig, cc: CruiseControlCapacity | None, resource_name: str, field: str,
+             missing: list[int]) -> ConfigError:
+    if cc is not None:
+        if field == "cpu_cores" and cc.cpu_as_percent:
+            return ConfigError(cc.file, "brokerCapacities", "CPU is given as a percentage; the cpu resource needs "
+                                                            "cores: {\"CPU\": {\"num.cores\": \"16\"}}")
+        return ConfigError(cc.file, "brokerCapacities",
+                           f"no {resource_name} capacity for broker(s) {missing} and no default (brokerId -1)")
+    return ConfigError(str(config.source_file), "capacity",
+                       f"no {resource_name} capacity ({field}) for broker(s) {missing}: set capacity.default, "
+                       f"capacity.brokers or capacity.cruise_control_file"
+                       + (" or capacity.disk_from_log_dirs" if field == "disk_bytes" else ""))
