@@ -78,6 +78,7 @@ class PoolModel:
         # Leadership may change only where every replica is movable and in sync.
         self.p_leadership_ok = rows_movable == self.p_count
         self.p_touched = np.zeros(len(self.p_start), dtype=bool)
+
         self.original_broker = self.r_broker.copy()
         self.original_position = self.r_position.copy()
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kafka_rebalancer.balance.bands import Band
+from kafka_rebalancer.balance.bounds import byte_lower_bound
 from kafka_rebalancer.balance.feasibility import Infeasible, prove_infeasible
 from kafka_rebalancer.balance.model import PoolModel
 
@@ -61,6 +62,7 @@ class PoolPlan:
     notes: list[tuple[str, int | None, str]] = field(default_factory=list)  # (resource, broker_id, text)
     hot: list[tuple[int, str, float, float]] = field(default_factory=list)  # (row, resource, load, band width)
     infeasible: list[Infeasible] = field(default_factory=list)
+    lower_bound_bytes: float = 0.0
 
 
 class Planner:
@@ -73,6 +75,8 @@ class Planner:
         self.budgets = budgets
         self.candidate_limit = candidate_limit
         self.moved = np.zeros(len(model.r_broker), dtype=bool)
+        self._movable_originals = [rs[model.r_movable[rs]] for rs in (model.replicas_on(b)
+                                                                       for b in range(len(model.broker_ids)))]
         self.broker_moves = np.zeros(len(model.broker_ids), dtype=np.int64)
         self.moved_bytes = 0
         self.replica_moves = 0
@@ -120,11 +124,26 @@ class Planner:
         ok[s] = False
         members = m.partition_brokers(r)
         ok[members] = False
-        other_racks = m.rack[members[members != s]]
-        required = min(len(members), m.n_racks, len(np.unique(m.rack[members])) + (1 if spread else 0))
-        if len(np.unique(other_racks)) < required:
-            ok &= ~np.isin(m.rack, other_racks)
+        other_racks = self._racks_required(members, s, spread)
+        for rack in other_racks:
+            ok &= m.rack != rack
         return ok
+
+    def _racks_required(self, members: np.ndarray, s: int, spread: bool = False) -> set[int]:
+        """The racks a new replica replacing s must avoid (empty: any rack keeps the diversity required)."""
+        m = self.model
+        racks = m.rack[members].tolist()
+        other_racks = {rack for b, rack in zip(members.tolist(), racks, strict=True) if b != s}
+        required = min(len(racks), m.n_racks, len(set(racks)) + (1 if spread else 0))
+        return other_racks if len(other_racks) < required else set()
+
+    def _placement_ok_for(self, r: int, s: int, t: int) -> bool:
+        """_placement_ok for one replica and target."""
+        m = self.model
+        members = m.partition_brokers(r)
+        if not m.eligible[t] or t == s or t in members:
+            return False
+        return int(m.rack[t]) not in self._racks_required(members, s)
 
     def _gain_ok(self, brokers: np.ndarray | int, delta: np.ndarray) -> np.ndarray:
         """Brokers gaining `delta` stay at or below the upper edge and the capacity threshold of every balanced
@@ -138,6 +157,18 @@ class Planner:
         m = self.model
         after = (m.load[broker] - delta) / m.capacity[broker]
         return bool(np.all(~(delta > 0) | (after >= self.lower - EPS)))
+
+    def _accepted(self, rs: np.ndarray, s: int, t: int) -> np.ndarray:
+        """Mask over candidate replicas rs: moving each from s to t keeps the acceptance rule and the budgets."""
+        m = self.model
+        loads = m.r_load[rs]
+        changes = loads > 0
+        loss = np.all(~changes | ((m.load[s] - loads) / m.capacity[s] >= self.lower - EPS), axis=1)
+        gain = np.all(~changes | ((m.load[t] + loads) / m.capacity[t] <= self.limit + EPS), axis=1)
+        ok = loss & gain
+        if self.budgets.max_moved_bytes is not None:
+            ok &= self.moved_bytes + m.r_size[rs] <= self.budgets.max_moved_bytes
+        return ok
 
     def _exchange_ok(self, giver: int, taker: int, delta: np.ndarray) -> bool:
         """The acceptance rule for a net transfer `delta` from giver to taker (a swap's net)."""
@@ -223,23 +254,29 @@ class Planner:
         return np.abs(loads) @ scale
 
     def _order(self, replicas: np.ndarray, k: int, need: float) -> np.ndarray:
-        """Best fit: replicas that land the broker inside the target band (least load first), then the others,
-        largest first. For counts every replica weighs 1: the smallest footprint on the other resources first,
-        then the least data."""
+        """Best fit, the first `candidate_limit`: replicas that land the broker inside the target band (least load
+        first), then the others, largest first. For counts every replica weighs 1: the smallest footprint on the
+        other resources first, then the least data."""
         m = self.model
+        if not len(replicas):
+            return replicas
         if m.resources[k].is_count:
-            footprint = self._footprint(m.r_load[replicas], k)
-            return replicas[np.lexsort((replicas, m.r_size[replicas], footprint))]
-        load = m.r_load[replicas, k]
-        fits = load >= need - EPS
-        first = replicas[fits][np.lexsort((replicas[fits], load[fits]))]
-        rest = replicas[~fits][np.lexsort((replicas[~fits], -load[~fits]))]
-        return np.concatenate([first, rest])
+            primary = self._footprint(m.r_load[replicas], k)
+            secondary = m.r_size[replicas].astype(float)
+        else:
+            load = m.r_load[replicas, k]
+            # One ascending key: fitting replicas by load, then the others by decreasing load.
+            primary = np.where(load >= need - EPS, load, 2.0 * (np.abs(load).max() + 1.0) - load)
+            secondary = np.zeros(len(replicas))
+        if len(replicas) > self.candidate_limit:
+            top = np.argpartition(primary, self.candidate_limit - 1)[: self.candidate_limit]
+            replicas, primary, secondary = replicas[top], primary[top], secondary[top]
+        return replicas[np.lexsort((replicas, secondary, primary))]
 
     def _movable_on(self, b: int, k: int) -> np.ndarray:
-        m = self.model
-        rs = m.replicas_on(b)
-        return rs[m.r_movable[rs] & ~self.moved[rs] & (m.r_load[rs, k] > 0)]
+        """Replicas of b that may still move (a moved replica never moves again, so only b's own)."""
+        rs = self._movable_originals[b]
+        return rs[~self.moved[rs] & (self.model.r_load[rs, k] > 0)]
 
     def _leadership_order(self, rs: np.ndarray, k: int, need: float, most: float, leaders: bool) -> np.ndarray:
         """Replicas of b whose leadership could change (leaders to hand over, or followers to take over), by
@@ -288,17 +325,22 @@ class Planner:
         that reach `need` first (the smallest net, least overshoot), then the others (the largest net first)."""
         order = np.argsort(take, kind="stable")
         sorted_take = take[order]
-        # For each i: the largest take with net >= need, and the smallest take with net <= most.
+        idx = np.arange(len(give))
+        # Per i: the largest take with net >= need (a fit), else the smallest take with net <= most.
         fit = np.searchsorted(sorted_take, give - need + EPS, side="right") - 1
         low = np.searchsorted(sorted_take, give - most - EPS, side="left")
-        ranked: list[tuple[float, float, int, int]] = []
-        for i in range(len(give)):
-            j = fit[i]
-            if j >= low[i] and j >= 0 and give[i] - sorted_take[j] > EPS:
-                ranked.append((0.0, give[i] - sorted_take[j], i, int(order[j])))
-            elif low[i] < len(sorted_take) and EPS < give[i] - sorted_take[low[i]] <= most + EPS:
-                ranked.append((1.0, -(give[i] - sorted_take[low[i]]), i, int(order[low[i]])))
-        return [(i, j) for _, _, i, j in sorted(ranked)[: self.candidate_limit]]
+        fit_ok = (fit >= 0) & (fit >= low)
+        fit_net = np.where(fit_ok, give - sorted_take[np.clip(fit, 0, None)], 0.0)
+        fit_ok &= fit_net > EPS
+        low_c = np.clip(low, 0, max(len(sorted_take) - 1, 0))
+        low_net = give - sorted_take[low_c]
+        low_ok = ~fit_ok & (low < len(sorted_take)) & (low_net > EPS) & (low_net <= most + EPS)
+        chosen = np.where(fit_ok, fit, low_c)
+        keep = fit_ok | low_ok
+        group = np.where(fit_ok, 0, 1)[keep]
+        key = np.where(fit_ok, fit_net, -low_net)[keep]
+        ranked = np.lexsort((idx[keep], key, group))[: self.candidate_limit]
+        return [(int(i), int(order[j])) for i, j in zip(idx[keep][ranked], chosen[keep][ranked], strict=True)]
 
     def _lead_swap(self, giver: int, taker: int, k: int, need: float, most: float) -> bool:
         """Hand giver's leadership of one partition to taker and take over a lighter one from taker, so the net
@@ -387,10 +429,10 @@ class Planner:
             if not self._broker_budget_ok()[s]:
                 continue
             rs = self._movable_on(int(s), k)
-            rs = rs[m.r_load[rs, k] <= most + EPS]
-            for r in self._order(rs, k, need)[: self.candidate_limit]:
-                if self._loss_ok(int(s), m.r_load[r]) and self._feasible_targets(r, int(s))[t]:
-                    self._apply([(r, t)], k)
+            rs = self._order(rs[m.r_load[rs, k] <= most + EPS], k, need)[: self.candidate_limit]
+            for r in rs[self._accepted(rs, int(s), t)]:
+                if self._placement_ok_for(int(r), int(s), t):
+                    self._apply([(int(r), t)], k)
                     return True
         if m.resources[k].is_count:
             return False
@@ -415,7 +457,7 @@ class Planner:
             r1, r2 = int(give[i]), int(take[j])
             if m.r_pindex[r1] == m.r_pindex[r2] or not self._bytes_ok(int(m.r_size[r1] + m.r_size[r2])):
                 continue
-            if not (self._placement_ok(r1, giver)[taker] and self._placement_ok(r2, taker)[giver]):
+            if not (self._placement_ok_for(r1, giver, taker) and self._placement_ok_for(r2, taker, giver)):
                 continue
             if self._exchange_ok(giver, taker, m.r_load[r1] - m.r_load[r2]):
                 self._apply([(r1, taker), (r2, giver)], k)
@@ -462,9 +504,12 @@ class Planner:
         for mv in self.plan.moves:
             actions.setdefault(mv.seq, []).append(mv)
         dropped: set[int] = set()
+        later: set[int] = set()  # partitions that later, kept actions depend on
         for seq in sorted(actions, reverse=True):
             group = actions[seq]
-            if any(mv.forced for mv in group):
+            partitions = {int(m.r_pindex[mv.replica]) for mv in group}
+            if any(mv.forced for mv in group) or partitions & later:
+                later |= partitions
                 continue
             touched = sorted({b for mv in group for b in (mv.source, mv.target)})
             before = self._status(touched)
@@ -474,6 +519,7 @@ class Planner:
                     rows = m.partition_rows(mv.replica)
                     olds.append(rows[m.r_broker[rows] == mv.source])
                 if any(len(o) != 1 for o in olds) or not all(m.r_is_leader[mv.replica] for mv in group):
+                    later |= partitions
                     continue
                 for old in olds:
                     m.transfer_leadership(int(old[0]))
@@ -483,9 +529,11 @@ class Planner:
                 else:
                     for mv in group:
                         m.transfer_leadership(mv.replica)
+                    later |= partitions
                 continue
             if any(m.r_broker[mv.replica] != mv.target or not self._placement_ok(mv.replica, mv.target)[mv.source]
                    for mv in group):
+                later |= partitions
                 continue
             for mv in group:
                 m.move(mv.replica, mv.source)
@@ -500,6 +548,7 @@ class Planner:
             else:
                 for mv in group:
                     m.move(mv.replica, mv.target)
+                later |= partitions
         self.plan.moves = [mv for mv in self.plan.moves if mv.seq not in dropped]
 
     # -- running -------------------------------------------------------------------------------------------
@@ -507,6 +556,7 @@ class Planner:
         self._hard()
         balanced = [k for k in self.priority if self.bands[self.names[k]].balanced]
         self.plan.infeasible = prove_infeasible(self.model, self.lower, self.limit, balanced, self.moved)
+        self.plan.lower_bound_bytes = byte_lower_bound(self.model, self.lower, self.limit, balanced, self.moved_bytes)
         for _ in range(max_passes):
             if not any([self._fix_resource(k) for k in balanced]):
                 break

@@ -274,6 +274,7 @@ class PoolPlanningSettings:
                   "resource": res, "value": load, "limit": width} for r, res, load, width in result.hot]
         rows += [{"kind": "infeasible", "resource": x.resource, "count": x.count, "brokers": list(x.brokers),
                   "note": x.proof} for x in result.infeasible]
+        rows.append({"kind": "bound", "value": result.lower_bound_bytes})
         empty = dict.fromkeys(PLANNER_OUTPUT.names)
         return pd.DataFrame([{**empty, **row, "broker_pool": pool} for row in rows], columns=PLANNER_OUTPUT.names)
 
@@ -292,9 +293,10 @@ def plan_pools(brokers: DataFrame, planner_input: DataFrame, settings: PoolPlann
             .applyInPandas(run, schema=PLANNER_OUTPUT.spark()))
 
 
-def split_planner_output(output: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """The planner's output as the plan's tables: moves, notes, hot partitions and infeasibility proofs."""
-    by_kind = {kind: output[output["kind"] == kind] for kind in ("move", "note", "hot", "infeasible")}
+def split_planner_output(output: pd.DataFrame) -> dict[str, Any]:
+    """The planner's output as the plan's tables: moves, notes, hot partitions, infeasibility proofs, and the
+    lower bound of bytes per pool."""
+    by_kind = {kind: output[output["kind"] == kind] for kind in ("move", "note", "hot", "infeasible", "bound")}
     moves = by_kind["move"].sort_values(["broker_pool", "seq", "action", "topic", "partition"], kind="mergesort")
     notes = by_kind["note"].sort_values(["broker_pool", "resource", "broker_id"], kind="mergesort")
     hot = by_kind["hot"].rename(columns={"value": "load", "limit": "band_width"}).sort_values(
@@ -308,15 +310,6 @@ def split_planner_output(output: pd.DataFrame) -> dict[str, pd.DataFrame]:
         "notes": notes[PLANNER_NOTES.names].reset_index(drop=True),
         "hot": hot[HOT_PARTITIONS.names].reset_index(drop=True),
         "infeasible": infeasible[INFEASIBLE.names].reset_index(drop=True),
+        "lower_bound_bytes": {pool: float(v) for pool, v in zip(by_kind["bound"]["broker_pool"],
+                                                                  by_kind["bound"]["value"], strict=True)},
     }
-
-
-def lower_bounds(load: DataFrame, band_table: DataFrame) -> DataFrame:
-    """Per (pool, resource): LB = max(sum of excess above the band, sum of deficit below it), in load units
-    (bytes for disk). Any plan that balances the pool must move at least this much (DESIGN §5)."""
-    b = _with_band(load, band_table).where("eligible AND balanced")
-    excess = F.greatest(F.col("load") - F.col("effective_upper") * F.col("capacity"), F.lit(0.0))
-    deficit = F.greatest(F.col("lower") * F.col("capacity") - F.col("load"), F.lit(0.0))
-    return b.groupBy("broker_pool", "resource").agg(
-        F.greatest(F.sum(excess), F.sum(deficit)).alias("lower_bound"))
-

@@ -98,6 +98,7 @@ BROKER_LOAD = _t(
     ("broker_pool", "string"), ("broker_id", "int32"), ("rack", "string", True), ("alive", "bool"),
     ("eligible", "bool"), ("resource", "string"), ("load", "double"), ("capacity", "double"), ("usage", "double"),
 )
+BROKER_LOAD_AFTER = TableSchema("broker_load_after", BROKER_LOAD.columns)  # predicted by the plan
 BANDS = _t(
     "bands",
     ("broker_pool", "string"), ("resource", "string"), ("n_brokers", "int32"), ("mean", "double"),

@@ -119,3 +119,33 @@ def moved_amounts(moves: pd.DataFrame, partitions: pd.DataFrame, resources: list
     frame["broker_pool"] = rows["broker_pool"].to_numpy()
     out = frame.groupby("broker_pool").sum().stack().rename("moved").reset_index()
     return out.rename(columns={"level_1": "resource"})[columns]
+
+
+def load_after(load: pd.DataFrame, changes: pd.DataFrame, partitions: pd.DataFrame,
+               resources: list[Resource]) -> pd.DataFrame:
+    """The brokers' loads after the plan: the loads before, minus the changed partitions' replicas as they are,
+    plus them as planned (`partitions`: the changed partitions with their traffic and current leader)."""
+    if changes.empty:
+        return load.copy()
+    info = changes[["topic", "partition", "old_replicas", "new_replicas"]].merge(
+        partitions[["topic", "partition", "leader", "size_bytes", *TRAFFIC]], on=["topic", "partition"])
+    old = info.explode("old_replicas", ignore_index=True)
+    old["broker_id"] = old["old_replicas"].astype(int)
+    old["is_leader"] = old["broker_id"] == old["leader"]
+    new = info.explode("new_replicas", ignore_index=True)
+    new["broker_id"] = new["new_replicas"].astype(int)
+    new["is_leader"] = new.groupby(["topic", "partition"]).cumcount() == 0
+
+    def per_broker(rows: pd.DataFrame, sign: float) -> pd.DataFrame:
+        lead, follow = _role_loads(rows, resources)
+        amount = np.where(rows["is_leader"].to_numpy()[:, None], lead, follow) * sign
+        frame = pd.DataFrame(amount, columns=[r.name for r in resources])
+        frame["broker_id"] = rows["broker_id"].to_numpy()
+        return frame.groupby("broker_id").sum().stack().rename("delta").reset_index()
+
+    deltas = pd.concat([per_broker(old, -1.0), per_broker(new, 1.0)]).rename(columns={"level_1": "resource"})
+    deltas = deltas.groupby(["broker_id", "resource"], as_index=False)["delta"].sum()
+    out = load.merge(deltas, on=["broker_id", "resource"], how="left")
+    out["load"] = out["load"] + out["delta"].fillna(0.0)
+    out["usage"] = np.where(out["capacity"] > 0, out["load"] / out["capacity"], 0.0)
+    return out.drop(columns="delta")[list(load.columns)]

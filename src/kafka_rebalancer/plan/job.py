@@ -20,7 +20,6 @@ from kafka_rebalancer.balance.transforms import (
     candidate_moves,
     conform,
     incoming_load,
-    lower_bounds,
     partition_safety,
     plan_pools,
     planner_replicas,
@@ -28,7 +27,12 @@ from kafka_rebalancer.balance.transforms import (
 )
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.schemas import (
+    BANDS,
+    BROKER_LOAD,
+    BROKER_LOAD_AFTER,
     BROKERS,
+    BROKERS_TO_FIX,
+    CANDIDATES,
     HOT_PARTITIONS,
     INFEASIBLE,
     MOVES,
@@ -39,7 +43,7 @@ from kafka_rebalancer.model.schemas import (
     SKIPPED,
 )
 from kafka_rebalancer.plan.artifacts import dumps, plan_hash, reassignment_document
-from kafka_rebalancer.plan.changes import moved_amounts, partition_changes, replicas_of_changes, trim_to_budgets
+from kafka_rebalancer.plan.changes import load_after, moved_amounts, partition_changes, trim_to_budgets
 from kafka_rebalancer.plan.summary import build_summary
 from kafka_rebalancer.run_folder import PLAN, SNAPSHOT, RunFolder, read_json, write_json, write_table
 
@@ -48,10 +52,6 @@ log = logging.getLogger(__name__)
 
 def _read(spark: SparkSession, folder: Any, schema: Any) -> DataFrame:
     return spark.read.schema(schema.spark()).parquet(str(folder / f"{schema.name}.parquet"))
-
-
-def _write(frame: DataFrame, folder: Any, name: str) -> None:
-    frame.coalesce(1).write.mode("overwrite").parquet(str(folder / f"{name}.parquet"))
 
 
 def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
@@ -71,12 +71,12 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
 
     load = broker_load(brokers, replicas, resources).cache()
     band_table = bands(load, config, incoming_load(planner_input, load, resources)).cache()
-    fix = brokers_to_fix(load, band_table).cache()
+    fix = brokers_to_fix(load, band_table)
     candidates = candidate_moves(fix, load, band_table, planner_input.where("movable AND NOT must_move"), resources)
-
-    bands_pdf = band_table.toPandas()
+    # Everything below the per-pool selection is small (brokers x resources, bounded candidates): collect once.
+    load_pdf, bands_pdf, fix_pdf = load.toPandas(), band_table.toPandas(), fix.toPandas()
     log.info("bands computed for %d (pool, resource) pairs; %d broker-resource pairs to fix", len(bands_pdf),
-             fix.count())
+             len(fix_pdf))
     band_map: dict[str, dict[str, Band]] = {}
     for row in bands_pdf.to_dict("records"):
         band_map.setdefault(row["broker_pool"], {})[row["resource"]] = Band.from_row(
@@ -94,32 +94,27 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
     keys = spark.createDataFrame(moves[["topic", "partition"]].drop_duplicates(), "topic string, partition int")
     touched = partitions.join(keys, ["topic", "partition"]).toPandas()
     changes = partition_changes(touched, moves)
-    changed_keys = spark.createDataFrame(changes[["topic", "partition"]], "topic string, partition int")
-    after = (replicas.join(changed_keys, ["topic", "partition"], "left_anti")
-             .unionByName(spark.createDataFrame(replicas_of_changes(changes, touched), schema=REPLICAS.spark())))
-    load_after = broker_load(brokers, after, resources)
+    after_pdf = load_after(load_pdf, changes, touched, resources)
     plan_text = dumps(reassignment_document(changes))
     rollback_text = dumps(reassignment_document(changes, "old_replicas"))
     digest = plan_hash(plan_text, manifest["content_hash"], config.fingerprint())
+    skipped_pdf = skipped.orderBy("topic", "partition").toPandas()
 
     with run.stage(PLAN) as out:
-        for frame, name in ((load, "broker_load"), (load_after, "broker_load_after"), (band_table, "bands"),
-                            (fix, "brokers_to_fix"), (candidates, "candidates"), (skipped, "skipped")):
-            _write(frame, out, name)
-        write_table(out, MOVES, moves)
-        write_table(out, PLANNER_NOTES, planned["notes"])
-        write_table(out, HOT_PARTITIONS, planned["hot"])
-        write_table(out, INFEASIBLE, planned["infeasible"])
-        write_table(out, PARTITION_CHANGES, changes)
+        for schema, frame in ((BROKER_LOAD, load_pdf), (BANDS, bands_pdf), (BROKERS_TO_FIX, fix_pdf),
+                              (CANDIDATES, candidates.toPandas()), (SKIPPED, skipped_pdf), (MOVES, moves),
+                              (PLANNER_NOTES, planned["notes"]), (HOT_PARTITIONS, planned["hot"]),
+                              (INFEASIBLE, planned["infeasible"]), (PARTITION_CHANGES, changes)):
+            write_table(out, schema, frame)
+        write_table(out, BROKER_LOAD_AFTER, after_pdf)
         (out / "plan.json").write_text(plan_text)
         (out / "rollback.json").write_text(rollback_text)
         summary = build_summary(
-            config=config, manifest=manifest, plan_hash=digest, bands=bands_pdf,
-            load_before=load.toPandas(), load_after=load_after.toPandas(),
-            lower_bounds=lower_bounds(load, band_table).toPandas(),
-            moved=moved_amounts(moves, touched, resources), moves=moves, changes=changes,
-            skipped=skipped.orderBy("topic", "partition").toPandas(), notes=planned["notes"], hot=planned["hot"],
-            infeasible=planned["infeasible"], statuses=_status_counts(safety), moves_dropped_by_budget=dropped)
+            config=config, manifest=manifest, plan_hash=digest, bands=bands_pdf, load_before=load_pdf,
+            load_after=after_pdf, moved=moved_amounts(moves, touched, resources), moves=moves, changes=changes,
+            skipped=skipped_pdf, notes=planned["notes"], hot=planned["hot"], infeasible=planned["infeasible"],
+            statuses=_status_counts(safety), moves_dropped_by_budget=dropped,
+            lower_bound_bytes=planned["lower_bound_bytes"])
         summary["plan_seconds"] = round(time.monotonic() - started, 3)
         write_json(out / "summary.json", summary)
     log.info("plan %s: %d partitions change, %d bytes to move; written to %s", digest[:12],

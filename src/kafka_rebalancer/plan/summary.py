@@ -47,12 +47,18 @@ def _counts(moves: pd.DataFrame) -> dict[str, int]:
 
 
 def build_summary(*, config: RebalancerConfig, manifest: dict[str, Any], plan_hash: str, bands: pd.DataFrame,
-                  load_before: pd.DataFrame, load_after: pd.DataFrame, lower_bounds: pd.DataFrame,
-                  moved: pd.DataFrame, moves: pd.DataFrame, changes: pd.DataFrame, skipped: pd.DataFrame,
-                  notes: pd.DataFrame, hot: pd.DataFrame, infeasible: pd.DataFrame, statuses: dict[str, int],
-                  moves_dropped_by_budget: int) -> dict[str, Any]:
+                  load_before: pd.DataFrame, load_after: pd.DataFrame, moved: pd.DataFrame, moves: pd.DataFrame,
+                  changes: pd.DataFrame, skipped: pd.DataFrame, notes: pd.DataFrame, hot: pd.DataFrame,
+                  infeasible: pd.DataFrame, statuses: dict[str, int], moves_dropped_by_budget: int,
+                  lower_bound_bytes: dict[str, float]) -> dict[str, Any]:
     before = band_status(load_before, bands)
     after = band_status(load_after, bands)
+    # DESIGN §5: per (pool, resource), LB = max(sum of excess above the band, sum of deficit below it).
+    counted = before[before["counted"]]
+    excess = (counted["load"] - counted["upper"] * counted["capacity"]).clip(lower=0)
+    deficit = (counted["lower"] * counted["capacity"] - counted["load"]).clip(lower=0)
+    sums = counted.assign(excess=excess, deficit=deficit).groupby(["broker_pool", "resource"])[["excess", "deficit"]]
+    lower_bounds = sums.sum().max(axis=1).rename("lower_bound").reset_index()
     pools: dict[str, Any] = {}
     for pool in sorted(load_before["broker_pool"].unique()):
         pool_moves = moves[moves["broker_pool"] == pool]
@@ -90,13 +96,18 @@ def build_summary(*, config: RebalancerConfig, manifest: dict[str, Any], plan_ha
                     "inside_after": bool(row.inside_after)}
             usage_rows.append(entry)
         pool_notes = notes[notes["broker_pool"] == pool]
+        counts = _counts(pool_moves)
+        bound = lower_bound_bytes.get(pool, 0.0)
         pools[pool] = {
-            "partitions_changed": len(pool_changes), **_counts(pool_moves), "resources": resources,
+            "partitions_changed": len(pool_changes), **counts, "lower_bound_bytes": _num(bound),
+            "moved_over_lb": _num(counts["moved_bytes"] / bound) if bound > 0 else None, "resources": resources,
             "brokers": usage_rows,
             "notes": [{"resource": r, "broker_id": None if pd.isna(b) else int(b), "note": n} for r, b, n in
                       zip(pool_notes["resource"], pool_notes["broker_id"], pool_notes["note"], strict=True)],
         }
     reasons = skipped["reason"].str.split(":").str[0].value_counts().sort_index()
+    totals = _counts(moves)
+    bound = float(sum(lower_bound_bytes.values()))
     return {
         "plan_hash": plan_hash,
         "snapshot_hash": manifest["content_hash"],
@@ -104,7 +115,8 @@ def build_summary(*, config: RebalancerConfig, manifest: dict[str, Any], plan_ha
         "cluster": config.cluster.name,
         "snapshot_taken_at": manifest.get("taken_at"),
         "totals": {
-            "partitions_changed": len(changes), **_counts(moves),
+            "partitions_changed": len(changes), **totals, "lower_bound_bytes": _num(bound),
+            "moved_over_lb": _num(totals["moved_bytes"] / bound) if bound > 0 else None,
             "out_of_band_before": len(out_of_band(before)), "out_of_band_after": len(out_of_band(after)),
             "infeasible": int(infeasible["count"].sum()), "skipped_partitions": len(skipped),
             "hot_partitions": int(hot[["topic", "partition"]].drop_duplicates().shape[0]),

@@ -1,0 +1,171 @@
+"""`make bench`: plan generated clusters at three scales and compare with two baselines.
+
+    python -m bench.run [--scales small,medium,large]
+
+Writes bench/results.json (one object per scale) and the table in BENCHMARKS.md. Each plan runs in its own
+process with Spark local[2]; wall_s is the plan step (snapshot read to plan written), peak_rss_mb the largest
+resident memory of that process and its children (the JVM, Spark's Python workers) together.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import psutil
+import yaml
+
+from bench.baselines import evaluate, kafka_generate, patent_greedy
+from bench.scales import SCALES, Scale
+from kafka_rebalancer.config import load_config
+from kafka_rebalancer.model.schemas import BANDS
+from kafka_rebalancer.run_folder import PLAN, RunFolder, read_json, read_table
+from kafka_rebalancer.snapshot import read_snapshot, write_snapshot
+from kafka_rebalancer.synthetic import generate
+
+BENCH = Path(__file__).resolve().parent
+OUT = BENCH / "out"
+RESULTS = BENCH / "results.json"
+REPORT = BENCH.parent / "BENCHMARKS.md"
+
+
+def prepare(scale: Scale) -> tuple[Path, RunFolder]:
+    """The scale's snapshot and config (generated once per spec; the generator is seeded)."""
+    folder = OUT / scale.name
+    key = hashlib.sha256(json.dumps(asdict(scale.spec), sort_keys=True).encode()).hexdigest()[:16]
+    run = RunFolder(folder / "run")
+    config_path = folder / "config.yaml"
+    if (folder / "spec.key").exists() and (folder / "spec.key").read_text() == key and run.has("snapshot"):
+        return config_path, run
+    print(f"[{scale.name}] generating the cluster ...", flush=True)
+    tables, body = generate(scale.spec)
+    folder.mkdir(parents=True, exist_ok=True)
+    body["budgets"] = {"max_replica_moves": 10 * scale.spec.n_partitions}
+    config_path.write_text(yaml.safe_dump({**body, "run_root": str(folder / "runs")}, sort_keys=False))
+    write_snapshot(run, tables, {"cluster": body["cluster"]["name"]})
+    (folder / "spec.key").write_text(key)
+    return config_path, run
+
+
+def measure(scale: Scale, config_path: Path, run: RunFolder) -> dict[str, Any]:
+    """Run the plan in a child process, sampling the resident memory of its whole process tree."""
+    cmd = [sys.executable, "-m", "bench.plan_once", "--config", str(config_path), "--run-dir", str(run.path),
+           "--driver-memory", scale.driver_memory]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    log = (OUT / scale.name / "plan.log").open("w")
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=BENCH.parent)
+    peak = 0.0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        root = psutil.Process(proc.pid)
+        while not done.is_set():
+            try:
+                tree = [root, *root.children(recursive=True)]
+                peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()) / 2**20)
+            except psutil.Error:
+                pass
+            time.sleep(0.2)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, _ = proc.communicate()
+    done.set()
+    sampler.join()
+    log.close()
+    if proc.returncode != 0:
+        raise RuntimeError(f"[{scale.name}] plan failed; see {OUT / scale.name / 'plan.log'}")
+    result = json.loads(out.strip().splitlines()[-1])
+    return {**result, "process_s": round(time.monotonic() - started, 2), "peak_rss_mb": round(peak)}
+
+
+def quality(config_path: Path, run: RunFolder) -> dict[str, Any]:
+    config = load_config(config_path)
+    summary = read_json(run.stage_path(PLAN) / "summary.json")
+    totals = summary["totals"]
+    snapshot, _ = read_snapshot(run)
+    bands = read_table(run.stage_path(PLAN), BANDS)
+    bound = totals["lower_bound_bytes"] or 0.0
+
+    def versus_bound(figures: dict[str, Any]) -> dict[str, Any]:
+        return {**figures, "moved_over_lb": round(figures["moved_bytes"] / bound, 4) if bound else None}
+
+    return {
+        "brokers": int(snapshot.brokers.shape[0]), "partitions": int(snapshot.partitions.shape[0]),
+        "replicas": int(snapshot.replicas.shape[0]),
+        "out_of_band_before": totals["out_of_band_before"], "out_of_band_after": totals["out_of_band_after"],
+        "infeasible": totals["infeasible"], "replica_moves": totals["replica_moves"],
+        "leadership_moves": totals["leadership_moves"], "forced_moves": totals["forced_moves"],
+        "moved_bytes": totals["moved_bytes"], "lower_bound_bytes": round(bound),
+        "moved_over_lb": round(totals["moved_bytes"] / bound, 4) if bound else None,
+        "hot_partitions": totals["hot_partitions"],
+        "kafka_generate": versus_bound(evaluate(snapshot, config, bands, kafka_generate(snapshot, seed=1))),
+        "patent_greedy": versus_bound(evaluate(snapshot, config, bands, patent_greedy(snapshot, config))),
+    }
+
+
+def machine() -> dict[str, Any]:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    import pyspark
+
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30),
+            "python": platform.python_version(), "spark": pyspark.__version__, "spark_master": "local[2]"}
+
+
+def write_report(results: dict[str, Any], info: dict[str, Any]) -> None:
+    rows = [("scale", "brokers", "replicas", "wall_s", "peak_rss_mb", "out of band before → after (infeasible)",
+             "replica / leadership moves", "moved GiB", "LB GiB", "moved/LB", "kafka_generate out/moved/LB",
+             "patent_greedy out/moved/LB")]
+    for name, r in results.items():
+        kg, pg = r["kafka_generate"], r["patent_greedy"]
+        rows.append((name, str(r["brokers"]), f"{r['replicas']:,}", f"{r['wall_s']:.1f}", str(r["peak_rss_mb"]),
+                     f"{r['out_of_band_before']} → {r['out_of_band_after']} ({r['infeasible']})",
+                     f"{r['replica_moves']:,} / {r['leadership_moves']:,}", f"{r['moved_bytes'] / 2**30:,.0f}",
+                     f"{r['lower_bound_bytes'] / 2**30:,.0f}", str(r["moved_over_lb"]),
+                     f"{kg['out_of_band_after']} / {kg['moved_bytes'] / 2**30:,.0f} / {kg['moved_over_lb']}",
+                     f"{pg['out_of_band_after']} / {pg['moved_bytes'] / 2**30:,.0f} / {pg['moved_over_lb']}"))
+    table = "\n".join("| " + " | ".join(r) + " |" for r in [rows[0], tuple("---" for _ in rows[0]), *rows[1:]])
+    text = REPORT.read_text() if REPORT.exists() else ""
+    start, end = "<!-- bench:start -->", "<!-- bench:end -->"
+    block = (f"{start}\nCommand: `make bench` (`python -m bench.run`), {time.strftime('%Y-%m-%d')}. Machine: "
+             f"{info['cpu']}, {info['cores']} cores, {info['memory_gb']} GB; Python {info['python']}, Spark "
+             f"{info['spark']} {info['spark_master']}.\n\n{table}\n{end}")
+    text = text.split(start)[0] + block + text.split(end)[1] if start in text else text + "\n" + block + "\n"
+    REPORT.write_text(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scales", default="small,medium,large")
+    args = parser.parse_args(argv)
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    for name in args.scales.split(","):
+        scale = SCALES[name]
+        config_path, run = prepare(scale)
+        print(f"[{name}] planning ...", flush=True)
+        figures = measure(scale, config_path, run)
+        print(f"[{name}] {figures}; evaluating the plan and the baselines ...", flush=True)
+        results[name] = {**figures, **quality(config_path, run), "spec": asdict(scale.spec)}
+        print(f"[{name}] " + json.dumps({k: v for k, v in results[name].items() if k != "spec"}), flush=True)
+    ordered = {k: results[k] for k in SCALES if k in results}
+    RESULTS.write_text(json.dumps(ordered, indent=2) + "\n")
+    write_report(ordered, machine())
+    print(f"wrote {RESULTS} and {REPORT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

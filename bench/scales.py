@@ -1,0 +1,30 @@
+"""The benchmark's three scales (issue 3): generated clusters with hot brokers, a scale-out with empty brokers,
+skewed leadership, under-replicated partitions, replicas outside their pool and (medium, large) a dead broker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kafka_rebalancer.synthetic import SyntheticSpec
+
+
+@dataclass(frozen=True)
+class Scale:
+    name: str
+    spec: SyntheticSpec
+    driver_memory: str
+
+
+SCALES = {
+    "small": Scale("small", SyntheticSpec(
+        n_brokers=12, n_racks=3, n_pools=2, n_partitions=3_000, replication_factor=3, hot_brokers_per_pool=1,
+        leader_skew=0.3, under_replicated_fraction=0.01, out_of_pool_fraction=0.005, seed=101), "2g"),
+    "medium": Scale("medium", SyntheticSpec(
+        n_brokers=200, n_racks=4, n_pools=4, n_partitions=100_000, replication_factor=3, hot_brokers_per_pool=5,
+        empty_brokers_per_pool=2, leader_skew=0.3, under_replicated_fraction=0.01, out_of_pool_fraction=0.002,
+        dead_broker=True, seed=202), "4g"),
+    "large": Scale("large", SyntheticSpec(
+        n_brokers=1_000, n_racks=4, n_pools=10, n_partitions=500_000, replication_factor=3, hot_brokers_per_pool=10,
+        empty_brokers_per_pool=4, leader_skew=0.3, under_replicated_fraction=0.01, out_of_pool_fraction=0.002,
+        dead_broker=True, seed=303), "6g"),
+}
