@@ -1,5 +1,9 @@
 """The benchmark's three scales (issue 3): generated clusters with hot brokers, a scale-out with empty brokers,
-skewed leadership, under-replicated partitions, replicas outside their pool and (medium, large) a dead broker."""
+skewed leadership, under-replicated partitions, replicas outside their pool and (medium, large) a dead broker.
+
+The skew is a night's worth of drift plus a scale-out: hot brokers are 1.6-2x likelier to hold a replica and
+about 2% of the brokers are new and empty (a far larger skew only multiplies the moves every plan must make).
+"""
 
 from __future__ import annotations
 
@@ -18,13 +22,13 @@ class Scale:
 SCALES = {
     "small": Scale("small", SyntheticSpec(
         n_brokers=12, n_racks=3, n_pools=2, n_partitions=3_000, replication_factor=3, hot_brokers_per_pool=1,
-        leader_skew=0.3, under_replicated_fraction=0.01, out_of_pool_fraction=0.005, seed=101), "2g"),
+        hot_weight=2.0, leader_skew=0.2, under_replicated_fraction=0.01, out_of_pool_fraction=0.005, seed=101), "2g"),
     "medium": Scale("medium", SyntheticSpec(
         n_brokers=200, n_racks=4, n_pools=4, n_partitions=100_000, replication_factor=3, hot_brokers_per_pool=5,
-        empty_brokers_per_pool=2, leader_skew=0.3, under_replicated_fraction=0.01, out_of_pool_fraction=0.002,
-        dead_broker=True, seed=202), "4g"),
+        hot_weight=1.6, empty_brokers_per_pool=1, leader_skew=0.2, under_replicated_fraction=0.01,
+        out_of_pool_fraction=0.002, dead_broker=True, seed=202), "4g"),
     "large": Scale("large", SyntheticSpec(
         n_brokers=1_000, n_racks=4, n_pools=10, n_partitions=500_000, replication_factor=3, hot_brokers_per_pool=10,
-        empty_brokers_per_pool=4, leader_skew=0.3, under_replicated_fraction=0.01, out_of_pool_fraction=0.002,
-        dead_broker=True, seed=303), "6g"),
+        hot_weight=1.6, empty_brokers_per_pool=2, leader_skew=0.2, under_replicated_fraction=0.01,
+        out_of_pool_fraction=0.002, dead_broker=True, seed=303), "5g"),
 }

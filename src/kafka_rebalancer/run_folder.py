@@ -67,9 +67,12 @@ class RunFolder:
             staging.rename(final)
 
 
+ROW_GROUP_ROWS = 65_536  # small enough that Spark can read a large table with every core
+
+
 def write_table(folder: Path, schema: TableSchema, frame: pd.DataFrame) -> Path:
     path = folder / f"{schema.name}.parquet"
-    pq.write_table(schema.to_arrow_table(frame), path)
+    pq.write_table(schema.to_arrow_table(frame), path, row_group_size=ROW_GROUP_ROWS)
     return path
 
 

@@ -2,15 +2,16 @@
 
 DESIGN §5's bound is per resource, in the resource's unit: `LB = max(sum of excess above the band, sum of
 deficit below it)`. The plan's cost is bytes, though, and fixing network in or replica counts also copies bytes.
-Per resource, a valid minimum in bytes:
-- disk: its LB itself;
-- replica count: an over-full broker must give away at least its excess in replicas, at best its smallest ones;
-- network in (any load every replica carries alike): shed the excess with the replicas carrying the most of it
-  per byte (a fractional knapsack, which no whole-replica choice can beat); the under-loaded brokers together
-  must receive their deficits in distinct replicas from anywhere in the pool, at best the same way;
+So, per broker and resource, a minimum in bytes:
+- disk: the excess (or deficit) itself;
+- replica count: an over-full broker gives away at least its excess in replicas, at best its smallest ones; an
+  under-full one receives at least its deficit, at best the pool's smallest;
+- network in (any load every replica carries alike): the replicas carrying the most of it per byte (a
+  fractional knapsack, which no choice of whole replicas can beat);
 - leader count, network out and CPU can be fixed by leadership changes alone: no bytes.
-Forced moves (dead brokers, replicas outside their pool) copy their bytes whatever the balance. The maximum of
-these bounds is a bound.
+A broker must satisfy every resource at once, so it gives away (receives) at least the largest of its minima;
+brokers give away (receive) distinct replicas, so these add up; every byte copied is given by one broker and
+received by another. The bound is max(forced bytes, sum given, sum received).
 """
 
 from __future__ import annotations
@@ -22,28 +23,49 @@ from kafka_rebalancer.balance.model import PoolModel
 EPS = 1e-9
 
 
-def _knapsack_bytes(load: np.ndarray, size: np.ndarray, amount: float) -> float:
-    """Fewest bytes carrying `amount` of load, taking replicas (fractionally) by load per byte, best first."""
-    if amount <= EPS:
-        return 0.0
-    useful = load > 0
-    load, size = load[useful], size[useful].astype(float)
-    order = np.argsort(-(load / np.maximum(size, 1.0)), kind="stable")
-    carried = np.cumsum(load[order])
-    full = int(np.searchsorted(carried, amount - EPS))
-    if full >= len(order):
-        return float(size.sum())
-    before = carried[full - 1] if full else 0.0
-    fraction = (amount - before) / load[order][full]
-    return float(size[order][:full].sum() + fraction * size[order][full])
+class _Knapsack:
+    """Fewest bytes carrying a given load, taking replicas (fractionally) by load per byte, best first."""
+
+    def __init__(self, load: np.ndarray, size: np.ndarray) -> None:
+        useful = load > 0
+        load, size = load[useful], np.maximum(size[useful].astype(float), 1.0)
+        order = np.argsort(-(load / size), kind="stable")
+        self.load, self.size = load[order], size[order]
+        self.carried, self.bytes = np.cumsum(self.load), np.cumsum(self.size)
+
+    def bytes_for(self, amount: float) -> float:
+        if amount <= EPS or not len(self.load):
+            return 0.0
+        full = int(np.searchsorted(self.carried, amount - EPS))
+        if full >= len(self.load):
+            return float(self.bytes[-1])
+        before_load = self.carried[full - 1] if full else 0.0
+        before_bytes = self.bytes[full - 1] if full else 0.0
+        return float(before_bytes + (amount - before_load) / self.load[full] * self.size[full])
+
+
+def _smallest(sizes: np.ndarray, count: float) -> float:
+    n = int(np.ceil(count - EPS))
+    return float(np.sort(sizes)[:n].sum()) if n > 0 else 0.0
 
 
 def byte_lower_bound(model: PoolModel, lower: np.ndarray, upper: np.ndarray, balanced: list[int],
                      forced_bytes: int) -> float:
     """The bound for the model's current state (before balancing); `forced_bytes` already moved by force."""
-    best = float(forced_bytes)
+    gives, receives = bytes_per_broker(model, lower, upper, balanced)
+    return max(float(forced_bytes), float(gives.sum()), float(receives.sum()))
+
+
+def bytes_per_broker(model: PoolModel, lower: np.ndarray, upper: np.ndarray,
+                     balanced: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per broker: the fewest bytes it must give away, and receive, to get inside every band."""
     eligible = np.flatnonzero(model.eligible)
     movable = model.r_movable & ~model.r_must_move
+    pool = np.flatnonzero(movable)
+    gives = np.zeros(len(model.broker_ids))
+    receives = np.zeros(len(model.broker_ids))
+    pool_sizes = np.sort(model.r_size[pool].astype(float))
+    pool_smallest = np.concatenate([[0.0], np.cumsum(pool_sizes)])
     for k in balanced:
         res = model.resources[k]
         if res.role_dependent:
@@ -51,19 +73,16 @@ def byte_lower_bound(model: PoolModel, lower: np.ndarray, upper: np.ndarray, bal
         load, cap = model.load[:, k], model.capacity[:, k]
         excess = np.maximum(load - upper[k] * cap, 0.0)
         deficit = np.maximum(lower[k] * cap - load, 0.0)
-        shed = 0.0
-        for b in eligible[excess[eligible] > EPS]:
-            mine = model.replicas_on(int(b))
-            mine = mine[movable[mine]]
-            if res.is_count:
-                shed += float(np.sort(model.r_size[mine])[: int(np.ceil(excess[b] - EPS))].sum())
-            else:
-                shed += _knapsack_bytes(model.r_load[mine, k], model.r_size[mine], excess[b])
-        needed = float(deficit[eligible].sum())
-        pool = np.flatnonzero(movable)
-        if res.is_count:
-            receive = float(np.sort(model.r_size[pool])[: int(np.ceil(needed - EPS))].sum()) if needed > EPS else 0.0
-        else:
-            receive = _knapsack_bytes(model.r_load[pool, k], model.r_size[pool], needed)
-        best = max(best, shed, receive)
-    return best
+        pool_knapsack = None if res.is_count else _Knapsack(model.r_load[pool, k], model.r_size[pool])
+        for b in eligible:
+            if excess[b] > EPS:
+                mine = model.replicas_on(int(b))
+                mine = mine[movable[mine]]
+                given = (_smallest(model.r_size[mine], excess[b]) if res.is_count
+                         else _Knapsack(model.r_load[mine, k], model.r_size[mine]).bytes_for(excess[b]))
+                gives[b] = max(gives[b], given)
+            if deficit[b] > EPS:
+                got = (pool_smallest[min(int(np.ceil(deficit[b] - EPS)), len(pool_sizes))] if res.is_count
+                       else pool_knapsack.bytes_for(deficit[b]))  # type: ignore[union-attr]
+                receives[b] = max(receives[b], got)
+    return gives, receives

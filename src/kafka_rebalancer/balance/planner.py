@@ -473,27 +473,43 @@ class Planner:
         return over, under
 
     def _fix_resource(self, k: int) -> bool:
-        """Turns over the brokers outside the band until a turn changes nothing; True if anything changed."""
+        """Turns over the brokers outside the band until a turn in which every one of them tried changes nothing;
+        True if anything changed. A broker whose tries keep failing sits out 1, 2, 4, ... turns in between (its
+        chances rarely change from one turn to the next, and a failed try costs as much as a whole search)."""
         band = self.bands[self.names[k]]
         changed = False
+        failures: dict[int, int] = {}
+        wait: dict[int, int] = {}
         while True:
             over, under = self._out_of_band(k)
             usage = self.model.usage[:, k]
             distance = np.r_[usage[over] - self.limit[k], self.lower[k] - usage[under]]
             to_fix = np.r_[over, under][np.argsort(-distance, kind="stable")]
             over_set = set(over.tolist())
-            progress = False
-            for b in to_fix:
-                fix = self._move_out if int(b) in over_set else self._move_in
-                if fix(int(b), k, band):
+            progress = skipped = False
+            for b in map(int, to_fix):
+                if wait.get(b, 0) > 0:
+                    wait[b] -= 1
+                    skipped = True
+                    continue
+                fix = self._move_out if b in over_set else self._move_in
+                if fix(b, k, band):
                     progress = changed = True
-            if not progress:
+                    failures.pop(b, None)
+                else:
+                    failures[b] = failures.get(b, 0) + 1
+                    wait[b] = 2 ** (failures[b] - 1) - 1
+            if not progress and not skipped:
                 return changed
+            if not progress:  # only waiting brokers left: give every one of them its try now
+                wait.clear()
 
     # -- 3. pruning --------------------------------------------------------------------------------------
     def _status(self, brokers: list[int]) -> np.ndarray:
         """Per (broker, resource): the distance outside the band (0 inside), for balanced resources."""
-        usage = self.model.usage[brokers]
+        return self._distance(self.model.usage[brokers])
+
+    def _distance(self, usage: np.ndarray) -> np.ndarray:
         return np.maximum(np.maximum(self.lower - usage, usage - self.limit), 0.0)
 
     def _prune(self) -> None:
@@ -551,6 +567,57 @@ class Planner:
                 later |= partitions
         self.plan.moves = [mv for mv in self.plan.moves if mv.seq not in dropped]
 
+    # -- 4. cheaper substitutes ---------------------------------------------------------------------------
+    def _substitute(self) -> None:
+        """For each replica move, largest first: if a smaller replica of the same source, moved to the same
+        target instead, leaves both brokers inside their bands (or no further out) and keeps the placement
+        rules, move that one instead. Only the final state matters, so this copies fewer bytes for the same
+        result."""
+        m = self.model
+        groups: dict[int, list[Move]] = {}
+        for mv in self.plan.moves:
+            groups.setdefault(mv.seq, []).append(mv)
+        singles = [g[0] for g in groups.values() if len(g) == 1 and g[0].action == REPLICA and not g[0].forced]
+        fixed = self._dependent_partitions()
+        replaced: dict[int, Move] = {}
+        for mv in sorted(singles, key=lambda mv: (-int(m.r_size[mv.replica]), mv.seq)):
+            r, s, t = mv.replica, mv.source, mv.target
+            if fixed[m.r_pindex[r]] or m.r_broker[r] != t:
+                continue
+            before = self._status([s, t])
+            rs = self._movable_on(s, self.names.index(mv.resource))
+            rs = rs[(m.r_size[rs] < m.r_size[r]) & ~fixed[m.r_pindex[rs]]]
+            if not len(rs):
+                continue
+            # The states of s and t with r back on s and each candidate moved instead, all at once.
+            loads = m.r_load[rs]
+            base_s, base_t = m.load[s] + m.r_load[r], m.load[t] - m.r_load[r]
+            after_s = self._distance((base_s - loads) / m.capacity[s])
+            after_t = self._distance((base_t + loads) / m.capacity[t])
+            fine = (np.all((after_s <= before[0] + EPS) | (after_s <= EPS), axis=1)
+                    & np.all((after_t <= before[1] + EPS) | (after_t <= EPS), axis=1))
+            chosen = None
+            m.move(r, s)
+            for c in rs[fine][np.argsort(m.r_size[rs[fine]], kind="stable")]:
+                if self._placement_ok_for(int(c), s, t):
+                    chosen = int(c)
+                    break
+            if chosen is None:
+                m.move(r, t)
+                continue
+            m.move(chosen, t)
+            self.moved[r], self.moved[chosen] = False, True
+            self.moved_bytes += int(m.r_size[chosen]) - int(m.r_size[r])
+            replaced[mv.seq] = Move(mv.seq, REPLICA, chosen, s, t, mv.resource)
+            fixed[m.r_pindex[chosen]] = True
+        self.plan.moves = [replaced.get(mv.seq, mv) for mv in self.plan.moves]
+
+    def _dependent_partitions(self) -> np.ndarray:
+        """Per partition: True if it has more than one action (they depend on each other: none is replaced)."""
+        m = self.model
+        touched = np.array([m.r_pindex[mv.replica] for mv in self.plan.moves], dtype=np.int64)
+        return np.bincount(touched, minlength=len(m.p_start)) > 1
+
     # -- running -------------------------------------------------------------------------------------------
     def run(self, max_passes: int = 8) -> PoolPlan:
         self._hard()
@@ -561,6 +628,7 @@ class Planner:
             if not any([self._fix_resource(k) for k in balanced]):
                 break
         self._prune()
+        self._substitute()
         self._explain(balanced)
         return self.plan
 

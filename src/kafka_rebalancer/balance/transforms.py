@@ -1,7 +1,7 @@
 """The plan job's Spark transforms: DataFrame -> DataFrame, each output in the schema named in its docstring.
 
 Aggregation, bands, the brokers to fix and the pre-check candidates are plain DataFrame transforms; the move
-selection, which is sequential within a pool, runs per pool in parallel with `cogroup(...).applyInPandas`.
+selection, which is sequential within a pool, runs per pool in parallel with `groupBy(...).applyInPandas`.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from kafka_rebalancer.model.schemas import (
     MOVES,
     PLANNER_NOTES,
     PLANNER_OUTPUT,
+    SKIPPED,
     TableSchema,
 )
 
@@ -41,23 +42,33 @@ def conform(frame: DataFrame, schema: TableSchema) -> DataFrame:
 
 
 # -- partitions: which may move, and how ---------------------------------------------------------------------
-def partition_safety(partitions: DataFrame, brokers: DataFrame) -> DataFrame:
-    """partitions + `status` and `skip_reason`. ISR safety (DESIGN §5, seed 002): a partition without a leader,
-    or with a live replica outside the ISR, is never moved (status "skip", with the reason). Otherwise "drain"
-    when replicas sit on dead brokers (only those move), "home" when replicas sit outside the topic's pool
-    (those must move), else "move"."""
-    pool_of = brokers.select("broker_id", "broker_pool", "alive", "excluded")
-    members = (partitions.select("topic", "partition", "topic_pool", "isr", F.explode("replicas").alias("broker_id"))
-               .join(pool_of, "broker_id", "left")
-               .withColumn("alive", F.coalesce("alive", F.lit(False))))
-    flag = lambda cond: F.sum(F.when(cond, 1).otherwise(0))  # noqa: E731 - a count of replicas meeting cond
-    spans = members.groupBy("topic", "partition").agg(
-        flag(F.coalesce(F.col("excluded"), F.lit(False))).alias("on_excluded"),
-        flag(~F.col("alive")).alias("on_dead"),
-        flag(F.col("alive") & ~F.expr("array_contains(isr, broker_id)")).alias("live_out_of_isr"),
-        flag(F.col("alive") & (F.col("broker_pool").isNull() | (F.col("broker_pool") != F.col("topic_pool"))))
-        .alias("outside_pool"))
-    p = partitions.join(spans, ["topic", "partition"], "left")
+def planner_replicas(replicas: DataFrame, partitions: DataFrame, brokers: DataFrame) -> DataFrame:
+    """Every replica with its partition's facts and traffic, its broker's pool, and what may happen to it.
+
+    ISR safety (DESIGN §5, seed 002): a partition without a leader, or with a live replica outside the ISR, is
+    never moved (`status` "skip", with `skip_reason`). Otherwise "drain" when replicas sit on dead brokers (only
+    those move), "home" when replicas sit outside the topic's pool (those must move), else "move". `movable`,
+    `must_move` and `plan_pool` (the pool whose planner decides: the topic's, or the broker's for a skipped
+    partition) follow.
+
+    No shuffle: a partition's flags come from its replica list and the (small) broker table, as maps; the
+    replicas then meet their partition in a broadcast join.
+    """
+    rows = brokers.select("broker_id", "broker_pool", "alive", "excluded").collect()
+    as_map = lambda value: F.create_map(*[x for r in rows for x in (F.lit(r["broker_id"]), F.lit(value(r)))])  # noqa: E731
+    alive, excluded, pool = (as_map(lambda r: bool(r["alive"])), as_map(lambda r: bool(r["excluded"])),
+                             as_map(lambda r: r["broker_pool"]))
+
+    def count(pred: Any) -> Column:
+        return F.size(F.filter("replicas", pred))
+
+    is_alive = lambda b: F.coalesce(alive[b], F.lit(False))  # noqa: E731
+    outside = lambda b: pool[b].isNull() | (pool[b] != F.col("topic_pool"))  # noqa: E731
+    p = (partitions
+         .withColumn("on_excluded", count(lambda b: F.coalesce(excluded[b], F.lit(False))))
+         .withColumn("on_dead", count(lambda b: ~is_alive(b)))
+         .withColumn("live_out_of_isr", count(lambda b: is_alive(b) & ~F.array_contains("isr", b)))
+         .withColumn("outside_pool", count(lambda b: is_alive(b) & outside(b))))
     reason = (
         F.when(F.col("excluded"), F.lit("excluded topic (config exclude.topics)"))
         .when(F.col("topic_pool").isNull(), F.lit("topic matches no pool rule and there is no default_pool"))
@@ -69,27 +80,27 @@ def partition_safety(partitions: DataFrame, brokers: DataFrame) -> DataFrame:
     )
     status = (F.when(reason.isNotNull(), "skip").when(F.col("on_dead") > 0, "drain")
               .when(F.col("outside_pool") > 0, "home").otherwise("move"))
-    return p.withColumn("skip_reason", reason).withColumn("status", status).drop(
-        "on_excluded", "on_dead", "live_out_of_isr", "outside_pool")
-
-
-def planner_replicas(replicas: DataFrame, brokers: DataFrame, safety: DataFrame) -> DataFrame:
-    """Replicas with their partition's traffic, `movable`, `must_move` (dead broker, or outside the topic's pool)
-    and `plan_pool`: the pool whose planner decides about them (the topic's pool unless the partition is
-    skipped, then the broker's)."""
-    traffic = safety.select("topic", "partition", "status", "topic_pool", "replication_factor", "bytes_in_per_s",
-                            "bytes_out_per_s", "cpu_leader_cores", "cpu_follower_cores")
-    r = (replicas.join(traffic, ["topic", "partition"])
-         .join(brokers.select("broker_id", "broker_pool", F.col("alive").alias("broker_alive")), "broker_id", "left")
-         .withColumn("broker_alive", F.coalesce("broker_alive", F.lit(False))))
+    facts = p.withColumn("skip_reason", reason).withColumn("status", status).select(
+        "topic", "partition", "topic_pool", "leader", "replication_factor", "bytes_in_per_s", "bytes_out_per_s",
+        "cpu_leader_cores", "cpu_follower_cores", "skip_reason", "status")
+    r = (replicas.join(F.broadcast(facts), ["topic", "partition"])
+         .withColumn("broker_pool", pool[F.col("broker_id")])
+         .withColumn("broker_alive", F.coalesce(alive[F.col("broker_id")], F.lit(False))))
     active = F.col("status").isin("move", "home")
     dead_replica = (F.col("status") == "drain") & ~F.col("broker_alive")
-    outside = F.col("broker_pool").isNull() | (F.col("broker_pool") != F.col("topic_pool"))
+    outside_pool = F.col("broker_pool").isNull() | (F.col("broker_pool") != F.col("topic_pool"))
     return (r.withColumn("movable", active | dead_replica)
-            .withColumn("must_move", (active & outside & F.col("broker_alive")) | dead_replica)
+            .withColumn("must_move", (active & outside_pool & F.col("broker_alive")) | dead_replica)
             .withColumn("plan_pool", F.when(F.col("status") != "skip", F.col("topic_pool"))
                         .otherwise(F.col("broker_pool")))
             .where(F.col("plan_pool").isNotNull()))
+
+
+def skipped_partitions(planner_input: DataFrame) -> DataFrame:
+    """The partitions no action may touch, with the reason (one row each). Schema SKIPPED."""
+    first = planner_input.where((F.col("status") == "skip") & (F.col("position") == 0))
+    return conform(first.select("topic", "partition", F.col("topic_pool").alias("broker_pool"),
+                                F.col("skip_reason").alias("reason")), SKIPPED)
 
 
 def planning_brokers(brokers: DataFrame, replicas: DataFrame) -> DataFrame:
@@ -97,6 +108,7 @@ def planning_brokers(brokers: DataFrame, replicas: DataFrame) -> DataFrame:
     sources only, never balanced, never targets)."""
     home = brokers.where(F.col("broker_pool").isNotNull()).withColumn("plan_pool", F.col("broker_pool"))
     foreign = (replicas.where(F.col("broker_pool").isNull() | (F.col("broker_pool") != F.col("plan_pool")))
+               .where(F.col("plan_pool").isNotNull())
                .select("plan_pool", "broker_id").distinct()
                .join(brokers.drop("broker_pool"), "broker_id")
                .withColumn("excluded", F.lit(True)).withColumn("broker_pool", F.col("plan_pool")))
@@ -205,39 +217,62 @@ def brokers_to_fix(load: DataFrame, band_table: DataFrame) -> DataFrame:
 
 
 def candidate_moves(fix: DataFrame, load: DataFrame, band_table: DataFrame, movable_replicas: DataFrame,
-                    resources: list[Resource], per_broker: int = 50) -> DataFrame:
+                    resources: list[Resource], per_broker: int = 50, partners: int = 2) -> DataFrame:
     """Seed 001's pre-check against the snapshot, with heterogeneous capacities (DESIGN §5). CANDIDATES.
 
     Over-loaded s: replicas of s whose load l keeps (load_s - l)/cap_s inside the band, to a broker t whose
     (load_t + l)/cap_t lands inside it. Under-loaded t: replicas of another broker s whose load lands t inside
-    the band while s stays inside. The best fits (closest to the band's middle) per broker to fix are kept."""
-    replica_load = replica_loads(movable_replicas, resources, "topic", "partition", "broker_id", "broker_pool",
-                                 "size_bytes").withColumnRenamed("load", "replica_load")
-    hosts = movable_replicas.select(F.col("topic").alias("h_topic"), F.col("partition").alias("h_partition"),
-                                    F.col("broker_id").alias("h_broker"))
-    with_band = _with_band(load, band_table).where("eligible AND balanced")
-    side = ["broker_pool", "resource", "broker_id", "load", "capacity", "lower", "effective_upper"]
-    src = with_band.select(*[F.col(c).alias(f"s_{c}") if c not in ("broker_pool", "resource") else c for c in side])
-    dst = with_band.select(*[F.col(c).alias(f"t_{c}") if c not in ("broker_pool", "resource") else c for c in side])
+    the band while s stays inside. To stay small at any scale, the partners considered are the `partners`
+    brokers of the pool with the most room below the upper edge (targets) or the most load above the lower edge
+    (sources): a replica that fits none of those fits no other. The best fits (closest to the band's middle) per
+    broker to fix are kept."""
+    b = _with_band(load, band_table).where("eligible AND balanced").select(
+        "broker_pool", "resource", "broker_id", "load", "capacity", "lower", "effective_upper")
+    room = F.col("effective_upper") * F.col("capacity") - F.col("load")
+    spare = F.col("load") - F.col("lower") * F.col("capacity")
+    by_pool = Window.partitionBy("broker_pool", "resource")
+
+    def side(prefix: str, frame: DataFrame) -> DataFrame:
+        return frame.select("broker_pool", "resource", *[F.col(c).alias(f"{prefix}_{c}") for c in
+                                                         ("broker_id", "load", "capacity", "lower", "effective_upper")])
 
     def lands(prefix: str, sign: int) -> Column:
         after = (F.col(f"{prefix}_load") + sign * F.col("replica_load")) / F.col(f"{prefix}_capacity")
         return inside_band(after, F.col(f"{prefix}_lower"), F.col(f"{prefix}_effective_upper"))
 
-    over = fix.where("direction = 'over'").select("broker_pool", "resource", F.col("broker_id").alias("broker_to_fix"),
-                                                 "direction")
-    under = fix.where("direction = 'under'").select("broker_pool", "resource",
-                                                   F.col("broker_id").alias("broker_to_fix"), "direction")
-    pairs_over = (over.join(src, ["broker_pool", "resource"]).where(F.col("s_broker_id") == F.col("broker_to_fix"))
-                  .join(dst, ["broker_pool", "resource"]).where(F.col("t_broker_id") != F.col("s_broker_id")))
-    pairs_under = (under.join(dst, ["broker_pool", "resource"]).where(F.col("t_broker_id") == F.col("broker_to_fix"))
-                   .join(src, ["broker_pool", "resource"]).where(F.col("s_broker_id") != F.col("t_broker_id")))
-    pairs = pairs_over.unionByName(pairs_under)
-    cand = (pairs.join(replica_load.withColumnRenamed("broker_id", "s_broker_id"),
-                       ["broker_pool", "resource", "s_broker_id"])
-            .where((F.col("replica_load") > 0) & lands("s", -1) & lands("t", 1))
-            .join(hosts, (F.col("h_topic") == F.col("topic")) & (F.col("h_partition") == F.col("partition"))
-                  & (F.col("h_broker") == F.col("t_broker_id")), "left_anti"))
+    targets = side("t", b.withColumn("rank", F.row_number().over(by_pool.orderBy(room.desc(), "broker_id")))
+                   .where(F.col("rank") <= partners)).cache()
+    sources = side("s", b.withColumn("rank", F.row_number().over(by_pool.orderBy(spare.desc(), "broker_id")))
+                   .where(F.col("rank") <= partners)).cache()
+    # Only replicas of the brokers giving something away matter: the over-loaded ones and the partner sources.
+    givers = (fix.where("direction = 'over'").select("broker_id")
+              .unionByName(sources.select(F.col("s_broker_id").alias("broker_id"))).distinct())
+    replica_load = replica_loads(movable_replicas.join(F.broadcast(givers), "broker_id", "left_semi"), resources,
+                                 "topic", "partition", "broker_id", "broker_pool", "size_bytes") \
+        .withColumnRenamed("load", "replica_load").where("replica_load > 0")
+    over = (fix.where("direction = 'over'").select("broker_pool", "resource", F.col("broker_id").alias("s_broker_id"),
+                                                  "direction")
+            .join(side("s", b), ["broker_pool", "resource", "s_broker_id"])
+            .join(replica_load.withColumnRenamed("broker_id", "s_broker_id"),
+                  ["broker_pool", "resource", "s_broker_id"])
+            .where(lands("s", -1))
+            .join(F.broadcast(targets), ["broker_pool", "resource"])
+            .where((F.col("t_broker_id") != F.col("s_broker_id")) & lands("t", 1))
+            .withColumn("broker_to_fix", F.col("s_broker_id")))
+    under = (fix.where("direction = 'under'").select("broker_pool", "resource", F.col("broker_id").alias("t_broker_id"),
+                                                    "direction")
+             .join(side("t", b), ["broker_pool", "resource", "t_broker_id"])
+             .join(F.broadcast(sources), ["broker_pool", "resource"])
+             .where(F.col("s_broker_id") != F.col("t_broker_id"))
+             .join(replica_load.withColumnRenamed("broker_id", "s_broker_id"),
+                   ["broker_pool", "resource", "s_broker_id"])
+             .where(lands("s", -1) & lands("t", 1))
+             .withColumn("broker_to_fix", F.col("t_broker_id")))
+    hosts = movable_replicas.select(F.col("topic").alias("h_topic"), F.col("partition").alias("h_partition"),
+                                    F.col("broker_id").alias("h_broker"))
+    cand = over.unionByName(under).join(
+        hosts, (F.col("h_topic") == F.col("topic")) & (F.col("h_partition") == F.col("partition"))
+        & (F.col("h_broker") == F.col("t_broker_id")), "left_anti")
     fixed_side = F.when(F.col("direction") == "over", F.col("s_load") - F.col("replica_load")) \
         .otherwise(F.col("t_load") + F.col("replica_load"))
     fixed_cap = F.when(F.col("direction") == "over", F.col("s_capacity")).otherwise(F.col("t_capacity"))
@@ -252,15 +287,16 @@ def candidate_moves(fix: DataFrame, load: DataFrame, band_table: DataFrame, mova
 # -- move selection per pool --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PoolPlanningSettings:
-    """What the per-pool planner needs, shipped to the Spark workers in the closure."""
+    """What the per-pool planner needs, shipped to the Spark workers in the closure (all of it small)."""
 
     resource_names: tuple[str, ...]
     bands: dict[str, dict[str, Band]]  # pool -> resource -> band
     budgets: Budgets
+    brokers: dict[str, pd.DataFrame]  # pool -> its brokers, and others' brokers holding replicas it must take home
 
-    def plan(self, pool: str, brokers: pd.DataFrame, replicas: pd.DataFrame) -> pd.DataFrame:
+    def plan(self, pool: str, replicas: pd.DataFrame) -> pd.DataFrame:
         resources = [resource(n) for n in self.resource_names]
-        model = PoolModel(brokers, replicas, resources)
+        model = PoolModel(self.brokers[pool], replicas, resources)
         bands = self.bands.get(pool, {})
         result = Planner(model, bands, [n for n in self.resource_names if n in bands], self.budgets).run()
         ids = model.broker_ids
@@ -279,18 +315,50 @@ class PoolPlanningSettings:
         return pd.DataFrame([{**empty, **row, "broker_pool": pool} for row in rows], columns=PLANNER_OUTPUT.names)
 
 
-def plan_pools(brokers: DataFrame, planner_input: DataFrame, settings: PoolPlanningSettings) -> DataFrame:
-    """Select actions for every pool in parallel; schema PLANNER_OUTPUT (moves, notes, hot partitions, proofs)."""
-    def run(key: tuple, replicas: pd.DataFrame, pool_brokers: pd.DataFrame) -> pd.DataFrame:
-        if len(pool_brokers) == 0:
-            return pd.DataFrame(columns=PLANNER_OUTPUT.names)
-        return settings.plan(key[0], pool_brokers, replicas)
+def pool_brokers(brokers: DataFrame, planner_input: DataFrame) -> dict[str, pd.DataFrame]:
+    """Per plan pool, the brokers its planner sees (collected: a few rows per broker)."""
+    frame = planning_brokers(brokers, planner_input).toPandas()
+    return {str(pool): group.drop(columns="plan_pool").reset_index(drop=True)
+            for pool, group in frame.groupby("plan_pool", sort=True)}
 
-    # Fresh column identities: the planner input was joined from the same brokers table.
-    pool_brokers = planning_brokers(brokers, planner_input).select(
-        [F.col(c).alias(c) for c in [*brokers.columns, "plan_pool"]])
-    return (planner_input.groupBy("plan_pool").cogroup(pool_brokers.groupBy("plan_pool"))
-            .applyInPandas(run, schema=PLANNER_OUTPUT.spark()))
+
+def _one_pool_per_partition(spark: Any, pools: list[str]) -> dict[str, int]:
+    """Integer keys that Spark's hash partitioning sends to distinct partitions (of len(pools)), so every pool is
+    planned by its own task and the pools run in parallel."""
+    n = len(pools)
+    rows = spark.range(0, 64 * n).select("id", F.expr(f"pmod(hash(id), {n})").alias("slot")).collect()
+    first: dict[int, int] = {}
+    for row in rows:
+        first.setdefault(row["slot"], row["id"])
+    return {pool: first[slot] for slot, pool in enumerate(pools)}
+
+
+def plan_pools(planner_input: DataFrame, settings: PoolPlanningSettings) -> pd.DataFrame:
+    """Select actions for every pool in parallel, one pool per task; schema PLANNER_OUTPUT (moves, notes, hot
+    partitions, infeasibility proofs, bounds)."""
+    spark = planner_input.sparkSession
+    pools = sorted(settings.brokers)
+    if not pools:
+        return pd.DataFrame(columns=PLANNER_OUTPUT.names)
+    keys = _one_pool_per_partition(spark, pools)
+    pool_of_key = {v: k for k, v in keys.items()}
+    key = F.lit(None).cast("long")
+    for pool, value in keys.items():
+        key = F.when(F.col("plan_pool") == pool, F.lit(value)).otherwise(key)
+
+    def run(k: tuple, replicas: pd.DataFrame) -> pd.DataFrame:
+        return settings.plan(pool_of_key[int(k[0])], replicas)
+
+    saved = {name: spark.conf.get(name) for name in ("spark.sql.shuffle.partitions",
+                                                      "spark.sql.adaptive.coalescePartitions.enabled")}
+    spark.conf.set("spark.sql.shuffle.partitions", str(len(pools)))
+    spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
+    try:
+        return (planner_input.where(F.col("plan_pool").isin(pools)).withColumn("pool_key", key)
+                .groupBy("pool_key").applyInPandas(run, schema=PLANNER_OUTPUT.spark()).toPandas())
+    finally:
+        for name, value in saved.items():
+            spark.conf.set(name, value)
 
 
 def split_planner_output(output: pd.DataFrame) -> dict[str, Any]:

@@ -18,11 +18,11 @@ from kafka_rebalancer.balance.transforms import (
     broker_load,
     brokers_to_fix,
     candidate_moves,
-    conform,
     incoming_load,
-    partition_safety,
     plan_pools,
     planner_replicas,
+    pool_brokers,
+    skipped_partitions,
     split_planner_output,
 )
 from kafka_rebalancer.config import RebalancerConfig
@@ -54,29 +54,48 @@ def _read(spark: SparkSession, folder: Any, schema: Any) -> DataFrame:
     return spark.read.schema(schema.spark()).parquet(str(folder / f"{schema.name}.parquet"))
 
 
+def _split_inputs(spark: SparkSession, folder: Any) -> None:
+    """Snapshots are small files by Spark's measure (a few MB per million rows): split them so every core
+    reads a share (the files are written in row groups of ROW_GROUP_ROWS rows)."""
+    largest = max((f.stat().st_size for f in folder.glob("*.parquet")), default=0)
+    cores = spark.sparkContext.defaultParallelism
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(max(largest // (2 * cores), 256 * 1024)))
+
+
+class _Progress:
+    """Logs each stage of the job with its duration (a plan of a large cluster takes a while)."""
+
+    def __init__(self) -> None:
+        self.started = self.last = time.monotonic()
+
+    def __call__(self, what: str) -> None:
+        now = time.monotonic()
+        log.info("%s (%.1fs; %.1fs so far)", what, now - self.last, now - self.started)
+        self.last = now
+
+
 def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
     started = time.monotonic()
+    progress = _Progress()
     snap = run.require(SNAPSHOT)
     manifest = read_json(snap / "manifest.json")
+    _split_inputs(spark, snap)
     brokers = _read(spark, snap, BROKERS).cache()
     replicas = _read(spark, snap, REPLICAS)
     partitions = _read(spark, snap, PARTITIONS)
     resources = config.resource_list()
 
-    safety = partition_safety(partitions, brokers).cache()
-    skipped = conform(safety.where(F.col("status") == "skip")
-                      .select("topic", "partition", F.col("topic_pool").alias("broker_pool"),
-                              F.col("skip_reason").alias("reason")), SKIPPED)
-    planner_input = planner_replicas(replicas, brokers, safety).cache()
-
-    load = broker_load(brokers, replicas, resources).cache()
-    band_table = bands(load, config, incoming_load(planner_input, load, resources)).cache()
-    fix = brokers_to_fix(load, band_table)
+    # Checkpoints cut the lineage: later queries start from these tables instead of re-planning their inputs.
+    planner_input = planner_replicas(replicas, partitions, brokers).localCheckpoint()
+    progress(f"{planner_input.count()} replicas read, each with its partition's state")
+    load = broker_load(brokers, planner_input, resources).localCheckpoint()
+    band_table = bands(load, config, incoming_load(planner_input, load, resources)).localCheckpoint()
+    fix = brokers_to_fix(load, band_table).localCheckpoint()
+    progress("broker loads and bands computed")
     candidates = candidate_moves(fix, load, band_table, planner_input.where("movable AND NOT must_move"), resources)
     # Everything below the per-pool selection is small (brokers x resources, bounded candidates): collect once.
     load_pdf, bands_pdf, fix_pdf = load.toPandas(), band_table.toPandas(), fix.toPandas()
-    log.info("bands computed for %d (pool, resource) pairs; %d broker-resource pairs to fix", len(bands_pdf),
-             len(fix_pdf))
+    progress(f"bands of {len(bands_pdf)} (pool, resource) pairs; {len(fix_pdf)} broker-resource pairs to fix")
     band_map: dict[str, dict[str, Band]] = {}
     for row in bands_pdf.to_dict("records"):
         band_map.setdefault(row["broker_pool"], {})[row["resource"]] = Band.from_row(
@@ -84,12 +103,14 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
     settings = PoolPlanningSettings(
         resource_names=tuple(r.name for r in resources), bands=band_map,
         budgets=PlannerBudgets(config.budgets.max_replica_moves, config.budgets.max_moved_bytes,
-                               config.budgets.max_moves_per_broker))
-    planned = split_planner_output(plan_pools(brokers, planner_input, settings).toPandas())
+                               config.budgets.max_moves_per_broker),
+        brokers=pool_brokers(brokers, planner_input))
+    planned = split_planner_output(plan_pools(planner_input, settings))
     moves = trim_to_budgets(planned["moves"], config.budgets)
     dropped = len(planned["moves"]) - len(moves)
-    log.info("planner chose %d replica moves and %d leadership transfers (%d dropped by the run's budgets)",
-             int((moves["action"] == "replica").sum()), int((moves["action"] == "leadership").sum()), dropped)
+    progress(f"planned {int((moves['action'] == 'replica').sum())} replica moves and "
+             f"{int((moves['action'] == 'leadership').sum())} leadership transfers in {len(settings.brokers)} pools "
+             f"({dropped} dropped by the run's budgets)")
 
     keys = spark.createDataFrame(moves[["topic", "partition"]].drop_duplicates(), "topic string, partition int")
     touched = partitions.join(keys, ["topic", "partition"]).toPandas()
@@ -98,7 +119,8 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
     plan_text = dumps(reassignment_document(changes))
     rollback_text = dumps(reassignment_document(changes, "old_replicas"))
     digest = plan_hash(plan_text, manifest["content_hash"], config.fingerprint())
-    skipped_pdf = skipped.orderBy("topic", "partition").toPandas()
+    progress(f"{len(changes)} partitions change")
+    skipped_pdf = skipped_partitions(planner_input).orderBy("topic", "partition").toPandas()
 
     with run.stage(PLAN) as out:
         for schema, frame in ((BROKER_LOAD, load_pdf), (BANDS, bands_pdf), (BROKERS_TO_FIX, fix_pdf),
@@ -113,7 +135,7 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
             config=config, manifest=manifest, plan_hash=digest, bands=bands_pdf, load_before=load_pdf,
             load_after=after_pdf, moved=moved_amounts(moves, touched, resources), moves=moves, changes=changes,
             skipped=skipped_pdf, notes=planned["notes"], hot=planned["hot"], infeasible=planned["infeasible"],
-            statuses=_status_counts(safety), moves_dropped_by_budget=dropped,
+            statuses=_status_counts(planner_input), moves_dropped_by_budget=dropped,
             lower_bound_bytes=planned["lower_bound_bytes"])
         summary["plan_seconds"] = round(time.monotonic() - started, 3)
         write_json(out / "summary.json", summary)
@@ -122,5 +144,7 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
     return summary
 
 
-def _status_counts(safety: DataFrame) -> dict[str, int]:
-    return {row["status"]: int(row["count"]) for row in safety.groupBy("status").count().collect()}
+def _status_counts(planner_input: DataFrame) -> dict[str, int]:
+    """Partitions per status (move, home, drain, skip)."""
+    first = planner_input.where(F.col("position") == 0)
+    return {row["status"]: int(row["count"]) for row in first.groupBy("status").count().collect()}
