@@ -95,8 +95,7 @@ class Planner:
             if band.capacity_threshold is not None:
                 self.ceiling[k] = band.capacity_threshold
         self.limit = np.minimum(self.upper, self.ceiling)
-        # How much of each balanced resource's band an action uses up: the tie-break for count resources, where
-        # every candidate weighs 1 (move the replica, or hand over the leadership, that disturbs the rest least).
+        # Band widths at the mean capacity: to compare loads of different resources (as band shares).
         width = np.where(np.isfinite(self.upper - self.lower), self.upper - self.lower, 0.0)
         mean_capacity = model.capacity[model.eligible].mean(axis=0) if model.eligible.any() else np.ones(k_count)
         scale = width * mean_capacity
@@ -247,21 +246,39 @@ class Planner:
                                         f"another rack has room"))
 
     # -- 2. balancing ----------------------------------------------------------------------------------
-    def _footprint(self, loads: np.ndarray, k: int) -> np.ndarray:
-        """Per candidate (rows of per-resource loads): the band share it uses on the other resources."""
-        scale = self.footprint_scale.copy()
-        scale[k] = 0.0
-        return np.abs(loads) @ scale
+    def _per_unit_gap(self, b: int, k: int, giving: bool) -> np.ndarray:
+        """What one unit of count resource k should carry of every other balanced resource for broker b: for the
+        resources where b is outside the band on the side it moves away from, its gap to the band's middle divided
+        by its count gap; nothing where b is inside (there it should move as little as possible)."""
+        m = self.model
+        middle = (self.lower + np.where(np.isfinite(self.limit), self.limit, self.lower)) / 2 * m.capacity[b]
+        if giving:
+            gap = np.where(m.load[b] > self.limit * m.capacity[b] + EPS, m.load[b] - middle, 0.0)
+        else:
+            gap = np.where(m.load[b] < self.lower * m.capacity[b] - EPS, middle - m.load[b], 0.0)
+        units = (m.load[b, k] - middle[k]) if giving else (middle[k] - m.load[b, k])
+        gap = np.where(np.isfinite(gap) & (gap > 0), gap, 0.0)
+        gap[k] = 0.0
+        return gap / units if units > EPS else np.zeros_like(gap)
 
-    def _order(self, replicas: np.ndarray, k: int, need: float) -> np.ndarray:
+    def _proportional(self, loads: np.ndarray, k: int, giver: int, receiver: int = -1) -> np.ndarray:
+        """Per candidate: how far its loads are from what the giver (and the receiver, when known) should shed
+        (take) per unit of count k, as band shares. Fixing a count with replicas of the right size moves the
+        other resources along, instead of leaving them to swaps and extra moves later."""
+        score = np.abs(loads - self._per_unit_gap(giver, k, giving=True)) @ self.footprint_scale
+        if receiver >= 0:
+            score = score + np.abs(loads - self._per_unit_gap(receiver, k, giving=False)) @ self.footprint_scale
+        return score
+
+    def _order(self, replicas: np.ndarray, k: int, need: float, giver: int = -1, receiver: int = -1) -> np.ndarray:
         """Best fit, the first `candidate_limit`: replicas that land the broker inside the target band (least load
-        first), then the others, largest first. For counts every replica weighs 1: the smallest footprint on the
-        other resources first, then the least data."""
+        first), then the others, largest first. For counts every replica weighs 1: those whose other loads are
+        closest to what the brokers should move per replica first, then the least data."""
         m = self.model
         if not len(replicas):
             return replicas
         if m.resources[k].is_count:
-            primary = self._footprint(m.r_load[replicas], k)
+            primary = self._proportional(m.r_load[replicas], k, giver, receiver)
             secondary = m.r_size[replicas].astype(float)
         else:
             load = m.r_load[replicas, k]
@@ -278,7 +295,8 @@ class Planner:
         rs = self._movable_originals[b]
         return rs[~self.moved[rs] & (self.model.r_load[rs, k] > 0)]
 
-    def _leadership_order(self, rs: np.ndarray, k: int, need: float, most: float, leaders: bool) -> np.ndarray:
+    def _leadership_order(self, rs: np.ndarray, k: int, need: float, most: float, leaders: bool,
+                          b: int) -> np.ndarray:
         """Replicas of b whose leadership could change (leaders to hand over, or followers to take over), by
         the same best fit as replica moves."""
         m = self.model
@@ -287,8 +305,9 @@ class Planner:
         keep = (gain > EPS) & (gain <= most + EPS)
         rs, gain = rs[keep], gain[keep]
         if m.resources[k].is_count:
-            footprint = self._footprint(m.r_lead[rs] - m.r_follow[rs], k)
-            return rs[np.lexsort((rs, footprint))]
+            deltas = m.r_lead[rs] - m.r_follow[rs]
+            score = np.abs(deltas - self._per_unit_gap(b, k, giving=leaders)) @ self.footprint_scale
+            return rs[np.lexsort((rs, score))]
         fits = gain >= need - EPS
         return np.concatenate([rs[fits][np.argsort(gain[fits], kind="stable")],
                                rs[~fits][np.argsort(-gain[~fits], kind="stable")]])
@@ -297,7 +316,7 @@ class Planner:
         """Hand leadership of a partition s leads to another of its in-sync replicas."""
         m = self.model
         usage = m.usage[:, k]
-        for r in self._leadership_order(m.replicas_on(s), k, need, most, leaders=True)[: self.candidate_limit]:
+        for r in self._leadership_order(m.replicas_on(s), k, need, most, leaders=True, b=s)[: self.candidate_limit]:
             delta = m.leadership_delta(int(r))
             if not self._loss_ok(s, delta):
                 continue
@@ -312,7 +331,7 @@ class Planner:
     def _lead_in(self, t: int, k: int, need: float, most: float) -> bool:
         """Take over leadership of a partition t follows."""
         m = self.model
-        for r in self._leadership_order(m.replicas_on(t), k, need, most, leaders=False)[: self.candidate_limit]:
+        for r in self._leadership_order(m.replicas_on(t), k, need, most, leaders=False, b=t)[: self.candidate_limit]:
             delta = m.leadership_delta(int(r))
             leader = m.leader_of(int(r))
             if leader >= 0 and self._loss_ok(int(m.r_broker[leader]), delta) and bool(self._gain_ok(t, delta)):
@@ -390,7 +409,7 @@ class Planner:
             return False
         rs = self._movable_on(s, k)
         rs = rs[m.r_load[rs, k] <= most + EPS]
-        for r in self._order(rs, k, need)[: self.candidate_limit]:
+        for r in self._order(rs, k, need, giver=s)[: self.candidate_limit]:
             if not self._loss_ok(s, m.r_load[r]):
                 continue
             targets = self._feasible_targets(r, s)
@@ -429,7 +448,8 @@ class Planner:
             if not self._broker_budget_ok()[s]:
                 continue
             rs = self._movable_on(int(s), k)
-            rs = self._order(rs[m.r_load[rs, k] <= most + EPS], k, need)[: self.candidate_limit]
+            rs = self._order(rs[m.r_load[rs, k] <= most + EPS], k, need, giver=int(s),
+                             receiver=t)[: self.candidate_limit]
             for r in rs[self._accepted(rs, int(s), t)]:
                 if self._placement_ok_for(int(r), int(s), t):
                     self._apply([(int(r), t)], k)
