@@ -328,6 +328,45 @@ class Planner:
                 return True
         return False
 
+    def _undo_last(self) -> None:
+        """Revert the last action (used to try a compound action and give it up)."""
+        m = self.model
+        seq = self.plan.moves[-1].seq
+        group = [mv for mv in self.plan.moves if mv.seq == seq]
+        for mv in reversed(group):
+            if mv.action == LEADERSHIP:
+                rows = m.partition_rows(mv.replica)
+                m.transfer_leadership(int(rows[m.r_broker[rows] == mv.source][0]))
+            else:
+                m.move(mv.replica, mv.source)
+                self.moved[mv.replica] = False
+                self.broker_moves[[mv.source, mv.target]] -= 1
+                self.moved_bytes -= int(m.r_size[mv.replica])
+                self.replica_moves -= 1
+        self.plan.moves = self.plan.moves[: -len(group)]
+        self._seq -= 1
+
+    def _lead_in_with_room(self, t: int, k: int, need: float, most: float) -> bool:
+        """Leader count: when taking a leadership would push t over another band (network out or CPU at its upper
+        edge), first hand a heavy leadership over for a light one (a leadership swap leaves the count as it is),
+        then take the leadership; give the swap up if that still does not fit."""
+        m = self.model
+        usage = m.usage
+        for j, res in enumerate(m.resources):
+            if j == k or not res.role_dependent or res.is_count or not self.bands[self.names[j]].balanced:
+                continue
+            spare = m.load[t, j] - self.lower[j] * m.capacity[t, j]
+            takers = np.flatnonzero(m.eligible & (usage[:, j] < self.limit[j] - EPS))
+            takers = takers[takers != t][np.argsort(usage[takers[takers != t], j], kind="stable")]
+            for y in takers[: self.candidate_limit // 8]:
+                room = self.limit[j] * m.capacity[y, j] - m.load[y, j]
+                if not self._lead_swap(t, int(y), j, EPS, min(spare, room)):
+                    continue
+                if self._lead_in(t, k, need, most):
+                    return True
+                self._undo_last()
+        return False
+
     def _lead_in(self, t: int, k: int, need: float, most: float) -> bool:
         """Take over leadership of a partition t follows."""
         m = self.model
@@ -437,6 +476,8 @@ class Planner:
         by_usage = sources[np.argsort(-usage[sources], kind="stable")]
         if m.resources[k].role_dependent:
             if self._lead_in(t, k, need, most):
+                return True
+            if m.resources[k].is_count and self._lead_in_with_room(t, k, need, most):
                 return True
             if not m.resources[k].is_count and any(
                     self._lead_swap(int(s), t, k, need, min(most, m.load[s, k] - band.lower * m.capacity[s, k]))
@@ -560,7 +601,7 @@ class Planner:
                 for old in olds:
                     m.transfer_leadership(int(old[0]))
                 after = self._status(touched)
-                if np.all((after <= before + EPS) | (after <= EPS)):
+                if np.all((after <= before) | (after <= EPS)):
                     dropped.add(seq)
                 else:
                     for mv in group:
@@ -574,7 +615,7 @@ class Planner:
             for mv in group:
                 m.move(mv.replica, mv.source)
             after = self._status(touched)
-            if np.all((after <= before + EPS) | (after <= EPS)):
+            if np.all((after <= before) | (after <= EPS)):
                 dropped.add(seq)
                 for mv in group:
                     self.moved[mv.replica] = False
@@ -614,8 +655,8 @@ class Planner:
             base_s, base_t = m.load[s] + m.r_load[r], m.load[t] - m.r_load[r]
             after_s = self._distance((base_s - loads) / m.capacity[s])
             after_t = self._distance((base_t + loads) / m.capacity[t])
-            fine = (np.all((after_s <= before[0] + EPS) | (after_s <= EPS), axis=1)
-                    & np.all((after_t <= before[1] + EPS) | (after_t <= EPS), axis=1))
+            fine = (np.all((after_s <= before[0]) | (after_s <= EPS), axis=1)
+                    & np.all((after_t <= before[1]) | (after_t <= EPS), axis=1))
             chosen = None
             m.move(r, s)
             for c in rs[fine][np.argsort(m.r_size[rs[fine]], kind="stable")]:
@@ -639,7 +680,7 @@ class Planner:
         return np.bincount(touched, minlength=len(m.p_start)) > 1
 
     # -- running -------------------------------------------------------------------------------------------
-    def run(self, max_passes: int = 8) -> PoolPlan:
+    def run(self, max_passes: int = 20) -> PoolPlan:
         self._hard()
         balanced = [k for k in self.priority if self.bands[self.names[k]].balanced]
         self.plan.infeasible = prove_infeasible(self.model, self.lower, self.limit, balanced, self.moved)
