@@ -225,13 +225,20 @@ def test_leadership_transfers_fix_leaders_without_moving_data() -> None:
         assert first == m.replica and model.r_is_leader[first]
 
 
-def test_replay_of_the_actions_gives_the_models_final_assignment() -> None:
-    spec = SyntheticSpec(n_brokers=6, n_pools=1, n_partitions=120, leader_skew=0.8, hot_weight=4.0, seed=3)
+@pytest.mark.parametrize("spec", [
+    SyntheticSpec(n_brokers=6, n_pools=1, n_partitions=120, leader_skew=0.8, hot_weight=4.0, seed=3),
+    SyntheticSpec(n_brokers=8, n_racks=4, n_pools=1, n_partitions=2000, leader_skew=0.3, hot_weight=1.6,
+                  empty_brokers_per_pool=1, seed=9),
+    SyntheticSpec(n_brokers=6, n_pools=1, n_partitions=1500, leader_skew=0.5, hot_weight=2.0, seed=101),
+])
+def test_replay_of_the_actions_gives_the_models_final_assignment(spec: SyntheticSpec) -> None:
+    """The plan is replayed from the actions (plan.changes); whatever run() does (prune, substitution, compound
+    actions), the replay must land on the model's final assignment with the first replica leading."""
     tables, _ = generate(spec)
     replicas = tables.replicas.merge(tables.partitions[["topic", "partition", "replication_factor", "bytes_in_per_s",
                                                         "bytes_out_per_s", "cpu_leader_cores", "cpu_follower_cores"]],
                                      on=["topic", "partition"]).assign(movable=True)
-    resources = [DISK, NETWORK_OUT, REPLICA_COUNT, LEADER_COUNT]
+    resources = [REPLICA_COUNT, LEADER_COUNT, DISK, NETWORK_OUT]
     model = PoolModel(tables.brokers.assign(excluded=False), replicas, resources)
     plan = Planner(model, bands_of(model), [r.name for r in resources], Budgets(10_000)).run()
     assert {m.action for m in plan.moves} == {"replica", "leadership"}

@@ -639,7 +639,10 @@ class Planner:
         for mv in self.plan.moves:
             groups.setdefault(mv.seq, []).append(mv)
         singles = [g[0] for g in groups.values() if len(g) == 1 and g[0].action == REPLICA and not g[0].forced]
-        fixed = self._dependent_partitions()
+        # Partitions with several actions keep them (they depend on each other), and a substitute must come from a
+        # partition no action touches (its move takes the replaced move's place in the sequence).
+        actions = self._actions_per_partition()
+        fixed, touched = actions > 1, actions > 0
         replaced: dict[int, Move] = {}
         for mv in sorted(singles, key=lambda mv: (-int(m.r_size[mv.replica]), mv.seq)):
             r, s, t = mv.replica, mv.source, mv.target
@@ -647,7 +650,7 @@ class Planner:
                 continue
             before = self._status([s, t])
             rs = self._movable_on(s, self.names.index(mv.resource))
-            rs = rs[(m.r_size[rs] < m.r_size[r]) & ~fixed[m.r_pindex[rs]]]
+            rs = rs[(m.r_size[rs] < m.r_size[r]) & ~touched[m.r_pindex[rs]]]
             if not len(rs):
                 continue
             # The states of s and t with r back on s and each candidate moved instead, all at once.
@@ -670,14 +673,13 @@ class Planner:
             self.moved[r], self.moved[chosen] = False, True
             self.moved_bytes += int(m.r_size[chosen]) - int(m.r_size[r])
             replaced[mv.seq] = Move(mv.seq, REPLICA, chosen, s, t, mv.resource)
-            fixed[m.r_pindex[chosen]] = True
+            fixed[m.r_pindex[chosen]] = touched[m.r_pindex[chosen]] = True
         self.plan.moves = [replaced.get(mv.seq, mv) for mv in self.plan.moves]
 
-    def _dependent_partitions(self) -> np.ndarray:
-        """Per partition: True if it has more than one action (they depend on each other: none is replaced)."""
+    def _actions_per_partition(self) -> np.ndarray:
         m = self.model
         touched = np.array([m.r_pindex[mv.replica] for mv in self.plan.moves], dtype=np.int64)
-        return np.bincount(touched, minlength=len(m.p_start)) > 1
+        return np.bincount(touched, minlength=len(m.p_start))
 
     # -- running -------------------------------------------------------------------------------------------
     def run(self, max_passes: int = 20) -> PoolPlan:
