@@ -10,8 +10,10 @@ So, per broker and resource, a minimum in bytes:
   fractional knapsack, which no choice of whole replicas can beat);
 - leader count, network out and CPU can be fixed by leadership changes alone: no bytes.
 A broker must satisfy every resource at once, so it gives away (receives) at least the largest of its minima;
-brokers give away (receive) distinct replicas, so these add up; every byte copied is given by one broker and
-received by another. The bound is max(forced bytes, sum given, sum received).
+brokers give away (receive) distinct replicas, so these add up. Replicas that must move (off dead brokers, or
+home from other pools) are copied whatever the balance, and they are given by brokers outside the pool's eligible
+ones, so they add to what those give: computed on the state before any move (arrivals only add to excesses), the
+bound is max(forced bytes + sum given, sum received).
 """
 
 from __future__ import annotations
@@ -49,11 +51,11 @@ def _smallest(sizes: np.ndarray, count: float) -> float:
     return float(np.sort(sizes)[:n].sum()) if n > 0 else 0.0
 
 
-def byte_lower_bound(model: PoolModel, lower: np.ndarray, upper: np.ndarray, balanced: list[int],
-                     forced_bytes: int) -> float:
-    """The bound for the model's current state (before balancing); `forced_bytes` already moved by force."""
+def byte_lower_bound(model: PoolModel, lower: np.ndarray, upper: np.ndarray, balanced: list[int]) -> float:
+    """The bound, for the model's state before any move."""
     gives, receives = bytes_per_broker(model, lower, upper, balanced)
-    return max(float(forced_bytes), float(gives.sum()), float(receives.sum()))
+    forced = float(model.r_size[model.r_must_move].sum())
+    return max(forced + float(gives.sum()), float(receives.sum()))
 
 
 def bytes_per_broker(model: PoolModel, lower: np.ndarray, upper: np.ndarray,

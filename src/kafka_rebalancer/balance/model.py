@@ -108,8 +108,9 @@ class PoolModel:
         original = self._original_on[b]
         here = original[self.r_broker[original] == b]
         if self._arrived_on[b]:
-            arrived = np.array(self._arrived_on[b], dtype=np.int64)
-            here = np.concatenate([here, arrived[self.r_broker[arrived] == b]])
+            arrived = np.unique(np.array(self._arrived_on[b], dtype=np.int64))
+            arrived = arrived[(self.r_broker[arrived] == b) & (self.original_broker[arrived] != b)]
+            here = np.concatenate([here, arrived])
         return here
 
     def leadership_delta(self, r: int) -> np.ndarray:

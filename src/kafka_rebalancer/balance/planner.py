@@ -215,10 +215,13 @@ class Planner:
         if not ok.any() or not self._budget_left():
             return False
         within_bands = ok & self._gain_ok(np.arange(len(m.broker_ids)), m.r_load[r])
-        pool = within_bands if within_bands.any() else ok
-        first = self.priority[0] if self.priority else 0
-        candidates = np.flatnonzero(pool)
-        t = int(candidates[np.argmin(m.usage[candidates, first])])
+        candidates = np.flatnonzero(within_bands if within_bands.any() else ok)
+        # The broker where the replica sits most centrally in every band: the lowest of its highest position in
+        # a band (0 = lower edge, 1 = upper edge) after the move, so no resource fills up ahead of the others.
+        after = (m.load[candidates] + m.r_load[r]) / m.capacity[candidates]
+        span = np.where(np.isfinite(self.limit - self.lower), self.limit - self.lower, np.inf)
+        position = np.where(np.isfinite(span) & (span > 0), (after - self.lower) / np.where(span > 0, span, 1), 0.0)
+        t = int(candidates[np.lexsort((candidates, position.max(axis=1)))[0]])
         self._apply([(r, t)], None, forced=True)
         return True
 
@@ -510,12 +513,20 @@ class Planner:
         if most <= EPS or not self._budget_left(2) or not self._broker_budget_ok(2)[[giver, taker]].all():
             return False
         give = self._movable_on(giver, k)
+        # The taker may hand back a replica that arrived earlier in the plan: only the final state is executed,
+        # so it goes straight from its first broker to the giver (a broker that was empty has nothing else).
         take = m.replicas_on(taker)
-        take = take[m.r_movable[take] & ~self.moved[take]]
+        take = take[m.r_movable[take]]
         if not len(give) or not len(take):
             return False
-        for i, j in self._rank_pairs(m.r_load[give, k], m.r_load[take, k], need, most):
-            r1, r2 = int(give[i]), int(take[j])
+        # Leaders for leaders and followers for followers, so the leader counts stay as they are.
+        pairs = []
+        for role in (True, False):
+            g, t = give[m.r_is_leader[give] == role], take[m.r_is_leader[take] == role]
+            if len(g) and len(t):
+                pairs += [(int(g[i]), int(t[j])) for i, j in self._rank_pairs(m.r_load[g, k], m.r_load[t, k],
+                                                                              need, most)]
+        for r1, r2 in pairs:
             if m.r_pindex[r1] == m.r_pindex[r2] or not self._bytes_ok(int(m.r_size[r1] + m.r_size[r2])):
                 continue
             if not (self._placement_ok_for(r1, giver, taker) and self._placement_ok_for(r2, taker, giver)):
@@ -683,10 +694,10 @@ class Planner:
 
     # -- running -------------------------------------------------------------------------------------------
     def run(self, max_passes: int = 20) -> PoolPlan:
-        self._hard()
         balanced = [k for k in self.priority if self.bands[self.names[k]].balanced]
+        self.plan.lower_bound_bytes = byte_lower_bound(self.model, self.lower, self.limit, balanced)
+        self._hard()
         self.plan.infeasible = prove_infeasible(self.model, self.lower, self.limit, balanced, self.moved)
-        self.plan.lower_bound_bytes = byte_lower_bound(self.model, self.lower, self.limit, balanced, self.moved_bytes)
         for _ in range(max_passes):
             if not any([self._fix_resource(k) for k in balanced]):
                 break

@@ -39,11 +39,14 @@ HOT_ADVICE = ("its load alone exceeds the band's width on every broker, so movin
               "keys to different partitions (seed 003), so order per key restarts from there")
 
 
-def _counts(moves: pd.DataFrame) -> dict[str, int]:
-    replica = moves["action"] == "replica"
-    return {"replica_moves": int(replica.sum()), "leadership_moves": int((moves["action"] == "leadership").sum()),
-            "forced_moves": int((replica & moves["forced"]).sum()),
-            "moved_bytes": int(moves.loc[replica, "size_bytes"].sum())}
+def _counts(moves: pd.DataFrame, changes: pd.DataFrame) -> dict[str, int]:
+    """Replica moves and bytes as the partitions change (a replica moved twice in planning is copied once);
+    leadership transfers and forced moves as the planner decided them."""
+    added = [len(set(new) - set(old)) for old, new in zip(changes["old_replicas"], changes["new_replicas"],
+                                                          strict=True)]
+    return {"replica_moves": int(sum(added)), "leadership_moves": int((moves["action"] == "leadership").sum()),
+            "forced_moves": int(((moves["action"] == "replica") & moves["forced"]).sum()),
+            "moved_bytes": int(sum(a * int(size) for a, size in zip(added, changes["size_bytes"], strict=True)))}
 
 
 def build_summary(*, config: RebalancerConfig, manifest: dict[str, Any], plan_hash: str, bands: pd.DataFrame,
@@ -96,7 +99,7 @@ def build_summary(*, config: RebalancerConfig, manifest: dict[str, Any], plan_ha
                     "inside_after": bool(row.inside_after)}
             usage_rows.append(entry)
         pool_notes = notes[notes["broker_pool"] == pool]
-        counts = _counts(pool_moves)
+        counts = _counts(pool_moves, pool_changes)
         bound = lower_bound_bytes.get(pool, 0.0)
         pools[pool] = {
             "partitions_changed": len(pool_changes), **counts, "lower_bound_bytes": _num(bound),
@@ -106,7 +109,7 @@ def build_summary(*, config: RebalancerConfig, manifest: dict[str, Any], plan_ha
                       zip(pool_notes["resource"], pool_notes["broker_id"], pool_notes["note"], strict=True)],
         }
     reasons = skipped["reason"].str.split(":").str[0].value_counts().sort_index()
-    totals = _counts(moves)
+    totals = _counts(moves, changes)
     bound = float(sum(lower_bound_bytes.values()))
     return {
         "plan_hash": plan_hash,
