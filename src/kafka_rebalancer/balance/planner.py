@@ -349,25 +349,29 @@ class Planner:
         self.plan.moves = self.plan.moves[: -len(group)]
         self._seq -= 1
 
-    def _lead_in_with_room(self, t: int, k: int, need: float, most: float) -> bool:
+    def _lead_in_with_room(self, t: int, k: int, need: float, most: float, swaps: int = 3) -> bool:
         """Leader count: when taking a leadership would push t over another band (network out or CPU at its upper
-        edge), first hand a heavy leadership over for a light one (a leadership swap leaves the count as it is),
-        then take the leadership; give the swap up if that still does not fit."""
+        edge), first hand heavy leaderships over for light ones (leadership swaps leave the count as it is, up to
+        `swaps` of them), then take the leadership; give the swaps up if that still does not fit."""
         m = self.model
-        usage = m.usage
+        done = 0
         for j, res in enumerate(m.resources):
             if j == k or not res.role_dependent or res.is_count or not self.bands[self.names[j]].balanced:
                 continue
-            spare = m.load[t, j] - self.lower[j] * m.capacity[t, j]
-            takers = np.flatnonzero(m.eligible & (usage[:, j] < self.limit[j] - EPS))
-            takers = takers[takers != t][np.argsort(usage[takers[takers != t], j], kind="stable")]
-            for y in takers[: self.candidate_limit // 8]:
-                room = self.limit[j] * m.capacity[y, j] - m.load[y, j]
-                if not self._lead_swap(t, int(y), j, EPS, min(spare, room)):
-                    continue
+            while done < swaps:
+                usage = m.usage
+                spare = m.load[t, j] - self.lower[j] * m.capacity[t, j]
+                takers = np.flatnonzero(m.eligible & (usage[:, j] < self.limit[j] - EPS))
+                takers = takers[takers != t][np.argsort(usage[takers[takers != t], j], kind="stable")]
+                if not any(self._lead_swap(t, int(y), j, EPS, min(spare, self.limit[j] * m.capacity[y, j]
+                                                                   - m.load[y, j]))
+                           for y in takers[: self.candidate_limit // 2]):
+                    break
+                done += 1
                 if self._lead_in(t, k, need, most):
                     return True
-                self._undo_last()
+        for _ in range(done):
+            self._undo_last()
         return False
 
     def _lead_in(self, t: int, k: int, need: float, most: float) -> bool:
