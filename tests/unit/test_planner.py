@@ -304,3 +304,18 @@ def test_rack_locked_pool_with_a_dead_broker_is_proven_infeasible() -> None:
     outside = [b for b in range(len(model.broker_ids)) if model.eligible[b]
                and not bands["disk"].contains(model.usage[b, 0])]
     assert len(outside) == sum(x.count for x in plan.infeasible)
+
+
+def test_broker_with_several_hot_partitions_hands_one_over_then_the_taker_sheds_ordinary_load() -> None:
+    # Capacities 1000; broker 1 holds partitions of 300 and 250, both wider than the band (mean 0.45, band
+    # [0.405, 0.495], width 90), brokers 2 and 3 twenty partitions of 20 each. No action that keeps the acceptance
+    # rule helps broker 1 (any taker of the 250 would end at 0.65); handing it over anyway and letting the taker
+    # shed ordinary partitions brings every broker inside.
+    small = [("s", 20 * b + i, b, 0, 20) for b in (2, 3) for i in range(20)]
+    model = pool([(1, "a", 1000), (2, "b", 1000), (3, "c", 1000)], [("h", 0, 1, 0, 300), ("h", 1, 1, 0, 250), *small])
+    bands = bands_of(model)
+    plan = Planner(model, bands, ["disk"], Budgets(100)).run()
+    assert all(bands["disk"].contains(u) for u in model.usage[:, 0]), model.usage[:, 0]
+    hot_moves = [m for m in plan.moves if model.r_topic[m.replica] == "h"]
+    assert [(model.r_partition[m.replica], int(model.broker_ids[m.source])) for m in hot_moves] == [(1, 1)]
+    assert not plan.notes

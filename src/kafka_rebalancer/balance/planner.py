@@ -210,9 +210,9 @@ class Planner:
     def _place_forced(self, r: int, spread: bool = False) -> bool:
         m = self.model
         s = int(m.r_broker[r])
-        ok = self._placement_ok(r, s, spread) & (
+        ok = self._placement_ok(r, s, spread) & self._broker_budget_ok() & (
             np.all((m.load + m.r_load[r]) / m.capacity <= self.ceiling + EPS, axis=1))
-        if not ok.any() or not self._budget_left():
+        if not ok.any() or not self._budget_left() or not self._broker_budget_ok()[s]:
             return False
         within_bands = ok & self._gain_ok(np.arange(len(m.broker_ids)), m.r_load[r])
         candidates = np.flatnonzero(within_bands if within_bands.any() else ok)
@@ -470,7 +470,73 @@ class Planner:
             room = self.limit[k] * m.capacity[t, k] - m.load[t, k]
             if self._swap(s, int(t), k, need, min(most, room)):
                 return True
-        return False
+        return self._spread_hot(s, k)
+
+    def _width(self, b: int) -> np.ndarray:
+        """b's band widths in load units (infinite for unbalanced resources)."""
+        with np.errstate(invalid="ignore"):
+            width = (self.limit - self.lower) * self.model.capacity[b]
+        return np.where(np.isfinite(width), width, np.inf)
+
+    def _hot_load(self, b: int, k: int) -> tuple[np.ndarray, float]:
+        """b's replicas whose load in k alone exceeds b's band width, and their total load."""
+        m = self.model
+        rs = m.replicas_on(b)
+        hot = rs[m.r_load[rs, k] > self._width(b)[k] + EPS]
+        return hot, float(m.r_load[hot, k].sum())
+
+    def _spread_hot(self, s: int, k: int) -> bool:
+        """A broker holding several hot partitions (each alone larger than the band's width) whose loads together
+        exceed the upper edge can never get inside by giving other replicas away, and no single action that keeps
+        the acceptance rule takes one of them. Hand the smallest of them over (its leadership, alone or swapped for
+        the lightest leadership coming back so leader counts hold; else the replica) to the broker with the least
+        load in k whose own hot partitions leave room for it; that broker then sheds ordinary load on its own
+        turns. Each step lowers the hot load of brokers whose hot loads alone overflow, so it cannot cycle. Other
+        resources keep the acceptance rule."""
+        m = self.model
+        hot, total = self._hot_load(s, k)
+        if len(hot) < 2 or total <= self.limit[k] * m.capacity[s, k] + EPS:
+            return False
+        r = int(hot[np.lexsort((hot, m.r_load[hot, k]))[0]])
+        # The resources in which the partition is hot (k among them) are exempt from the acceptance rule: the
+        # same reasoning holds for each. The others keep it.
+        hot_in = [j for j in range(len(self.names))
+                  if not m.resources[j].is_count and np.abs(m.r_lead[r, j]) > self._width(s)[j] + EPS]
+        other = ~np.isin(np.arange(len(self.names)), hot_in)
+
+        def takes(t: int, delta: np.ndarray) -> bool:
+            return bool(m.eligible[t]) and all(
+                self._hot_load(t, j)[1] + delta[j] <= self.limit[j] * m.capacity[t, j] + EPS
+                and (m.load[t, j] + delta[j]) / m.capacity[t, j] <= self.ceiling[j] + EPS for j in hot_in)
+
+        if m.r_is_leader[r] and m.p_leadership_ok[m.r_pindex[r]]:
+            delta = m.leadership_delta(r)
+            rows = [int(x) for x in m.partition_rows(r) if x != r]
+            for x in sorted(rows, key=lambda x: (m.usage[m.r_broker[x], k], x)):
+                t = int(m.r_broker[x])
+                if not takes(t, delta):
+                    continue
+                if self._exchange_ok(s, t, np.where(other, delta, 0.0)):
+                    self._apply_leadership([x], k)
+                    return True
+                back = m.replicas_on(t)
+                back = back[m.r_is_leader[back] & m.p_leadership_ok[m.r_pindex[back]]]
+                for y in back[np.lexsort((back, m.r_load[back, k]))][: self.candidate_limit]:
+                    mine = m.partition_rows(int(y))
+                    mine = mine[m.r_broker[mine] == s]
+                    net = delta - m.leadership_delta(int(mine[0])) if len(mine) else None
+                    if net is not None and takes(t, net) and self._exchange_ok(s, t, np.where(other, net, 0.0)):
+                        self._apply_leadership([x, int(mine[0])], k)
+                        return True
+        if not (m.r_movable[r] and not self.moved[r] and self._budget_left() and self._bytes_ok(int(m.r_size[r]))
+                and self._broker_budget_ok()[s] and self._loss_ok(s, np.where(other, m.r_load[r], 0.0))):
+            return False
+        targets = [int(t) for t in np.flatnonzero(self._placement_ok(r, s) & self._broker_budget_ok())
+                   if takes(int(t), m.r_load[r]) and self._gain_ok(int(t), np.where(other, m.r_load[r], 0.0))]
+        if not targets:
+            return False
+        self._apply([(r, min(targets, key=lambda t: (m.usage[t, k], t)))], k)
+        return True
 
     def _move_in(self, t: int, k: int, band: Band) -> bool:
         m = self.model
