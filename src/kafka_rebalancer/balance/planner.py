@@ -136,6 +136,29 @@ class Planner:
         required = min(len(racks), m.n_racks, len(set(racks)) + (1 if spread else 0))
         return other_racks if len(other_racks) < required else set()
 
+    def _placement_mask(self, rs: np.ndarray, t: int) -> np.ndarray:
+        """_placement_ok_for over many replicas (each from the broker it is on) to one target, vectorised: the
+        planner asks this for every candidate of a search."""
+        m = self.model
+        if not len(rs) or not m.eligible[t]:
+            return np.zeros(len(rs), dtype=bool)
+        p = m.r_pindex[rs]
+        start, count = m.p_start[p], m.p_count[p]
+        slot = np.arange(count.max())
+        valid = slot[None, :] < count[:, None]
+        rows = np.where(valid, start[:, None] + slot[None, :], start[:, None])
+        members, racks = m.r_broker[rows], m.rack[m.r_broker[rows]]
+        others = valid & (rows != rs[:, None])
+
+        def distinct(mask: np.ndarray) -> np.ndarray:
+            ordered = np.sort(np.where(mask, racks, -1), axis=1)
+            return ((ordered[:, 1:] != ordered[:, :-1]) & (ordered[:, 1:] >= 0)).sum(axis=1) + (ordered[:, 0] >= 0)
+
+        required = np.minimum(np.minimum(count, m.n_racks), distinct(valid))
+        rack_clash = ((racks == m.rack[t]) & others).any(axis=1)
+        holds = ((members == t) & valid).any(axis=1)
+        return ~holds & ~((distinct(others) < required) & rack_clash)
+
     def _placement_ok_for(self, r: int, s: int, t: int) -> bool:
         """_placement_ok for one replica and target."""
         m = self.model
@@ -564,10 +587,11 @@ class Planner:
             rs = self._movable_on(int(s), k)
             rs = self._order(rs[m.r_load[rs, k] <= most + EPS], k, need, giver=int(s),
                              receiver=t)[: self.candidate_limit]
-            for r in rs[self._accepted(rs, int(s), t)]:
-                if self._placement_ok_for(int(r), int(s), t):
-                    self._apply([(int(r), t)], k)
-                    return True
+            ok = rs[self._accepted(rs, int(s), t)]
+            ok = ok[self._placement_mask(ok, t)]
+            if len(ok):
+                self._apply([(int(ok[0]), t)], k)
+                return True
         if m.resources[k].is_count:
             return False
         for s in by_usage[: self.candidate_limit // 4]:
@@ -743,10 +767,10 @@ class Planner:
                     & np.all((after_t <= before[1]) | (after_t <= EPS), axis=1))
             chosen = None
             m.move(r, s)
-            for c in rs[fine][np.argsort(m.r_size[rs[fine]], kind="stable")]:
-                if self._placement_ok_for(int(c), s, t):
-                    chosen = int(c)
-                    break
+            ok = rs[fine][np.argsort(m.r_size[rs[fine]], kind="stable")]
+            ok = ok[self._placement_mask(ok, t)]
+            if len(ok):
+                chosen = int(ok[0])
             if chosen is None:
                 m.move(r, t)
                 continue

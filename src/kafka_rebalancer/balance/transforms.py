@@ -82,7 +82,7 @@ def planner_replicas(replicas: DataFrame, partitions: DataFrame, brokers: DataFr
               .when(F.col("outside_pool") > 0, "home").otherwise("move"))
     facts = p.withColumn("skip_reason", reason).withColumn("status", status).select(
         "topic", "partition", "topic_pool", "leader", "replication_factor", "bytes_in_per_s", "bytes_out_per_s",
-        "cpu_leader_cores", "cpu_follower_cores", "skip_reason", "status")
+        "cpu_leader_cores", "cpu_follower_cores", "skip_reason", "status", F.col("replicas").alias("members"))
     r = (replicas.join(F.broadcast(facts), ["topic", "partition"])
          .withColumn("broker_pool", pool[F.col("broker_id")])
          .withColumn("broker_alive", F.coalesce(alive[F.col("broker_id")], F.lit(False))))
@@ -248,7 +248,7 @@ def candidate_moves(fix: DataFrame, load: DataFrame, band_table: DataFrame, mova
     givers = (fix.where("direction = 'over'").select("broker_id")
               .unionByName(sources.select(F.col("s_broker_id").alias("broker_id"))).distinct())
     replica_load = replica_loads(movable_replicas.join(F.broadcast(givers), "broker_id", "left_semi"), resources,
-                                 "topic", "partition", "broker_id", "broker_pool", "size_bytes") \
+                                 "topic", "partition", "broker_id", "broker_pool", "size_bytes", "members") \
         .withColumnRenamed("load", "replica_load").where("replica_load > 0")
     over = (fix.where("direction = 'over'").select("broker_pool", "resource", F.col("broker_id").alias("s_broker_id"),
                                                   "direction")
@@ -268,11 +268,7 @@ def candidate_moves(fix: DataFrame, load: DataFrame, band_table: DataFrame, mova
                    ["broker_pool", "resource", "s_broker_id"])
              .where(lands("s", -1) & lands("t", 1))
              .withColumn("broker_to_fix", F.col("t_broker_id")))
-    hosts = movable_replicas.select(F.col("topic").alias("h_topic"), F.col("partition").alias("h_partition"),
-                                    F.col("broker_id").alias("h_broker"))
-    cand = over.unionByName(under).join(
-        hosts, (F.col("h_topic") == F.col("topic")) & (F.col("h_partition") == F.col("partition"))
-        & (F.col("h_broker") == F.col("t_broker_id")), "left_anti")
+    cand = over.unionByName(under).where(~F.array_contains("members", F.col("t_broker_id")))
     fixed_side = F.when(F.col("direction") == "over", F.col("s_load") - F.col("replica_load")) \
         .otherwise(F.col("t_load") + F.col("replica_load"))
     fixed_cap = F.when(F.col("direction") == "over", F.col("s_capacity")).otherwise(F.col("t_capacity"))
@@ -285,6 +281,11 @@ def candidate_moves(fix: DataFrame, load: DataFrame, band_table: DataFrame, mova
 
 
 # -- move selection per pool --------------------------------------------------------------------------------
+# What PoolModel reads of a replica (only these travel to the planner's Python workers).
+POOL_MODEL_COLUMNS = ("topic", "partition", "broker_id", "position", "is_leader", "in_isr", "size_bytes", "movable",
+                      "must_move", "replication_factor", "bytes_in_per_s", "bytes_out_per_s", "cpu_leader_cores",
+                      "cpu_follower_cores")
+
 @dataclass(frozen=True)
 class PoolPlanningSettings:
     """What the per-pool planner needs, shipped to the Spark workers in the closure (all of it small)."""
@@ -354,7 +355,7 @@ def plan_pools(planner_input: DataFrame, settings: PoolPlanningSettings) -> pd.D
     spark.conf.set("spark.sql.shuffle.partitions", str(len(pools)))
     spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
     try:
-        return (planner_input.where(F.col("plan_pool").isin(pools)).withColumn("pool_key", key)
+        return (planner_input.where(F.col("plan_pool").isin(pools)).select(*POOL_MODEL_COLUMNS, key.alias("pool_key"))
                 .groupBy("pool_key").applyInPandas(run, schema=PLANNER_OUTPUT.spark()).toPandas())
     finally:
         for name, value in saved.items():

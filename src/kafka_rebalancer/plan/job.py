@@ -62,6 +62,12 @@ def _split_inputs(spark: SparkSession, folder: Any) -> None:
     spark.conf.set("spark.sql.files.maxPartitionBytes", str(max(largest // (2 * cores), 256 * 1024)))
 
 
+def _small(spark: SparkSession, frame: DataFrame, schema: Any) -> tuple[Any, DataFrame]:
+    """A small table collected (pandas) and as a local Spark table."""
+    pdf = frame.toPandas()
+    return pdf, spark.createDataFrame(pdf, schema.spark())
+
+
 class _Progress:
     """Logs each stage of the job with its duration (a plan of a large cluster takes a while)."""
 
@@ -85,17 +91,18 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
     partitions = _read(spark, snap, PARTITIONS)
     resources = config.resource_list()
 
-    # Checkpoints cut the lineage: later queries start from these tables instead of re-planning their inputs.
+    # The checkpoint cuts the lineage: later queries start from this table instead of re-planning its inputs.
     planner_input = planner_replicas(replicas, partitions, brokers).localCheckpoint()
     progress(f"{planner_input.count()} replicas read, each with its partition's state")
-    load = broker_load(brokers, planner_input, resources).localCheckpoint()
-    band_table = bands(load, config, incoming_load(planner_input, load, resources)).localCheckpoint()
-    fix = brokers_to_fix(load, band_table).localCheckpoint()
-    progress("broker loads and bands computed")
-    candidates = candidate_moves(fix, load, band_table, planner_input.where("movable AND NOT must_move"), resources)
-    # Everything below the per-pool selection is small (brokers x resources, bounded candidates): collect once.
-    load_pdf, bands_pdf, fix_pdf = load.toPandas(), band_table.toPandas(), fix.toPandas()
+    # The tables per broker and resource are small: each is collected once and handed back to Spark as a local
+    # table, whose size Spark knows (it broadcasts it in joins instead of shuffling the large side).
+    load_pdf, load = _small(spark, broker_load(brokers, planner_input, resources), BROKER_LOAD)
+    bands_pdf, band_table = _small(spark, bands(load, config, incoming_load(planner_input, load, resources)), BANDS)
+    fix_pdf, fix = _small(spark, brokers_to_fix(load, band_table), BROKERS_TO_FIX)
     progress(f"bands of {len(bands_pdf)} (pool, resource) pairs; {len(fix_pdf)} broker-resource pairs to fix")
+    candidates_pdf = candidate_moves(fix, load, band_table, planner_input.where("movable AND NOT must_move"),
+                                     resources).toPandas()
+    progress(f"{len(candidates_pdf)} candidate moves by the pre-check windows")
     band_map: dict[str, dict[str, Band]] = {}
     for row in bands_pdf.to_dict("records"):
         band_map.setdefault(row["broker_pool"], {})[row["resource"]] = Band.from_row(
@@ -121,10 +128,12 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
     digest = plan_hash(plan_text, manifest["content_hash"], config.fingerprint())
     progress(f"{len(changes)} partitions change")
     skipped_pdf = skipped_partitions(planner_input).orderBy("topic", "partition").toPandas()
+    statuses = _status_counts(planner_input)
+    progress(f"{len(skipped_pdf)} partitions skipped")
 
     with run.stage(PLAN) as out:
         for schema, frame in ((BROKER_LOAD, load_pdf), (BANDS, bands_pdf), (BROKERS_TO_FIX, fix_pdf),
-                              (CANDIDATES, candidates.toPandas()), (SKIPPED, skipped_pdf), (MOVES, moves),
+                              (CANDIDATES, candidates_pdf), (SKIPPED, skipped_pdf), (MOVES, moves),
                               (PLANNER_NOTES, planned["notes"]), (HOT_PARTITIONS, planned["hot"]),
                               (INFEASIBLE, planned["infeasible"]), (PARTITION_CHANGES, changes)):
             write_table(out, schema, frame)
@@ -135,7 +144,7 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
             config=config, manifest=manifest, plan_hash=digest, bands=bands_pdf, load_before=load_pdf,
             load_after=after_pdf, moved=moved_amounts(moves, touched, resources), moves=moves, changes=changes,
             skipped=skipped_pdf, notes=planned["notes"], hot=planned["hot"], infeasible=planned["infeasible"],
-            statuses=_status_counts(planner_input), moves_dropped_by_budget=dropped,
+            statuses=statuses, moves_dropped_by_budget=dropped,
             lower_bound_bytes=planned["lower_bound_bytes"])
         summary["plan_seconds"] = round(time.monotonic() - started, 3)
         write_json(out / "summary.json", summary)
