@@ -37,6 +37,10 @@ with DAG(
                              type="string", description="The kafka-rebalancer config file (YAML)"),
         "mode": Param("auto", enum=["auto", "dry-run", "execute"],
                       description="auto: scheduled runs execute, manual runs only plan"),
+        "throttle_bytes_per_s": Param(None, type=["null", "integer"], minimum=1,
+                                      description="Replication throttle per broker; empty: the config's"),
+        "resume_cancelled": Param(False, type="boolean",
+                                  description="Execute pools of this run even though they were cancelled"),
     },
 ) as dag:
 

@@ -81,15 +81,38 @@ def validate_task(context: Any, run_dir: str) -> list[str]:
 
 
 def execute_task(context: Any, run_dir: str, broker_pool: str) -> dict[str, Any]:
+    from airflow.exceptions import AirflowFailException
+
+    from kafka_rebalancer.errors import ExecutionCancelled
     from kafka_rebalancer.execute.executor import run_execute
     from kafka_rebalancer.run_folder import RunFolder
 
     config = _config(context)
+    params = context["params"]
     dry_run = dry_run_for(context)
     log.info("pool %s: %s (mode=%s, run type %s)", broker_pool, "dry run" if dry_run else "executing",
-             context["params"]["mode"], context["dag_run"].run_type)
-    result = run_execute(config, _connection(config), RunFolder(run_dir), broker_pool, dry_run=dry_run)
+             params["mode"], context["dag_run"].run_type)
+    try:
+        result = run_execute(config, _connection(config), RunFolder(run_dir), broker_pool, dry_run=dry_run,
+                             throttle_bytes_per_s=params.get("throttle_bytes_per_s"),
+                             resume_cancelled=bool(params.get("resume_cancelled")))
+    except ExecutionCancelled as exc:
+        raise AirflowFailException(str(exc)) from exc  # no retry: a retry would undo the operator's cancel
     return {k: v for k, v in result.items() if k != "moves" or not dry_run}
+
+
+def cancel_task(context: Any) -> dict[str, Any]:
+    """Cancel the executions of one run (params run_id, broker_pool) and clear their throttles."""
+    from kafka_rebalancer.execute.executor import run_cancel
+    from kafka_rebalancer.run_folder import RunFolder
+
+    config = _config(context)
+    params = context["params"]
+    run = RunFolder(config.run_dir(params["run_id"]))
+    if not run.path.is_dir():
+        raise FileNotFoundError(f"no run folder {run.path} for run_id {params['run_id']!r}")
+    pools = sorted(config.pools) if params["broker_pool"] == "all" else [params["broker_pool"]]
+    return {pool: run_cancel(config, _connection(config), run, pool) for pool in pools}
 
 
 def verify_task(context: Any, run_dir: str) -> dict[str, Any]:

@@ -15,3 +15,25 @@ def write_config(path: Path, body: dict[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(body, sort_keys=False))
     return path
+
+
+def write_validated_plan(run: Any, config: Any, snapshot_hash: str, moves: list[tuple[str, int, list, list]],
+                         validated: bool = True) -> str:
+    """Plan artifacts for hand-picked moves (topic, partition, old, new) and a validation verdict on them, as the
+    plan and validate stages would leave them; returns the plan hash. For executor tests that need an exact plan."""
+    from kafka_rebalancer.plan.artifacts import dumps, plan_hash
+    from kafka_rebalancer.run_folder import PLAN, VALIDATION, write_json
+
+    def doc(column: int) -> dict[str, Any]:
+        return {"version": 1, "partitions": [{"topic": m[0], "partition": m[1], "replicas": list(m[column])}
+                                             for m in moves]}
+
+    text = dumps(doc(3))
+    digest = plan_hash(text, snapshot_hash, config.fingerprint())
+    with run.stage(PLAN) as out:
+        (out / "plan.json").write_text(text)
+        (out / "rollback.json").write_text(dumps(doc(2)))
+        write_json(out / "summary.json", {"plan_hash": digest, "snapshot_hash": snapshot_hash})
+    with run.stage(VALIDATION) as out:
+        write_json(out / "report.json", {"success": validated, "plan_hash": digest})
+    return digest

@@ -3,8 +3,10 @@
     kafka-rebalancer snapshot --config C [--run-id ID]     capture the cluster into a new run folder
     kafka-rebalancer plan     --config C [--run-id ID]     plan with a local Spark session
     kafka-rebalancer validate --config C [--run-id ID]     the great-expectations suite on the plan
-    kafka-rebalancer execute  --config C [--run-id ID] [--pool P] [--apply]
-                                                           dry-run unless --apply is given
+    kafka-rebalancer execute  --config C [--run-id ID] [--pool P] [--apply] [--throttle-bytes-per-s B]
+                              [--resume-cancelled]         dry-run unless --apply is given
+    kafka-rebalancer cancel   --config C [--run-id ID] [--pool P]
+                                                           stop the run's reassignments, clear throttles
     kafka-rebalancer verify   --config C [--run-id ID]     fresh snapshot, band status before/after
     kafka-rebalancer status   --config C                   band status of the cluster now, reassignments
     kafka-rebalancer assign   --brokers 1,2,3 --partitions N --replication-factor R [--racks 1:a,2:b,3:c]
@@ -74,18 +76,23 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("snapshot", "plan", "validate", "execute", "verify", "status"):
+    for name in ("snapshot", "plan", "validate", "execute", "cancel", "verify", "status"):
         p = sub.add_parser(name)
         p.add_argument("--config", required=True, type=Path)
         if name != "status":
             p.add_argument("--run-id")
-        if name in ("snapshot", "execute", "verify", "status"):
+        if name in ("snapshot", "execute", "cancel", "verify", "status"):
             p.add_argument("--bootstrap-servers", help="overrides cluster.bootstrap_servers")
         if name == "plan":
             p.add_argument("--spark-master", default="local[2]")
-        if name == "execute":
+        if name in ("execute", "cancel"):
             p.add_argument("--pool", action="append", help="only this pool (repeatable); default: all pools")
+        if name == "execute":
             p.add_argument("--apply", action="store_true", help="really execute; without it, a dry run")
+            p.add_argument("--throttle-bytes-per-s", type=int,
+                           help="replication throttle per broker; default: execution.throttle_bytes_per_s")
+            p.add_argument("--resume-cancelled", action="store_true",
+                           help="execute a pool of this run even though it was cancelled")
     assign = sub.add_parser("assign", help="Kafka's assignReplicasToBrokers, printed as reassignment JSON")
     assign.add_argument("--brokers", required=True, help="broker ids in order, e.g. 1,2,3")
     assign.add_argument("--partitions", required=True, type=int)
@@ -156,12 +163,23 @@ def _dispatch(args: argparse.Namespace) -> int:
         run = _run(config, args.run_id)
         connection = connection_for(config, args.bootstrap_servers)
         for pool in args.pool or sorted(config.pools):
-            result = run_execute(config, connection, run, pool, dry_run=not args.apply)
+            result = run_execute(config, connection, run, pool, dry_run=not args.apply,
+                                 throttle_bytes_per_s=args.throttle_bytes_per_s,
+                                 resume_cancelled=args.resume_cancelled)
             if result.get("dry_run"):
                 print(f"{pool}: dry run, {len(result['moves'])} move(s); pass --apply to execute")
             else:
                 print(f"{pool}: {result['completed']}/{result['moves']} moves complete, "
                       f"{len(result['skipped'])} skipped")
+    elif args.command == "cancel":
+        from kafka_rebalancer.execute.executor import run_cancel
+
+        run = _run(config, args.run_id)
+        connection = connection_for(config, args.bootstrap_servers)
+        for pool in args.pool or sorted(config.pools):
+            result = run_cancel(config, connection, run, pool)
+            print(f"{pool}: cancelled {len(result['cancelled'])} reassignment(s), throttles cleared"
+                  + (f"; still in progress: {result['still_in_progress']}" if result["still_in_progress"] else ""))
     elif args.command == "verify":
         from kafka_rebalancer.verify import verify_run
 

@@ -34,3 +34,7 @@ class ValidationFailed(RebalancerError):
 
 class ExecutionError(RebalancerError):
     """Executing the plan failed or was refused."""
+
+
+class ExecutionCancelled(ExecutionError):
+    """An operator cancelled the pool's execution; retrying must not undo that."""

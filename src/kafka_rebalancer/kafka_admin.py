@@ -13,9 +13,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka_rebalancer.errors import KafkaUnreachableError
+from kafka_rebalancer.errors import ExecutionError, KafkaUnreachableError
 
 log = logging.getLogger(__name__)
+
+BROKER_THROTTLE_CONFIGS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+TOPIC_THROTTLE_CONFIGS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 
 # librdkafka setting -> kafka-python keyword, for the settings that decide whether a connection works at all.
 _KAFKA_PYTHON_KEYS = {
@@ -192,6 +195,56 @@ class ClusterAdmin:
         for tp, err in result.items():
             ok = err is None or err.code() == KafkaError.ELECTION_NOT_NEEDED
             out[(tp.topic, tp.partition)] = None if ok else str(err)
+        return out
+
+    # -- replication throttles (IncrementalAlterConfigs) --------------------------------------------
+    def alter_throttles(self, broker_rate: Mapping[int, int | None],
+                        topic_replicas: Mapping[str, tuple[str, str] | None]) -> None:
+        """Set the throttle configs (a value) or remove them (None): per broker the leader and follower rates, per
+        topic the leader and follower throttled replicas ("partition:broker,...")."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+        def entries(names: tuple[str, ...], values: tuple[str, ...] | None) -> list[Any]:
+            if values is None:
+                return [ConfigEntry(n, None, incremental_operation=AlterConfigOpType.DELETE) for n in names]
+            return [ConfigEntry(n, v, incremental_operation=AlterConfigOpType.SET)
+                    for n, v in zip(names, values, strict=True)]
+
+        resources = [ConfigResource(ResourceType.BROKER, str(b),
+                                    incremental_configs=entries(BROKER_THROTTLE_CONFIGS,
+                                                                None if rate is None else (str(rate), str(rate))))
+                     for b, rate in sorted(broker_rate.items())]
+        resources += [ConfigResource(ResourceType.TOPIC, t, incremental_configs=entries(TOPIC_THROTTLE_CONFIGS, v))
+                      for t, v in sorted(topic_replicas.items())]
+        if not resources:
+            return
+        futures = self._admin.incremental_alter_configs(resources, request_timeout=self.connection.request_timeout_s)
+        errors = []
+        for resource, future in futures.items():
+            try:
+                future.result()
+            except KafkaException as exc:
+                errors.append(f"{resource.restype.name.lower()} {resource.name}: {exc}")
+        if errors:
+            raise ExecutionError(f"changing replication throttles failed for {len(errors)} resource(s): {errors}")
+
+    def throttle_configs(self, broker_ids: Iterable[int], topics: Iterable[str]) -> dict[str, dict[str, str]]:
+        """The throttle configs set (not defaults) on these brokers ("broker 1") and topics ("topic t")."""
+        from confluent_kafka.admin import ConfigResource, ResourceType
+
+        resources = ([ConfigResource(ResourceType.BROKER, str(b)) for b in sorted(broker_ids)]
+                     + [ConfigResource(ResourceType.TOPIC, t) for t in sorted(topics)])
+        if not resources:
+            return {}
+        out: dict[str, dict[str, str]] = {}
+        names = set(BROKER_THROTTLE_CONFIGS) | set(TOPIC_THROTTLE_CONFIGS)
+        for resource, future in self._admin.describe_configs(
+                resources, request_timeout=self.connection.request_timeout_s).items():
+            found = {name: entry.value for name, entry in future.result().items()
+                     if name in names and not entry.is_default and entry.value not in (None, "")}
+            if found:
+                out[f"{resource.restype.name.lower()} {resource.name}"] = found
         return out
 
     # -- the three calls confluent-kafka lacks (kafka-python) ---------------------------------------

@@ -39,6 +39,9 @@ PROBE = textwrap.dedent("""
         "dag_ids": sorted(bag.dags), "schedule": str(dag.schedule), "catchup": dag.catchup,
         "max_active_runs": dag.max_active_runs, "tags": sorted(dag.tags), "tasks": tasks,
         "params": {{k: dag.params[k] for k in dag.params}},
+        "cancel": {{"schedule": str(bag.dags["kafka_rebalance_cancel"].schedule),
+                    "params": sorted(bag.dags["kafka_rebalance_cancel"].params),
+                    "tasks": {{t.task_id: t.retries for t in bag.dags["kafka_rebalance_cancel"].tasks}}}},
         "connection": [connection.bootstrap_servers, dict(connection.client_config)], "modes": modes}}))
 """)
 
@@ -57,7 +60,7 @@ def facts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def test_dag_folder_imports_cleanly(facts: dict) -> None:
     assert facts["import_errors"] == {}
-    assert facts["dag_ids"] == ["kafka_rebalance_nightly"]
+    assert facts["dag_ids"] == ["kafka_rebalance_cancel", "kafka_rebalance_nightly"]
 
 
 def test_no_heavy_imports_at_the_top_of_dag_files(facts: dict) -> None:
@@ -73,6 +76,12 @@ def test_schedule_catchup_concurrency_tags(facts: dict) -> None:
     assert facts["catchup"] is False and facts["max_active_runs"] == 1
     assert {"kafka", "rebalance"} <= set(facts["tags"])
     assert facts["params"]["mode"] == "auto"
+    assert facts["params"]["throttle_bytes_per_s"] is None and facts["params"]["resume_cancelled"] is False
+
+
+def test_cancel_dag_is_manual_only_and_never_retries(facts: dict) -> None:
+    assert facts["cancel"] == {"schedule": "None", "params": ["broker_pool", "config_path", "run_id"],
+                               "tasks": {"cancel": 0}}
 
 
 def test_tasks_wiring_and_retries(facts: dict) -> None:

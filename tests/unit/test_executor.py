@@ -9,14 +9,16 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from kafka_rebalancer.errors import ExecutionError, ValidationFailed
-from kafka_rebalancer.execute.executor import Limits, PartitionMove, execute_pool, pick_batch
+from kafka_rebalancer.errors import ExecutionCancelled, ExecutionError, ValidationFailed
+from kafka_rebalancer.execute.executor import Limits, PartitionMove, cancel_pool, execute_pool, order_moves, pick_batch
+from kafka_rebalancer.execute.lock import pool_lock
 from kafka_rebalancer.execute.log import ExecutionLog
+from kafka_rebalancer.execute.throttle import throttle_for
 from kafka_rebalancer.kafka_admin import PartitionInfo
-from kafka_rebalancer.plan.artifacts import dumps, plan_hash
-from kafka_rebalancer.run_folder import PLAN, VALIDATION, RunFolder, read_json, write_json
+from kafka_rebalancer.run_folder import PLAN, RunFolder, read_json
 from kafka_rebalancer.snapshot import write_snapshot
 from kafka_rebalancer.snapshot.build import SnapshotTables
+from tests.helpers import write_validated_plan
 
 Key = tuple[str, int]
 CONFIG = {"cluster": {"name": "c1"}, "pools": {"a": {"brokers": [1, 2, 3, 4]}},
@@ -38,8 +40,13 @@ class FakeCluster:
         self.altered: list[Key] = []
         self.elected: list[Key] = []
         self.frozen = False  # a stuck move never finishes
+        self.broker_throttle: dict[int, int] = {}
+        self.topic_throttle: dict[str, tuple[str, str]] = {}
+        self.throttle_calls = 0
+        self.on_list: Callable[[FakeCluster], None] = lambda cluster: None
 
     def list_reassignments(self) -> dict[Key, dict[str, list[int]]]:
+        self.on_list(self)
         for key in list(self.ongoing):
             self.remaining[key] -= 1
             if self.remaining[key] <= 0 and not self.frozen:
@@ -52,10 +59,21 @@ class FakeCluster:
 
     def alter_reassignments(self, targets: Mapping[Key, list[int] | None]) -> dict[Key, str]:
         for key, target in targets.items():
+            if target is None:  # a cancel: the partition keeps its original replicas
+                self.ongoing.pop(key, None)
+                continue
             self.altered.append(key)
-            self.ongoing[key] = list(target)  # type: ignore[arg-type]
+            self.ongoing[key] = list(target)
             self.remaining[key] = self.polls
         return {}
+
+    def alter_throttles(self, broker_rate: Mapping[int, int | None],
+                        topic_replicas: Mapping[str, tuple[str, str] | None]) -> None:
+        self.throttle_calls += 1
+        for b, rate in broker_rate.items():
+            self.broker_throttle.pop(b, None) if rate is None else self.broker_throttle.__setitem__(b, rate)
+        for t, value in topic_replicas.items():
+            self.topic_throttle.pop(t, None) if value is None else self.topic_throttle.__setitem__(t, value)
 
     def elect_preferred_leaders(self, partitions: Iterable[Key]) -> dict[Key, str | None]:
         for key in partitions:
@@ -67,32 +85,28 @@ class FakeCluster:
 MOVES = [("t", 0, [1, 2], [3, 2]), ("t", 1, [1, 2], [1, 4]), ("t", 2, [2, 1], [2, 3]), ("t", 3, [1, 3], [4, 3])]
 
 
-def prepared_run(config: Any, root: Path, moves: list = MOVES, validated: bool = True) -> RunFolder:
-    """A run folder with a snapshot, a plan of `moves` (topic, partition, old, new) and its validation."""
+def prepared_run(config: Any, root: Path, moves: list = MOVES, validated: bool = True,
+                 unplanned: tuple = ()) -> RunFolder:
+    """A run folder with a snapshot, a plan of `moves` (topic, partition, old, new) and its validation; the
+    `unplanned` partitions (topic, partition, replicas, replicas) are in the snapshot only."""
     run = RunFolder(root / "run")
+    planned, moves = moves, [*moves, *unplanned]
     brokers = pd.DataFrame([{"broker_id": b, "rack": None, "broker_pool": "a", "alive": True, "excluded": False,
                              "host": "h", "port": 1, "disk_capacity_bytes": 1000, "disk_used_bytes": 0,
                              "log_dir_total_bytes": None, "log_dir_usable_bytes": None,
                              "nw_in_capacity_bytes_per_s": 0.0, "nw_out_capacity_bytes_per_s": 0.0,
-                             "cpu_capacity_cores": 0.0} for b in (1, 2, 3, 4)])
+                             "cpu_capacity_cores": 0.0}
+                            for b in sorted({b for m in moves for b in (*m[2], *m[3])} | {1, 2, 3, 4})])
     replicas = pd.DataFrame([{"topic": t, "partition": p, "broker_id": b, "position": i, "is_leader": i == 0,
                               "in_isr": True, "size_bytes": 10, "nw_in_bytes_per_s": 0.0, "nw_out_bytes_per_s": 0.0,
                               "cpu_cores": 0.0} for t, p, old, _ in moves for i, b in enumerate(old)])
     partitions = pd.DataFrame([{"topic": t, "partition": p, "replication_factor": len(old), "replicas": old,
-                                "isr": old, "leader": old[0], "topic_pool": "a", "excluded": False, "size_bytes": 10,
+                                "isr": old, "leader": old[0], "topic_pool": "b" if t.startswith("s") else "a",
+                                "excluded": False, "size_bytes": 10,
                                 "bytes_in_per_s": 0.0, "bytes_out_per_s": 0.0, "cpu_leader_cores": 0.0,
                                 "cpu_follower_cores": 0.0} for t, p, old, _ in moves])
     manifest = write_snapshot(run, SnapshotTables(brokers, replicas, partitions), {})
-    doc = lambda i: {"version": 1, "partitions": [  # noqa: E731
-        {"topic": m[0], "partition": m[1], "replicas": m[i]} for m in moves]}
-    text = dumps(doc(3))
-    digest = plan_hash(text, manifest["content_hash"], config.fingerprint())
-    with run.stage(PLAN) as out:
-        (out / "plan.json").write_text(text)
-        (out / "rollback.json").write_text(dumps(doc(2)))
-        write_json(out / "summary.json", {"plan_hash": digest, "snapshot_hash": manifest["content_hash"]})
-    with run.stage(VALIDATION) as out:
-        write_json(out / "report.json", {"success": validated, "plan_hash": digest})
+    write_validated_plan(run, config, manifest["content_hash"], planned, validated)
     return run
 
 
@@ -204,3 +218,146 @@ def test_stuck_moves_fail_with_their_names(config_factory: Callable[..., Any], t
     with pytest.raises(ExecutionError, match=r"not complete after 30s: \['t-0', 't-1'"):
         execute_pool(config, cluster, run, "a", sleep=sleep, clock=clock)
     assert ("timeout", (None, None)) in actions(run)
+
+
+def test_throttle_is_kafkas_leader_and_follower_replica_lists() -> None:
+    moves = [PartitionMove("t", 0, (1, 2), (3, 2), 10), PartitionMove("t", 1, (2, 1), (1, 2), 10),
+             PartitionMove("u", 3, (4, 5), (4, 6), 10)]
+    throttle = throttle_for(moves, 1000)
+    assert throttle.brokers == {1, 2, 3, 4, 5, 6}  # t-1 only swaps leadership: it copies nothing
+    assert throttle.topic_replicas == {"t": ("0:1,0:2", "0:3"), "u": ("3:4,3:5", "3:6")}
+    assert throttle.set_configs()[0] == {b: 1000 for b in range(1, 7)}
+    assert throttle.clear_configs() == ({b: None for b in range(1, 7)}, {"t": None, "u": None})
+
+
+def test_throttle_is_set_while_moving_and_removed_after_and_on_failure(
+        config_factory: Callable[..., Any], tmp_path: Path) -> None:
+    config = config_factory(CONFIG | {"execution": CONFIG["execution"] | {"throttle_bytes_per_s": 5000}})
+    run = prepared_run(config, tmp_path)
+    cluster = FakeCluster({(t, p): old for t, p, old, _ in MOVES})
+    seen: list[dict] = []
+    cluster.on_list = lambda c: seen.append(dict(c.broker_throttle))
+    sleep, clock = no_sleep()
+    execute_pool(config, cluster, run, "a", sleep=sleep, clock=clock)
+    assert seen[-1] == {b: 5000 for b in (1, 2, 3, 4)}  # on while the moves ran
+    assert cluster.broker_throttle == {} and cluster.topic_throttle == {}
+    assert [a for a, _ in actions(run)].count("throttle_cleared") == 1
+
+    run = prepared_run(config, tmp_path / "stuck")
+    cluster = FakeCluster({(t, p): old for t, p, old, _ in MOVES})
+    cluster.frozen = True
+    with pytest.raises(ExecutionError, match="not complete after"):
+        execute_pool(config, cluster, run, "a", throttle_bytes_per_s=777, sleep=sleep, clock=clock)
+    assert cluster.throttle_calls == 2 and cluster.broker_throttle == {} and cluster.topic_throttle == {}
+
+
+def test_leadership_changes_go_first_in_batches_of_their_own() -> None:
+    leader_swap = PartitionMove("t", 9, (1, 2), (2, 1), 10**9)
+    data = [PartitionMove("t", 0, (1, 2), (3, 2), 30), PartitionMove("t", 1, (5, 2), (4, 2), 20)]
+    ordered = order_moves([*data, leader_swap], "smallest_first", {})
+    assert [m.key for m in ordered] == [("t", 9), ("t", 1), ("t", 0)]
+    assert pick_batch(ordered, [], Limits(5, 10, 1, 1)) == [leader_swap]
+    assert pick_batch(ordered[1:], [leader_swap], Limits(5, 10, 1, 1)) == []  # waits for the leadership batch
+    assert pick_batch(ordered[1:], [], Limits(5, 10, 1, 1)) == ordered[1:]
+
+
+def test_move_order_is_configurable() -> None:
+    moves = [PartitionMove("t", 0, (1, 2), (3, 2), 30), PartitionMove("t", 1, (5, 2), (4, 2), 20),
+             PartitionMove("t", 2, (6, 2), (4, 2), 40)]
+    utilisation = {1: 0.5, 5: 0.9, 6: 0.7}
+
+    def keys(order: str) -> list[int]:
+        return [m.partition for m in order_moves(moves, order, utilisation)]
+
+    assert keys("smallest_first") == [1, 0, 2]
+    assert keys("largest_first") == [2, 0, 1]
+    assert keys("most_loaded_first") == [1, 2, 0]  # broker 5 is the fullest, then 6
+    assert keys("plan") == [0, 1, 2]
+
+
+def test_waits_while_the_pool_has_other_under_replicated_partitions(
+        config_factory: Callable[..., Any], tmp_path: Path) -> None:
+    config = config_factory(CONFIG | {"execution": CONFIG["execution"] | {"urp_wait_timeout_s": 10}})
+    still = ("t", 7, [3, 4], [3, 4])  # in the pool, not in the plan
+    run = prepared_run(config, tmp_path, unplanned=(still,))
+    cluster = FakeCluster({(t, p): old for t, p, old, _ in [*MOVES, still]})
+    cluster.isr[("t", 7)] = [3]
+    sleep, clock = no_sleep()
+    with pytest.raises(ExecutionError, match=r"under-replicated for more than 10s.*'t-7'"):
+        execute_pool(config, cluster, run, "a", sleep=sleep, clock=clock)
+    assert cluster.altered == []  # nothing started while t-7 was short of replicas
+
+    def isr_recovers(seconds: float) -> None:
+        sleep(seconds)
+        if clock() >= 100 + 3:
+            cluster.isr[("t", 7)] = [3, 4]
+
+    sleep, clock = no_sleep()
+    sleep(100)
+    result = execute_pool(config, cluster, run, "a", sleep=isr_recovers, clock=clock)
+    assert result["completed"] == 4
+    assert ("waiting_for_isr", (None, None)) in actions(run) and ("isr_recovered", (None, None)) in actions(run)
+
+
+def test_run_timeout_names_what_is_in_flight(config_factory: Callable[..., Any], tmp_path: Path) -> None:
+    config = config_factory(CONFIG | {"execution": CONFIG["execution"] | {"run_timeout_s": 5, "move_timeout_s": 99}})
+    run = prepared_run(config, tmp_path)
+    cluster = FakeCluster({(t, p): old for t, p, old, _ in MOVES}, polls=100)
+    sleep, clock = no_sleep()
+    with pytest.raises(ExecutionError, match=r"run timeout of 5s reached with 3 move\(s\) in flight \['t-0'"):
+        execute_pool(config, cluster, run, "a", sleep=sleep, clock=clock)
+
+
+def test_cancel_stops_the_executor_reverts_in_flight_moves_and_clears_throttles(
+        config_factory: Callable[..., Any], tmp_path: Path) -> None:
+    config = config_factory(CONFIG)
+    run = prepared_run(config, tmp_path)
+    cluster = FakeCluster({(t, p): old for t, p, old, _ in MOVES}, polls=100)
+    sleep, clock = no_sleep()
+
+    def operator_cancels(seconds: float) -> None:  # the operator runs `cancel` while the executor waits
+        sleep(seconds)
+        if clock() == 2:
+            result = cancel_pool(config, cluster, run, "a", sleep=sleep, clock=clock)
+            assert result["cancelled"] == ["t-0", "t-1", "t-2"]
+
+    with pytest.raises(ExecutionCancelled, match="cancelled by an operator"):
+        execute_pool(config, cluster, run, "a", sleep=operator_cancels, clock=clock)
+    assert cluster.ongoing == {} and cluster.broker_throttle == {} and cluster.topic_throttle == {}
+    assert cluster.replicas == {(t, p): old for t, p, old, _ in MOVES}  # Kafka kept the original replicas
+    assert len(cluster.altered) == 3  # the fourth move never started
+    with pytest.raises(ExecutionCancelled, match="--resume-cancelled"):  # a retry does not undo the cancel
+        execute_pool(config, cluster, run, "a", sleep=sleep, clock=clock)
+    cluster.polls = 1
+    assert execute_pool(config, cluster, run, "a", resume_cancelled=True, sleep=sleep, clock=clock)["completed"] == 4
+
+
+class UntouchableCluster:
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the cluster was touched: {name}")
+
+
+def test_a_second_execution_of_the_pool_refuses_before_touching_the_cluster(
+        config_factory: Callable[..., Any], tmp_path: Path) -> None:
+    config = config_factory(CONFIG)
+    run = prepared_run(config, tmp_path)
+    refusal = r"another execution for pool 'a' of cluster 'c1' is running.*first-run"
+    with pool_lock(config.run_root / ".locks", "c1", "a", "first-run"), pytest.raises(ExecutionError, match=refusal):
+        execute_pool(config, UntouchableCluster(), run, "a")  # type: ignore[arg-type]
+    cluster = FakeCluster({(t, p): old for t, p, old, _ in MOVES})
+    sleep, clock = no_sleep()
+    assert execute_pool(config, cluster, run, "a", sleep=sleep, clock=clock)["completed"] == 4  # lock released
+
+
+def test_reassignments_of_a_sibling_pool_of_the_same_plan_are_not_foreign(
+        config_factory: Callable[..., Any], tmp_path: Path) -> None:
+    body = CONFIG | {"pools": {"a": {"brokers": [1, 2, 3, 4]}, "b": {"brokers": [5, 6]}},
+                     "topic_pools": [{"topics": "t*", "pool": "a"}, {"topics": "s*", "pool": "b"}]}
+    config = config_factory(body)
+    moves = [*MOVES, ("s", 0, [5], [6])]
+    run = prepared_run(config, tmp_path, moves=moves)
+    cluster = FakeCluster({(t, p): old for t, p, old, _ in moves})
+    cluster.alter_reassignments({("s", 0): [6]})  # pool b's task of the same run is moving s-0
+    cluster.remaining[("s", 0)] = 10**6
+    sleep, clock = no_sleep()
+    assert execute_pool(config, cluster, run, "a", sleep=sleep, clock=clock)["completed"] == 4

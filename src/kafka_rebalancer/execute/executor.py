@@ -1,11 +1,14 @@
 """Executing one pool's part of a validated plan with the Kafka Admin API (DESIGN §7).
 
-Moves start in batches that keep at most N in-flight partition moves per broker and M in the cluster. Right
-before a partition starts, its current replicas must still equal the plan's old replicas and its ISR must be
-complete; otherwise it is skipped and recorded, never overwritten. A move is complete when the partition has
-left ListPartitionReassignments, its replicas equal the target and every target replica is in the ISR. Then a
-preferred leader election runs for the moved partitions. Every action is appended to the execution log, which
-is also what lets a rerun continue where an earlier attempt stopped.
+Before anything touches the cluster the executor takes the pool's lock, so a second execution refuses. It
+refuses too while a reassignment it did not start is in progress. Leadership-only changes go first, in batches
+of their own; data moves follow in the configured order, at most N in flight per broker and M in the cluster,
+under a replication throttle that is removed whatever happens. Right before a partition starts, its replicas
+must still equal the plan's old replicas and its ISR must be complete; otherwise it is skipped and recorded,
+never overwritten. No new batch starts while the pool has other under-replicated partitions. A move is complete
+when the partition has left ListPartitionReassignments, its replicas equal the target and every target replica
+is in the ISR; then a preferred leader election runs for the moved partitions. Every action is appended to the
+execution log; a rerun continues from it and from the reassignments in progress, and `cancel` stops it.
 """
 
 from __future__ import annotations
@@ -14,11 +17,15 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Protocol
 
 from kafka_rebalancer.config import RebalancerConfig
-from kafka_rebalancer.errors import ExecutionError
+from kafka_rebalancer.errors import ExecutionCancelled, ExecutionError
+from kafka_rebalancer.execute.lock import pool_lock
 from kafka_rebalancer.execute.log import ExecutionLog, Key
+from kafka_rebalancer.execute.throttle import Throttle, throttle_for
 from kafka_rebalancer.kafka_admin import PartitionInfo
 from kafka_rebalancer.plan.artifacts import parse_reassignment, plan_hash
 from kafka_rebalancer.quality.suite import assert_validated
@@ -26,6 +33,8 @@ from kafka_rebalancer.run_folder import EXECUTE, PLAN, RunFolder, read_json, wri
 from kafka_rebalancer.snapshot.store import read_snapshot
 
 log = logging.getLogger(__name__)
+
+CANCEL_MARKER = "cancel_requested.json"
 
 
 class Cluster(Protocol):
@@ -35,6 +44,8 @@ class Cluster(Protocol):
     def list_reassignments(self) -> dict[Key, dict[str, list[int]]]: ...
     def alter_reassignments(self, targets: Mapping[Key, list[int] | None]) -> dict[Key, str]: ...
     def elect_preferred_leaders(self, partitions: Iterable[Key]) -> dict[Key, str | None]: ...
+    def alter_throttles(self, broker_rate: Mapping[int, int | None],
+                        topic_replicas: Mapping[str, tuple[str, str] | None]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -55,6 +66,10 @@ class PartitionMove:
         return frozenset(self.old) ^ frozenset(self.new)
 
     @property
+    def leadership_only(self) -> bool:
+        return set(self.old) == set(self.new)
+
+    @property
     def bytes_to_copy(self) -> int:
         return self.size_bytes * len(set(self.new) - set(self.old))
 
@@ -65,12 +80,37 @@ class Limits:
     max_moves_cluster: int
     poll_interval_s: float
     move_timeout_s: float
+    run_timeout_s: float = float("inf")
+    urp_wait_timeout_s: float = float("inf")
+
+    @classmethod
+    def of(cls, config: RebalancerConfig) -> Limits:
+        e = config.execution
+        return cls(e.max_moves_per_broker, e.max_moves_cluster, e.poll_interval_s, e.move_timeout_s,
+                   e.run_timeout_s, e.urp_wait_timeout_s)
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """One pool's moves of a validated plan, with what the executor needs to judge the cluster's state."""
+
+    digest: str
+    moves: list[PartitionMove]
+    targets: dict[Key, tuple[int, ...]]  # every pool's targets: reassignments a sibling pool task started
+    pool_topics: list[str]
+    disk_utilisation: dict[int, float]
 
 
 def pick_batch(pending: list[PartitionMove], in_flight: Iterable[PartitionMove], limits: Limits) -> list[PartitionMove]:
-    """The pending moves that may start now, in order, within the per-broker and cluster-wide limits."""
-    per_broker: dict[int, int] = {}
+    """The pending moves that may start now, in order, within the per-broker and cluster-wide limits.
+
+    Leadership-only changes and data moves never share a batch nor run at the same time: a batch takes the
+    kind of the first pending move and starts only when nothing of the other kind is in flight."""
     running = list(in_flight)
+    if not pending or any(m.leadership_only != pending[0].leadership_only for m in running):
+        return []
+    kind = pending[0].leadership_only
+    per_broker: dict[int, int] = {}
     for move in running:
         for b in move.brokers:
             per_broker[b] = per_broker.get(b, 0) + 1
@@ -78,14 +118,32 @@ def pick_batch(pending: list[PartitionMove], in_flight: Iterable[PartitionMove],
     for move in pending:
         if len(running) + len(batch) >= limits.max_moves_cluster:
             break
-        if all(per_broker.get(b, 0) < limits.max_moves_per_broker for b in move.brokers):
+        if move.leadership_only == kind and all(per_broker.get(b, 0) < limits.max_moves_per_broker
+                                                for b in move.brokers):
             batch.append(move)
             for b in move.brokers:
                 per_broker[b] = per_broker.get(b, 0) + 1
     return batch
 
 
-def load_pool_moves(config: RebalancerConfig, run: RunFolder, pool: str) -> tuple[str, list[PartitionMove]]:
+def order_moves(moves: list[PartitionMove], order: str, disk_utilisation: Mapping[int, float]) -> list[PartitionMove]:
+    """Leadership-only changes first (plan order), then data moves in the configured order."""
+    def most_loaded(m: PartitionMove) -> tuple[float, int, str, int]:
+        leaving = set(m.old) - set(m.new)
+        return (-max((disk_utilisation.get(b, 0.0) for b in leaving), default=0.0), m.size_bytes, *m.key)
+
+    keys: dict[str, Callable[[PartitionMove], Any]] = {
+        "smallest_first": lambda m: (m.size_bytes, *m.key),
+        "largest_first": lambda m: (-m.size_bytes, *m.key),
+        "most_loaded_first": most_loaded,
+    }
+    data = [m for m in moves if not m.leadership_only]
+    if order != "plan":
+        data.sort(key=keys[order])
+    return [m for m in moves if m.leadership_only] + data
+
+
+def load_pool_plan(config: RebalancerConfig, run: RunFolder, pool: str) -> PoolPlan:
     """The validated plan's moves for one pool (by the topic's pool in the snapshot), in plan order."""
     plan_dir = run.require(PLAN)
     summary = read_json(plan_dir / "summary.json")
@@ -100,7 +158,18 @@ def load_pool_moves(config: RebalancerConfig, run: RunFolder, pool: str) -> tupl
     moves = [PartitionMove(r.topic, r.partition, tuple(rollback[(r.topic, r.partition)]), tuple(r.replicas),
                            int(parts.at[(r.topic, r.partition), "size_bytes"]))
              for r in plan if parts.at[(r.topic, r.partition), "topic_pool"] == pool]
-    return digest, moves
+    brokers = snapshot.brokers
+    used = snapshot.replicas.groupby("broker_id")["size_bytes"].sum()
+    utilisation = {int(b): float(used.get(b, 0)) / float(c) if c else 0.0
+                   for b, c in zip(brokers["broker_id"], brokers["disk_capacity_bytes"], strict=True)}
+    pool_topics = sorted(snapshot.partitions.loc[snapshot.partitions["topic_pool"] == pool, "topic"].unique())
+    return PoolPlan(digest, moves, {(r.topic, r.partition): tuple(r.replicas) for r in plan}, pool_topics,
+                    utilisation)
+
+
+def reassignment_target(state: Mapping[str, list[int]]) -> frozenset[int]:
+    """The replica set a reassignment in progress is heading for."""
+    return frozenset(state["replicas"]) - frozenset(state.get("removing_replicas") or [])
 
 
 class Progress:
@@ -133,114 +202,261 @@ class Progress:
             log.info("progress %s", self.line())
 
 
+def _names(keys: Iterable[Key]) -> list[str]:
+    return [f"{t}-{p}" for t, p in sorted(keys)]
+
+
+class _PoolExecution:
+    """One attempt at one pool's moves; the state lives in the execution log and the cluster."""
+
+    def __init__(self, config: RebalancerConfig, cluster: Cluster, pool: str, plan: PoolPlan, xlog: ExecutionLog,
+                 throttle: Throttle, marker: Path, sleep: Callable[[float], None], clock: Callable[[], float]) -> None:
+        self.cluster, self.pool, self.plan, self.xlog, self.throttle = cluster, pool, plan, xlog, throttle
+        self.limits = Limits.of(config)
+        self.marker, self.sleep, self.clock = marker, sleep, clock
+        self.by_key = {m.key: m for m in plan.moves}
+        self.order = config.execution.order
+        self.started_at = clock()
+        self.urp_since: float | None = None
+        self.completed_now: list[Key] = []
+
+    def run(self) -> dict[str, Any]:
+        ongoing = self.cluster.list_reassignments()
+        ours = {k for k, s in ongoing.items() if k in self.by_key and reassignment_target(s) == set(self.by_key[k].new)}
+        siblings = {k for k, s in ongoing.items()
+                    if k not in self.by_key and reassignment_target(s) == set(self.plan.targets.get(k, ()))}
+        foreign = sorted(set(ongoing) - ours - siblings)
+        if foreign:
+            raise ExecutionError(f"refusing to start: {len(foreign)} reassignment(s) in progress that this run did "
+                                 f"not start, e.g. {_names(foreign[:10])}; wait for them or cancel them")
+        state = self.xlog.state()
+        self.xlog.append("execute_started", moves=len(self.plan.moves), resumed=bool(state.last),
+                         adopted=_names(ours), order=self.order)
+        pending = [m for m in order_moves(self.plan.moves, self.order, self.plan.disk_utilisation)
+                   if state.action(m.key) not in ("completed", "skipped") and m.key not in ours]
+        in_flight = {k: self.clock() for k in ours}  # adopted moves get a fresh timeout
+        self.progress = Progress(self.pool, self.plan.moves, clock=self.clock)
+        for m in self.plan.moves:
+            if state.action(m.key) == "completed":
+                self.progress.done(m)
+        if not self.throttle.empty and (pending or in_flight):
+            self.cluster.alter_throttles(*self.throttle.set_configs())
+            self.xlog.append("throttle_set", rate_bytes_per_s=self.throttle.rate_bytes_per_s,
+                             brokers=sorted(self.throttle.brokers), topics=sorted(self.throttle.topic_replicas))
+        try:
+            self._loop(pending, in_flight)
+        except BaseException:
+            clear_throttle(self.cluster, self.throttle, self.xlog, raise_errors=False)
+            raise
+        clear_throttle(self.cluster, self.throttle, self.xlog, raise_errors=True)
+        return self._finish()
+
+    def _loop(self, pending: list[PartitionMove], in_flight: dict[Key, float]) -> None:
+        while pending or in_flight:
+            self._check_cancel()
+            self._check_run_timeout(pending, in_flight)
+            if in_flight:
+                self._poll(pending, in_flight)
+            started = False
+            if pending and self._pool_healthy():
+                batch = pick_batch(pending, [self.by_key[k] for k in in_flight], self.limits)
+                if batch:
+                    self._start(batch, pending, in_flight)
+                    started = True
+            self.progress.maybe_log()
+            if (pending or in_flight) and (in_flight or not started):
+                self.sleep(self.limits.poll_interval_s)
+
+    def _check_cancel(self) -> None:
+        if self.marker.exists():
+            self.xlog.append("cancel_observed", detail=read_json(self.marker))
+            raise ExecutionCancelled(f"{self.pool}: execution cancelled by an operator "
+                                     f"({read_json(self.marker).get('requested_at')}); no new moves started")
+
+    def _check_run_timeout(self, pending: list[PartitionMove], in_flight: dict[Key, float]) -> None:
+        elapsed = self.clock() - self.started_at
+        if elapsed > self.limits.run_timeout_s:
+            self.xlog.append("run_timeout", in_flight=_names(in_flight), pending=len(pending),
+                             timeout_s=self.limits.run_timeout_s)
+            raise ExecutionError(f"{self.pool}: run timeout of {self.limits.run_timeout_s:.0f}s reached with "
+                                 f"{len(in_flight)} move(s) in flight {_names(in_flight)} and {len(pending)} not "
+                                 "started; a rerun continues, `kafka-rebalancer cancel` reverts the in-flight ones")
+
+    def _poll(self, pending: list[PartitionMove], in_flight: dict[Key, float]) -> None:
+        ongoing = self.cluster.list_reassignments()
+        current = _describe(self.cluster, in_flight)
+        for key in list(in_flight):
+            move, info = self.by_key[key], current.get(key)
+            if key in ongoing:
+                continue
+            if info is not None and tuple(info.replicas) == move.new and set(move.new) <= set(info.isr):
+                self.xlog.append("completed", key, replicas=list(move.new), isr=info.isr)
+                self.completed_now.append(key)
+                self.progress.done(move)
+                del in_flight[key]
+            elif info is not None and tuple(info.replicas) == move.old:
+                # Ended without reaching the target (cancelled by someone): try again from the start.
+                self.xlog.append("restart", key, detail="reassignment ended with the old replicas")
+                del in_flight[key]
+                pending.insert(0, move)
+            elif info is not None and tuple(info.replicas) == move.new:
+                continue  # target replicas not all in the ISR yet
+            else:
+                replicas = info.replicas if info else None
+                self.xlog.append("skipped", key, reason="drifted while moving", current=replicas)
+                del in_flight[key]
+        stuck = [k for k, since in in_flight.items() if self.clock() - since > self.limits.move_timeout_s]
+        if stuck:
+            self.xlog.append("timeout", stuck=_names(stuck), timeout_s=self.limits.move_timeout_s)
+            raise ExecutionError(f"{self.pool}: {len(stuck)} move(s) not complete after "
+                                 f"{self.limits.move_timeout_s:.0f}s: {_names(stuck)}; a rerun continues from the "
+                                 "execution log, `kafka-rebalancer cancel` reverts them")
+
+    def _pool_healthy(self) -> bool:
+        """False while partitions of the pool outside the plan are under-replicated (fails after a while): moving
+        replicas then would lower durability further. Partitions of the plan are judged one by one as they start."""
+        urps = [(i.topic, i.partition) for i in self.cluster.describe_partitions(self.plan.pool_topics)
+                if len(i.isr) < len(i.replicas) and (i.topic, i.partition) not in self.by_key]
+        if not urps:
+            if self.urp_since is not None:
+                self.xlog.append("isr_recovered")
+            self.urp_since = None
+            return True
+        if self.urp_since is None:
+            self.urp_since = self.clock()
+            self.xlog.append("waiting_for_isr", under_replicated=_names(urps)[:50], count=len(urps))
+            log.warning("%s: waiting, %d under-replicated partition(s) in the pool: %s", self.pool, len(urps),
+                        _names(urps)[:10])
+        if self.clock() - self.urp_since > self.limits.urp_wait_timeout_s:
+            self.xlog.append("isr_wait_timeout", under_replicated=_names(urps)[:50], count=len(urps))
+            raise ExecutionError(f"{self.pool}: {len(urps)} partition(s) under-replicated for more than "
+                                 f"{self.limits.urp_wait_timeout_s:.0f}s, no new moves started: {_names(urps)[:20]}")
+        return False
+
+    def _start(self, batch: list[PartitionMove], pending: list[PartitionMove], in_flight: dict[Key, float]) -> None:
+        current = _describe(self.cluster, [m.key for m in batch])
+        targets: dict[Key, list[int]] = {}
+        for move in batch:
+            pending.remove(move)
+            info = current.get(move.key)
+            reason = _drift_reason(move, info)
+            if reason == "already at target":
+                self.xlog.append("completed", move.key, replicas=list(move.new), detail=reason)
+                self.progress.done(move)
+            elif reason:
+                self.xlog.append("skipped", move.key, reason=reason, current=info.replicas if info else None)
+            else:
+                targets[move.key] = list(move.new)
+        self._check_cancel()  # a cancel that arrived while this batch was checked
+        refused = self.cluster.alter_reassignments(targets)
+        for key, target in targets.items():
+            if key in refused:
+                self.xlog.append("skipped", key, reason=f"controller refused: {refused[key]}")
+            else:
+                move = self.by_key[key]
+                self.xlog.append("started", key, old=list(move.old), new=target, bytes=move.bytes_to_copy,
+                                 leadership_only=move.leadership_only)
+                in_flight[key] = self.clock()
+
+    def _finish(self) -> dict[str, Any]:
+        moved = [k for k, e in self.xlog.state().last.items() if e["action"] == "completed" and k in self.by_key]
+        elections = self.cluster.elect_preferred_leaders(moved)
+        failed_elections = {f"{t}-{p}": err for (t, p), err in elections.items() if err}
+        self.xlog.append("leader_election", partitions=len(moved), failed=failed_elections)
+        self.progress.maybe_log(force=True)
+        final = self.xlog.state()
+        moves = self.plan.moves
+        result = {
+            "pool": self.pool, "plan_hash": self.plan.digest, "moves": len(moves),
+            "completed": sum(1 for m in moves if final.action(m.key) == "completed"),
+            "completed_this_attempt": len(self.completed_now),
+            "skipped": [{"topic": k[0], "partition": k[1], "reason": e.get("reason")}
+                        for k, e in sorted(final.last.items()) if e["action"] == "skipped" and k in self.by_key],
+            "leader_elections_failed": failed_elections,
+            "throttle_bytes_per_s": None if self.throttle.empty else self.throttle.rate_bytes_per_s,
+        }
+        self.xlog.append("execute_finished", completed=result["completed"], skipped=len(result["skipped"]))
+        return result
+
+
+def clear_throttle(cluster: Cluster, throttle: Throttle, xlog: ExecutionLog, *, raise_errors: bool) -> None:
+    """Remove the throttle configs; when another error is already on its way, only log a failure to do so."""
+    if throttle.empty:
+        return
+    try:
+        cluster.alter_throttles(*throttle.clear_configs())
+    except Exception as exc:
+        xlog.append("throttle_clear_failed", error=str(exc))
+        log.error("could not clear the replication throttles (%s); remove them by hand: brokers %s, topics %s",
+                  exc, sorted(throttle.brokers), sorted(throttle.topic_replicas))
+        if raise_errors:
+            raise
+        return
+    xlog.append("throttle_cleared", brokers=sorted(throttle.brokers), topics=sorted(throttle.topic_replicas))
+
+
 def execute_pool(config: RebalancerConfig, cluster: Cluster, run: RunFolder, pool: str, *,
+                 throttle_bytes_per_s: int | None = None, resume_cancelled: bool = False,
                  sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
-    """Execute (or continue executing) the pool's moves; returns the result also written to result.json."""
-    digest, moves = load_pool_moves(config, run, pool)
-    limits = Limits(config.execution.max_moves_per_broker, config.execution.max_moves_cluster,
-                    config.execution.poll_interval_s, config.execution.move_timeout_s)
+    """Execute (or continue executing) the pool's moves; returns the result also written to result.json.
+
+    throttle_bytes_per_s overrides the configured throttle; resume_cancelled lets a cancelled pool run again."""
+    plan = load_pool_plan(config, run, pool)
     out_dir = run.stage_path(f"{EXECUTE}/{pool}")
-    xlog = ExecutionLog(out_dir / "execution_log.jsonl", pool, digest)
-    state = xlog.state()
-    by_key = {m.key: m for m in moves}
-
-    ongoing = cluster.list_reassignments()
-    ours = {k for k, e in state.last.items() if e["action"] == "started" and k in by_key}
-    foreign = sorted(k for k in ongoing if k not in ours)
-    if foreign:
-        raise ExecutionError(f"refusing to start: {len(foreign)} reassignment(s) in progress that this run did not "
-                             f"start, e.g. {[f'{t}-{p}' for t, p in foreign[:10]]}; wait for them or cancel them")
-    xlog.append("execute_started", moves=len(moves), resumed=bool(state.last))
-
-    done_actions = {"completed", "skipped"}
-    pending = [m for m in moves if state.action(m.key) not in done_actions and m.key not in ours]
-    in_flight: dict[Key, float] = {k: clock() for k in ours}  # re-adopted moves get a fresh timeout
-    progress = Progress(pool, moves, clock=clock)
-    for m in moves:
-        if state.action(m.key) == "completed":
-            progress.done(m)
-    completed_now: list[Key] = []
-    skipped: list[dict[str, Any]] = []
-
-    while pending or in_flight:
-        if in_flight:
-            ongoing = cluster.list_reassignments()
-            current = _describe(cluster, in_flight)
-            for key in list(in_flight):
-                move, info = by_key[key], current.get(key)
-                if key in ongoing:
-                    continue
-                if info is not None and tuple(info.replicas) == move.new and set(move.new) <= set(info.isr):
-                    xlog.append("completed", key, replicas=list(move.new), isr=info.isr)
-                    completed_now.append(key)
-                    progress.done(move)
-                    del in_flight[key]
-                elif info is not None and tuple(info.replicas) == move.old:
-                    # Ended without reaching the target (cancelled): try again from the start.
-                    xlog.append("restart", key, detail="reassignment ended with the old replicas")
-                    del in_flight[key]
-                    pending.insert(0, move)
-                elif info is not None and tuple(info.replicas) == move.new:
-                    continue  # target replicas not all in the ISR yet
-                else:
-                    replicas = info.replicas if info else None
-                    xlog.append("skipped", key, reason="drifted while moving", current=replicas)
-                    skipped.append({"topic": key[0], "partition": key[1], "reason": "drifted while moving"})
-                    del in_flight[key]
-            stuck = [k for k, since in in_flight.items() if clock() - since > limits.move_timeout_s]
-            if stuck:
-                names = [f"{t}-{p}" for t, p in stuck]
-                xlog.append("timeout", stuck=names, timeout_s=limits.move_timeout_s)
-                raise ExecutionError(f"{pool}: {len(stuck)} move(s) not complete after {limits.move_timeout_s:.0f}s: "
-                                     f"{names}; a rerun continues from the execution log, "
-                                     "`kafka-rebalancer cancel` reverts them")
-        batch = pick_batch(pending, [by_key[k] for k in in_flight], limits)
-        if batch:
-            current = _describe(cluster, [m.key for m in batch])
-            targets: dict[Key, list[int]] = {}
-            for move in batch:
-                pending.remove(move)
-                info = current.get(move.key)
-                reason = _drift_reason(move, info)
-                if reason == "already at target":
-                    xlog.append("completed", move.key, replicas=list(move.new), detail=reason)
-                    progress.done(move)
-                elif reason:
-                    xlog.append("skipped", move.key, reason=reason, current=info.replicas if info else None)
-                    skipped.append({"topic": move.topic, "partition": move.partition, "reason": reason})
-                else:
-                    targets[move.key] = list(move.new)
-            refused = cluster.alter_reassignments(targets)
-            for key, target in targets.items():
-                if key in refused:
-                    xlog.append("skipped", key, reason=f"controller refused: {refused[key]}")
-                    skipped.append({"topic": key[0], "partition": key[1], "reason": f"refused: {refused[key]}"})
-                else:
-                    move = by_key[key]
-                    xlog.append("started", key, old=list(move.old), new=target, bytes=move.bytes_to_copy)
-                    in_flight[key] = clock()
-        progress.maybe_log()
-        if in_flight:
-            sleep(limits.poll_interval_s)
-
-    moved = [k for k, e in xlog.state().last.items() if e["action"] == "completed" and k in by_key]
-    elections = cluster.elect_preferred_leaders(moved)
-    failed_elections = {f"{t}-{p}": err for (t, p), err in elections.items() if err}
-    xlog.append("leader_election", partitions=len(moved), failed=failed_elections)
-    progress.maybe_log(force=True)
-    final = xlog.state()
-    result = {
-        "pool": pool, "plan_hash": digest, "moves": len(moves),
-        "completed": sum(1 for m in moves if final.action(m.key) == "completed"),
-        "completed_this_attempt": len(completed_now),
-        "skipped": [{"topic": k[0], "partition": k[1], "reason": e.get("reason")}
-                    for k, e in sorted(final.last.items()) if e["action"] == "skipped" and k in by_key],
-        "leader_elections_failed": failed_elections,
-    }
-    xlog.append("execute_finished", completed=result["completed"], skipped=len(result["skipped"]))
+    with pool_lock(config.run_root / ".locks", config.cluster.name, pool, run.path.name):
+        xlog = ExecutionLog(out_dir / "execution_log.jsonl", pool, plan.digest)
+        marker = out_dir / CANCEL_MARKER
+        if marker.exists():
+            if not resume_cancelled:
+                raise ExecutionCancelled(f"{pool}: this run's execution was cancelled "
+                                         f"({read_json(marker).get('requested_at')}); to execute it anyway, "
+                                         "pass --resume-cancelled (CLI) or resume_cancelled (DAG param)")
+            marker.unlink()
+            xlog.append("cancel_cleared", detail="execution resumed after a cancel")
+        rate = throttle_bytes_per_s or config.execution.throttle_bytes_per_s
+        throttle = throttle_for(plan.moves, rate) if rate else Throttle(None)
+        result = _PoolExecution(config, cluster, pool, plan, xlog, throttle, marker, sleep, clock).run()
     write_json(out_dir / "result.json", result)
-    log.info("%s: %d of %d moves complete, %d skipped", pool, result["completed"], len(moves), len(result["skipped"]))
+    log.info("%s: %d of %d moves complete, %d skipped", pool, result["completed"], len(plan.moves),
+             len(result["skipped"]))
+    return result
+
+
+def cancel_pool(config: RebalancerConfig, cluster: Cluster, run: RunFolder, pool: str, *, wait_s: float = 60.0,
+                sleep: Callable[[float], None] = time.sleep,
+                clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
+    """Stop the pool's execution: mark it cancelled (a running executor starts nothing more and exits), cancel
+    its reassignments in progress (Kafka then keeps the original replicas), clear the throttles, record it."""
+    plan = load_pool_plan(config, run, pool)
+    out_dir = run.stage_path(f"{EXECUTE}/{pool}")
+    xlog = ExecutionLog(out_dir / "execution_log.jsonl", pool, plan.digest)
+    write_json(out_dir / CANCEL_MARKER, {"requested_at": datetime.now(UTC).isoformat(timespec="seconds")})
+    xlog.append("cancel_requested")
+    by_key = {m.key: m for m in plan.moves}
+    cancelled: set[Key] = set()
+    refused: dict[Key, str] = {}
+    deadline = clock() + wait_s
+    while True:
+        # Repeated: an executor may have started a batch just before it saw the marker.
+        ongoing = cluster.list_reassignments()
+        ours = {k for k, s in ongoing.items() if k in by_key and reassignment_target(s) == set(by_key[k].new)}
+        if not ours or clock() > deadline:
+            break
+        errors = cluster.alter_reassignments({k: None for k in ours})
+        refused.update(errors)
+        for key in sorted(ours - set(errors)):
+            if key not in cancelled:
+                xlog.append("cancelled", key, old=list(by_key[key].old), new=list(by_key[key].new))
+            cancelled.add(key)
+        sleep(config.execution.poll_interval_s)
+    # Whatever rate was used (config or a DAG param), these are the configs an execution of the plan sets.
+    clear_throttle(cluster, throttle_for(plan.moves, None), xlog, raise_errors=True)
+    result = {"pool": pool, "plan_hash": plan.digest, "cancelled": _names(cancelled),
+              "refused": {f"{t}-{p}": e for (t, p), e in refused.items()}, "still_in_progress": _names(ours)}
+    xlog.append("cancel_finished", cancelled=len(cancelled), still_in_progress=result["still_in_progress"])
+    write_json(out_dir / "cancel.json", result)
+    log.info("%s: cancelled %d reassignment(s); throttles cleared", pool, len(cancelled))
     return result
 
 
@@ -267,11 +483,12 @@ def _drift_reason(move: PartitionMove, info: PartitionInfo | None) -> str | None
 
 def dry_run_pool(config: RebalancerConfig, cluster: Cluster, run: RunFolder, pool: str) -> dict[str, Any]:
     """What execute would do now, without changing anything: each move with its drift status."""
-    digest, moves = load_pool_moves(config, run, pool)
+    plan = load_pool_plan(config, run, pool)
+    moves = order_moves(plan.moves, config.execution.order, plan.disk_utilisation)
     current = _describe(cluster, [m.key for m in moves])
     rows = [{"topic": m.topic, "partition": m.partition, "old": list(m.old), "new": list(m.new),
              "bytes": m.bytes_to_copy, "would": _drift_reason(m, current.get(m.key)) or "start"} for m in moves]
-    result = {"pool": pool, "plan_hash": digest, "dry_run": True, "moves": rows}
+    result = {"pool": pool, "plan_hash": plan.digest, "dry_run": True, "moves": rows}
     out_dir = run.stage_path(f"{EXECUTE}/{pool}")
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(out_dir / "dry_run.json", result)
@@ -281,8 +498,8 @@ def dry_run_pool(config: RebalancerConfig, cluster: Cluster, run: RunFolder, poo
     return result
 
 
-def run_execute(config: RebalancerConfig, connection: Any, run: RunFolder, pool: str, *,
-                dry_run: bool) -> dict[str, Any]:
+def run_execute(config: RebalancerConfig, connection: Any, run: RunFolder, pool: str, *, dry_run: bool,
+                throttle_bytes_per_s: int | None = None, resume_cancelled: bool = False) -> dict[str, Any]:
     """Execute (or dry-run) one pool against the cluster behind `connection` (a KafkaConnection)."""
     from kafka_rebalancer.kafka_admin import ClusterAdmin
 
@@ -290,4 +507,14 @@ def run_execute(config: RebalancerConfig, connection: Any, run: RunFolder, pool:
         admin.check_reachable()
         if dry_run:
             return dry_run_pool(config, admin, run, pool)
-        return execute_pool(config, admin, run, pool)
+        return execute_pool(config, admin, run, pool, throttle_bytes_per_s=throttle_bytes_per_s,
+                            resume_cancelled=resume_cancelled)
+
+
+def run_cancel(config: RebalancerConfig, connection: Any, run: RunFolder, pool: str) -> dict[str, Any]:
+    """Cancel one pool's execution on the cluster behind `connection`."""
+    from kafka_rebalancer.kafka_admin import ClusterAdmin
+
+    with ClusterAdmin(connection) as admin:
+        admin.check_reachable()
+        return cancel_pool(config, admin, run, pool)
