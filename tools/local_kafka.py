@@ -229,6 +229,7 @@ class LocalKafkaCluster:
         self.dir.mkdir(parents=True)
         (self.dir / "log4j2.properties").write_text(LOG4J2)
         ports = free_ports(n_brokers + 1)
+        # "=" form on the command line: a base64 id may start with "-", which argparse takes for an option.
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         nodes = [Node(CONTROLLER_ID, "controller", ports[0], None)]
         nodes += [Node(i, "broker", ports[i], RACKS[(i - 1) % len(RACKS)]) for i in range(1, n_brokers + 1)]
@@ -250,7 +251,7 @@ class LocalKafkaCluster:
     def _format(self, state: ClusterState) -> None:
         procs = []
         for node in state.nodes:
-            cmd = self._java_cmd(node, ["kafka.tools.StorageTool", "format", "-t", state.cluster_id,
+            cmd = self._java_cmd(node, ["kafka.tools.StorageTool", "format", f"--cluster-id={state.cluster_id}",
                                         "-c", str(self._config_path(node)), "--ignore-formatted"])
             procs.append((node, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
         for node, proc in procs:
