@@ -178,7 +178,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         connection = connection_for(config, args.bootstrap_servers)
         for pool in args.pool or sorted(config.pools):
             result = run_cancel(config, connection, run, pool)
-            print(f"{pool}: cancelled {len(result['cancelled'])} reassignment(s), throttles cleared"
+            print(f"{pool}: cancelled {len(result['cancelled'])} reassignment(s), throttles "
+                  + ("cleared" if result["throttles_cleared"] else "NOT all cleared (a broker down?)")
                   + (f"; still in progress: {result['still_in_progress']}" if result["still_in_progress"] else ""))
     elif args.command == "verify":
         from kafka_rebalancer.verify import verify_run

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,6 +82,11 @@ class PartitionInfo:
     leader: int  # -1 when the partition has no leader
 
 
+def _config_batches(topics: list[Any], brokers: list[Any]) -> list[list[Any]]:
+    """Config requests for a broker go to that broker: librdkafka takes one broker resource per call."""
+    return ([topics] if topics else []) + [[b] for b in brokers]
+
+
 class ClusterAdmin:
     """The admin calls the product makes, on one cluster."""
 
@@ -117,6 +122,14 @@ class ClusterAdmin:
                     f"no Kafka broker at {self.connection.bootstrap_servers} answered (kafka-python: {exc})") from exc
         return self._legacy
 
+    def _renew_client(self, exc: Exception) -> None:
+        """A fresh confluent-kafka client. Topic descriptions and config changes go to the broker the cached
+        metadata names as controller; when that broker dies the name can outlive it for minutes."""
+        from confluent_kafka.admin import AdminClient
+
+        log.warning("admin call failed (%s); retrying once with fresh metadata", exc)
+        self._admin = AdminClient(self.connection.confluent_config())
+
     def close(self) -> None:
         if self._legacy is not None:
             self._legacy.close()
@@ -139,16 +152,23 @@ class ClusterAdmin:
         return sorted(metadata.topics)
 
     def describe_partitions(self, topics: Iterable[str] | None = None) -> list[PartitionInfo]:
-        from confluent_kafka import TopicCollection
+        from confluent_kafka import KafkaException, TopicCollection
 
         names = sorted(topics) if topics is not None else self.topic_names()
         if not names:
             return []
-        futures = self._admin.describe_topics(TopicCollection(names),
-                                              request_timeout=self.connection.request_timeout_s)
+        def describe() -> list[Any]:
+            futures = self._admin.describe_topics(TopicCollection(names),
+                                                  request_timeout=self.connection.request_timeout_s)
+            return [futures[name].result() for name in names]
+
+        try:
+            descriptions = describe()
+        except KafkaException as exc:
+            self._renew_client(exc)
+            descriptions = describe()
         out: list[PartitionInfo] = []
-        for name in names:
-            description = futures[name].result()
+        for name, description in zip(names, descriptions, strict=True):
             for p in description.partitions:
                 out.append(PartitionInfo(
                     topic=name, partition=p.id, replicas=[r.id for r in p.replicas], isr=[r.id for r in p.isr],
@@ -211,21 +231,29 @@ class ClusterAdmin:
             return [ConfigEntry(n, v, incremental_operation=AlterConfigOpType.SET)
                     for n, v in zip(names, values, strict=True)]
 
-        resources = [ConfigResource(ResourceType.BROKER, str(b),
-                                    incremental_configs=entries(BROKER_THROTTLE_CONFIGS,
-                                                                None if rate is None else (str(rate), str(rate))))
-                     for b, rate in sorted(broker_rate.items())]
-        resources += [ConfigResource(ResourceType.TOPIC, t, incremental_configs=entries(TOPIC_THROTTLE_CONFIGS, v))
-                      for t, v in sorted(topic_replicas.items())]
-        if not resources:
-            return
-        futures = self._admin.incremental_alter_configs(resources, request_timeout=self.connection.request_timeout_s)
+        brokers = [ConfigResource(ResourceType.BROKER, str(b),
+                                  incremental_configs=entries(BROKER_THROTTLE_CONFIGS,
+                                                              None if rate is None else (str(rate), str(rate))))
+                   for b, rate in sorted(broker_rate.items())]
+        topics = [ConfigResource(ResourceType.TOPIC, t, incremental_configs=entries(TOPIC_THROTTLE_CONFIGS, v))
+                  for t, v in sorted(topic_replicas.items())]
         errors = []
-        for resource, future in futures.items():
-            try:
-                future.result()
-            except KafkaException as exc:
-                errors.append(f"{resource.restype.name.lower()} {resource.name}: {exc}")
+        for batch in _config_batches(topics, brokers):  # topics first: a dead broker does not hold them up
+            for attempt in (1, 2):
+                futures = self._admin.incremental_alter_configs(batch,
+                                                                request_timeout=self.connection.request_timeout_s)
+                failed: list[tuple[Any, Exception]] = []
+                for resource, future in futures.items():
+                    try:
+                        future.result()
+                    except KafkaException as exc:
+                        failed.append((resource, exc))
+                if failed and attempt == 1:
+                    self._renew_client(failed[0][1])
+                    batch = [resource for resource, _ in failed]
+                    continue
+                errors += [f"{r.restype.name.lower()} {r.name}: {exc}" for r, exc in failed]
+                break
         if errors:
             raise ExecutionError(f"changing replication throttles failed for {len(errors)} resource(s): {errors}")
 
@@ -233,18 +261,17 @@ class ClusterAdmin:
         """The throttle configs set (not defaults) on these brokers ("broker 1") and topics ("topic t")."""
         from confluent_kafka.admin import ConfigResource, ResourceType
 
-        resources = ([ConfigResource(ResourceType.BROKER, str(b)) for b in sorted(broker_ids)]
-                     + [ConfigResource(ResourceType.TOPIC, t) for t in sorted(topics)])
-        if not resources:
-            return {}
+        brokers = [ConfigResource(ResourceType.BROKER, str(b)) for b in sorted(broker_ids)]
+        topic_resources = [ConfigResource(ResourceType.TOPIC, t) for t in sorted(topics)]
         out: dict[str, dict[str, str]] = {}
         names = set(BROKER_THROTTLE_CONFIGS) | set(TOPIC_THROTTLE_CONFIGS)
-        for resource, future in self._admin.describe_configs(
-                resources, request_timeout=self.connection.request_timeout_s).items():
-            found = {name: entry.value for name, entry in future.result().items()
-                     if name in names and not entry.is_default and entry.value not in (None, "")}
-            if found:
-                out[f"{resource.restype.name.lower()} {resource.name}"] = found
+        for batch in _config_batches(topic_resources, brokers):
+            for resource, future in self._admin.describe_configs(
+                    batch, request_timeout=self.connection.request_timeout_s).items():
+                found = {name: entry.value for name, entry in future.result().items()
+                         if name in names and not entry.is_default and entry.value not in (None, "")}
+                if found:
+                    out[f"{resource.restype.name.lower()} {resource.name}"] = found
         return out
 
     # -- the three calls confluent-kafka lacks (kafka-python) ---------------------------------------
@@ -269,9 +296,21 @@ class ClusterAdmin:
                                          "usable_bytes": usable or None}
         return out
 
+    def _legacy_call(self, call: Callable[[Any], Any]) -> Any:
+        """A kafka-python admin call, retried once on a fresh client: kafka-python keeps the controller id it
+        found at connect time, so a call fails as long as the client lives once that broker has died."""
+        from kafka.errors import KafkaError
+
+        try:
+            return call(self._kafka_python())
+        except KafkaError as exc:
+            log.warning("admin call failed (%s); retrying once with a fresh kafka-python client", exc)
+            self.close()
+            return call(self._kafka_python())
+
     def list_reassignments(self) -> dict[tuple[str, int], dict[str, list[int]]]:
-        raw = self._kafka_python().list_partition_reassignments(
-            timeout_ms=int(self.connection.request_timeout_s * 1000))
+        raw = self._legacy_call(lambda client: client.list_partition_reassignments(
+            timeout_ms=int(self.connection.request_timeout_s * 1000)))
         return {(tp.topic, tp.partition): v for tp, v in raw.items()}
 
     def alter_reassignments(self, targets: Mapping[tuple[str, int], list[int] | None]) -> dict[tuple[str, int], str]:
@@ -280,7 +319,7 @@ class ClusterAdmin:
 
         if not targets:
             return {}
-        raw = self._kafka_python().alter_partition_reassignments(
+        raw = self._legacy_call(lambda client: client.alter_partition_reassignments(
             {TopicPartition(t, p): replicas for (t, p), replicas in targets.items()},
-            timeout_ms=int(self.connection.request_timeout_s * 1000))
+            timeout_ms=int(self.connection.request_timeout_s * 1000)))
         return {(tp.topic, tp.partition): err.__name__ for tp, err in raw.items() if err is not None}

@@ -361,3 +361,20 @@ def test_reassignments_of_a_sibling_pool_of_the_same_plan_are_not_foreign(
     cluster.remaining[("s", 0)] = 10**6
     sleep, clock = no_sleep()
     assert execute_pool(config, cluster, run, "a", sleep=sleep, clock=clock)["completed"] == 4
+
+
+def test_a_failed_status_read_is_retried_at_the_next_poll(config_factory: Callable[..., Any], tmp_path: Path) -> None:
+    config = config_factory(CONFIG)
+    run = prepared_run(config, tmp_path)
+    cluster = FakeCluster({(t, p): old for t, p, old, _ in MOVES})
+    calls = {"n": 0}
+
+    def broker_dies_once(c: FakeCluster) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:  # the first poll after the moves started
+            raise RuntimeError("Failed while waiting for controller: Local: Timed out")
+
+    cluster.on_list = broker_dies_once
+    sleep, clock = no_sleep()
+    assert execute_pool(config, cluster, run, "a", sleep=sleep, clock=clock)["completed"] == 4
+    assert ("read_failed", (None, None)) in actions(run)

@@ -256,7 +256,11 @@ class _PoolExecution:
             self._check_cancel()
             self._check_run_timeout(pending, in_flight)
             if in_flight:
-                self._poll(pending, in_flight)
+                try:
+                    self._poll(pending, in_flight)
+                except Exception as exc:  # noqa: BLE001  # a status read failed (a broker died?): poll again
+                    self._read_failed(exc)
+                self._check_stuck(in_flight)
             started = False
             if pending and self._pool_healthy():
                 batch = pick_batch(pending, [self.by_key[k] for k in in_flight], self.limits)
@@ -305,6 +309,12 @@ class _PoolExecution:
                 replicas = info.replicas if info else None
                 self.xlog.append("skipped", key, reason="drifted while moving", current=replicas)
                 del in_flight[key]
+
+    def _read_failed(self, exc: Exception) -> None:
+        self.xlog.append("read_failed", error=str(exc))
+        log.warning("%s: reading the cluster's state failed, trying again at the next poll: %s", self.pool, exc)
+
+    def _check_stuck(self, in_flight: dict[Key, float]) -> None:
         stuck = [k for k, since in in_flight.items() if self.clock() - since > self.limits.move_timeout_s]
         if stuck:
             self.xlog.append("timeout", stuck=_names(stuck), timeout_s=self.limits.move_timeout_s)
@@ -315,7 +325,12 @@ class _PoolExecution:
     def _pool_healthy(self) -> bool:
         """False while partitions of the pool outside the plan are under-replicated (fails after a while): moving
         replicas then would lower durability further. Partitions of the plan are judged one by one as they start."""
-        urps = [(i.topic, i.partition) for i in self.cluster.describe_partitions(self.plan.pool_topics)
+        try:
+            infos = self.cluster.describe_partitions(self.plan.pool_topics)
+        except Exception as exc:  # noqa: BLE001  # as in _loop: the next poll reads again
+            self._read_failed(exc)
+            return False
+        urps = [(i.topic, i.partition) for i in infos
                 if len(i.isr) < len(i.replicas) and (i.topic, i.partition) not in self.by_key]
         if not urps:
             if self.urp_since is not None:
@@ -379,10 +394,11 @@ class _PoolExecution:
         return result
 
 
-def clear_throttle(cluster: Cluster, throttle: Throttle, xlog: ExecutionLog, *, raise_errors: bool) -> None:
-    """Remove the throttle configs; when another error is already on its way, only log a failure to do so."""
+def clear_throttle(cluster: Cluster, throttle: Throttle, xlog: ExecutionLog, *, raise_errors: bool) -> bool:
+    """Remove the throttle configs; without raise_errors (another error is on its way, or a cancel) a failure
+    is logged and False returned."""
     if throttle.empty:
-        return
+        return True
     try:
         cluster.alter_throttles(*throttle.clear_configs())
     except Exception as exc:
@@ -391,32 +407,43 @@ def clear_throttle(cluster: Cluster, throttle: Throttle, xlog: ExecutionLog, *, 
                   exc, sorted(throttle.brokers), sorted(throttle.topic_replicas))
         if raise_errors:
             raise
-        return
+        return False
     xlog.append("throttle_cleared", brokers=sorted(throttle.brokers), topics=sorted(throttle.topic_replicas))
+    return True
 
 
 def execute_pool(config: RebalancerConfig, cluster: Cluster, run: RunFolder, pool: str, *,
                  throttle_bytes_per_s: int | None = None, resume_cancelled: bool = False,
                  sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
-    """Execute (or continue executing) the pool's moves; returns the result also written to result.json.
+    """Execute (or continue executing) the pool's moves under the pool's lock; returns the result also written
+    to result.json. throttle_bytes_per_s overrides the configured throttle; resume_cancelled lets a cancelled
+    pool run again."""
+    with _pool_lock(config, run, pool):
+        return _execute_locked(config, cluster, run, pool, throttle_bytes_per_s, resume_cancelled, sleep, clock)
 
-    throttle_bytes_per_s overrides the configured throttle; resume_cancelled lets a cancelled pool run again."""
+
+def _pool_lock(config: RebalancerConfig, run: RunFolder, pool: str) -> Any:
+    return pool_lock(config.run_root / ".locks", config.cluster.name, pool, run.path.name)
+
+
+def _execute_locked(config: RebalancerConfig, cluster: Cluster, run: RunFolder, pool: str,
+                    throttle_bytes_per_s: int | None, resume_cancelled: bool, sleep: Callable[[float], None],
+                    clock: Callable[[], float]) -> dict[str, Any]:
     plan = load_pool_plan(config, run, pool)
     out_dir = run.stage_path(f"{EXECUTE}/{pool}")
-    with pool_lock(config.run_root / ".locks", config.cluster.name, pool, run.path.name):
-        xlog = ExecutionLog(out_dir / "execution_log.jsonl", pool, plan.digest)
-        marker = out_dir / CANCEL_MARKER
-        if marker.exists():
-            if not resume_cancelled:
-                raise ExecutionCancelled(f"{pool}: this run's execution was cancelled "
-                                         f"({read_json(marker).get('requested_at')}); to execute it anyway, "
-                                         "pass --resume-cancelled (CLI) or resume_cancelled (DAG param)")
-            marker.unlink()
-            xlog.append("cancel_cleared", detail="execution resumed after a cancel")
-        rate = throttle_bytes_per_s or config.execution.throttle_bytes_per_s
-        throttle = throttle_for(plan.moves, rate) if rate else Throttle(None)
-        result = _PoolExecution(config, cluster, pool, plan, xlog, throttle, marker, sleep, clock).run()
+    xlog = ExecutionLog(out_dir / "execution_log.jsonl", pool, plan.digest)
+    marker = out_dir / CANCEL_MARKER
+    if marker.exists():
+        if not resume_cancelled:
+            raise ExecutionCancelled(f"{pool}: this run's execution was cancelled "
+                                     f"({read_json(marker).get('requested_at')}); to execute it anyway, "
+                                     "pass --resume-cancelled (CLI) or resume_cancelled (DAG param)")
+        marker.unlink()
+        xlog.append("cancel_cleared", detail="execution resumed after a cancel")
+    rate = throttle_bytes_per_s or config.execution.throttle_bytes_per_s
+    throttle = throttle_for(plan.moves, rate) if rate else Throttle(None)
+    result = _PoolExecution(config, cluster, pool, plan, xlog, throttle, marker, sleep, clock).run()
     write_json(out_dir / "result.json", result)
     log.info("%s: %d of %d moves complete, %d skipped", pool, result["completed"], len(plan.moves),
              len(result["skipped"]))
@@ -450,14 +477,36 @@ def cancel_pool(config: RebalancerConfig, cluster: Cluster, run: RunFolder, pool
                 xlog.append("cancelled", key, old=list(by_key[key].old), new=list(by_key[key].new))
             cancelled.add(key)
         sleep(config.execution.poll_interval_s)
-    # Whatever rate was used (config or a DAG param), these are the configs an execution of the plan sets.
-    clear_throttle(cluster, throttle_for(plan.moves, None), xlog, raise_errors=True)
+    reordered = _restore_replica_order(cluster, [by_key[k] for k in sorted(cancelled)], xlog,
+                                       config.execution.poll_interval_s, deadline, sleep, clock)
+    # Whatever rate was used (config or a DAG param), these are the configs an execution of the plan sets. A
+    # broker that is down cannot have its config changed: the cancel still stands, the result says so.
+    cleared = clear_throttle(cluster, throttle_for(plan.moves, None), xlog, raise_errors=False)
     result = {"pool": pool, "plan_hash": plan.digest, "cancelled": _names(cancelled),
-              "refused": {f"{t}-{p}": e for (t, p), e in refused.items()}, "still_in_progress": _names(ours)}
+              "refused": {f"{t}-{p}": e for (t, p), e in refused.items()}, "still_in_progress": _names(ours),
+              "order_restored": reordered, "throttles_cleared": cleared}
     xlog.append("cancel_finished", cancelled=len(cancelled), still_in_progress=result["still_in_progress"])
     write_json(out_dir / "cancel.json", result)
-    log.info("%s: cancelled %d reassignment(s); throttles cleared", pool, len(cancelled))
+    log.info("%s: cancelled %d reassignment(s); throttles %s", pool, len(cancelled),
+             "cleared" if cleared else "NOT all cleared (see the log above)")
     return result
+
+
+def _restore_replica_order(cluster: Cluster, moves: list[PartitionMove], xlog: ExecutionLog, poll_s: float,
+                           deadline: float, sleep: Callable[[float], None], clock: Callable[[], float]) -> list[str]:
+    """A cancelled reassignment leaves the original replica set in the reassignment's order, so the preferred
+    leader may have changed; put the original order back (a leadership-only change, nothing is copied)."""
+    current = _describe(cluster, [m.key for m in moves])
+    reorder = {m.key: list(m.old) for m in moves if (info := current.get(m.key)) is not None
+               and tuple(info.replicas) != m.old and set(info.replicas) == set(m.old)}
+    if not reorder:
+        return []
+    cluster.alter_reassignments(reorder)
+    while set(cluster.list_reassignments()) & set(reorder) and clock() < deadline:
+        sleep(poll_s)
+    cluster.elect_preferred_leaders(list(reorder))
+    xlog.append("order_restored", partitions=_names(reorder))
+    return _names(reorder)
 
 
 def _describe(cluster: Cluster, keys: Iterable[Key]) -> dict[Key, PartitionInfo]:
@@ -503,12 +552,14 @@ def run_execute(config: RebalancerConfig, connection: Any, run: RunFolder, pool:
     """Execute (or dry-run) one pool against the cluster behind `connection` (a KafkaConnection)."""
     from kafka_rebalancer.kafka_admin import ClusterAdmin
 
-    with ClusterAdmin(connection) as admin:
-        admin.check_reachable()
-        if dry_run:
+    if dry_run:
+        with ClusterAdmin(connection) as admin:
+            admin.check_reachable()
             return dry_run_pool(config, admin, run, pool)
-        return execute_pool(config, admin, run, pool, throttle_bytes_per_s=throttle_bytes_per_s,
-                            resume_cancelled=resume_cancelled)
+    with _pool_lock(config, run, pool), ClusterAdmin(connection) as admin:  # the lock before any cluster call
+        admin.check_reachable()
+        return _execute_locked(config, admin, run, pool, throttle_bytes_per_s, resume_cancelled, time.sleep,
+                               time.monotonic)
 
 
 def run_cancel(config: RebalancerConfig, connection: Any, run: RunFolder, pool: str) -> dict[str, Any]:

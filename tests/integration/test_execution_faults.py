@@ -1,0 +1,309 @@
+"""The executor under faults, on the session's real local Kafka cluster (DESIGN §7, issue 4).
+
+Each test gets a fresh topic with data and a validated plan that moves a replica of every partition (written
+by hand so the moves are known exactly; the snapshot is real). A low replication throttle keeps the moves in
+flight for seconds, long enough to kill the executor, stop a broker or start a second run in the middle.
+Afterwards the cluster is left with no reassignment in progress and no throttle config.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+from kafka_rebalancer.config import RebalancerConfig, load_config
+from kafka_rebalancer.execute.executor import run_execute
+from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
+from kafka_rebalancer.run_folder import RunFolder
+from kafka_rebalancer.snapshot import take_snapshot
+from tests.helpers import REPO, write_validated_plan
+from tests.integration.conftest import delete_topics, demo_config
+from tools.demo_workload import TopicSpec, create_topics, produce
+
+pytestmark = [pytest.mark.kafka]
+
+BROKERS = [1, 2, 3, 4, 5, 6]
+PARTITIONS = 4
+THROTTLE = 400 * 1024  # bytes/s per broker: a 1.5 MiB partition takes a few seconds to copy
+
+
+@dataclass
+class Scenario:
+    bootstrap: str
+    config_path: Path
+    config: RebalancerConfig
+    run: RunFolder
+    topic: str
+    moves: list[tuple[str, int, list[int], list[int]]]
+
+    def execute_cmd(self, *extra: str, run: RunFolder | None = None, bootstrap: str | None = None) -> list[str]:
+        return [sys.executable, "-m", "kafka_rebalancer.cli", "execute", "--config", str(self.config_path),
+                "--run-id", (run or self.run).path.name, "--pool", "all", "--apply",
+                "--bootstrap-servers", bootstrap or self.bootstrap, "--throttle-bytes-per-s", str(THROTTLE), *extra]
+
+    def log_actions(self, run: RunFolder | None = None) -> list[dict[str, Any]]:
+        path = (run or self.run).stage_path("execute/all") / "execution_log.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    def wait_for_action(self, action: str, executor: subprocess.Popen, timeout_s: float = 60.0) -> None:
+        def seen() -> bool:
+            if executor.poll() is not None:
+                raise AssertionError(f"the executor ended (exit {executor.returncode}) before '{action}': "
+                                     f"{executor.stderr.read()[-3000:] if executor.stderr else ''}")
+            return any(e["action"] == action for e in self.log_actions())
+
+        wait_until(seen, timeout_s, f"'{action}' in the execution log")
+
+    def replicas(self) -> dict[int, list[int]]:
+        with ClusterAdmin(KafkaConnection(self.bootstrap)) as admin:
+            return {p.partition: p.replicas for p in admin.describe_partitions([self.topic])}
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
+        time.sleep(0.2)
+
+
+def assert_clean(bootstrap: str, topic: str) -> None:
+    """No reassignment in progress, no throttle config on any broker or on the topic."""
+    with ClusterAdmin(KafkaConnection(bootstrap)) as admin:
+        assert admin.list_reassignments() == {}
+        assert admin.throttle_configs(BROKERS, [topic]) == {}
+
+
+def reset_cluster(bootstrap: str, topic: str) -> None:
+    """Whatever a failed test left: reassignments cancelled, throttles removed, the topic deleted."""
+    with ClusterAdmin(KafkaConnection(bootstrap)) as admin:
+        ongoing = admin.list_reassignments()
+        if ongoing:
+            admin.alter_reassignments({k: None for k in ongoing})
+        admin.alter_throttles({b: None for b in BROKERS}, {})
+    delete_topics(bootstrap, [topic])
+
+
+@pytest.fixture
+def scenario(kafka_cluster: Any, tmp_path: Path) -> Iterator[Scenario]:
+    bootstrap = kafka_cluster.load().bootstrap_servers
+    topic = f"fault-{uuid.uuid4().hex[:8]}"
+    # Partition p sits on three consecutive brokers; the plan swaps its last replica for the next broker and
+    # makes the second one the preferred leader, so every move copies data and changes the leader.
+    assignment = [[BROKERS[(p + i) % 6] for i in range(3)] for p in range(PARTITIONS)]
+    create_topics(bootstrap, [TopicSpec(topic, assignment, [1536] * PARTITIONS)])
+    _set_min_isr(bootstrap, topic)
+    produce(bootstrap, [TopicSpec(topic, assignment, [1536] * PARTITIONS)])
+    cluster = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())["cluster"] | {"request_timeout_s": 10}
+    config_path = demo_config(tmp_path, cluster=cluster, pools={"all": {"brokers": BROKERS}},
+                              topic_pools=[{"topics": "*", "pool": "all"}],
+                              execution={"max_moves_per_broker": 5, "poll_interval_s": 0.5, "move_timeout_s": 30,
+                                         "urp_wait_timeout_s": 60})
+    config = load_config(config_path)
+    run = RunFolder(config.run_dir(f"faults-{topic}"))
+    manifest = take_snapshot(config, KafkaConnection(bootstrap), run)
+    moves = [(topic, p, old, [old[1], old[0], BROKERS[(p + 3) % 6]]) for p, old in enumerate(assignment)]
+    write_validated_plan(run, config, manifest["content_hash"], moves)
+    try:
+        yield Scenario(bootstrap, config_path, config, run, topic, moves)
+    finally:
+        reset_cluster(bootstrap, topic)
+
+
+def _set_min_isr(bootstrap: str, topic: str) -> None:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ResourceType
+
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("min.insync.replicas", "2", incremental_operation=AlterConfigOpType.SET)])
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the futures are done
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result()
+
+
+def started_per_partition(actions: list[dict[str, Any]]) -> Counter:
+    return Counter(e["partition"] for e in actions if e["action"] == "started")
+
+
+def test_killed_executor_is_rerun_to_completion_without_repeats_or_leftovers(scenario: Scenario) -> None:
+    first = subprocess.Popen(scenario.execute_cmd(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        scenario.wait_for_action("started", first)
+        time.sleep(1.0)
+        assert first.poll() is None, f"the executor ended before it could be killed: {first.stderr.read()[-2000:]}"
+        first.kill()
+    finally:
+        first.wait(30)
+    with ClusterAdmin(KafkaConnection(scenario.bootstrap)) as admin:  # what a crash leaves behind
+        assert admin.list_reassignments() and admin.throttle_configs(BROKERS, [scenario.topic])
+
+    rerun = subprocess.run(scenario.execute_cmd(), capture_output=True, text=True, timeout=240)
+    assert rerun.returncode == 0, rerun.stderr[-4000:]
+    assert scenario.replicas() == {p: new for _, p, _, new in scenario.moves}
+    assert_clean(scenario.bootstrap, scenario.topic)
+    actions = scenario.log_actions()
+    assert set(started_per_partition(actions).values()) == {1}  # no move issued twice
+    adopted = [e for e in actions if e["action"] == "execute_started"][-1]["adopted"]
+    assert adopted, "the rerun should have adopted the reassignments the killed run left in flight"
+
+
+def test_stopped_target_broker_fails_the_run_naming_the_stuck_moves_then_cancel_and_rerun(
+        scenario: Scenario, kafka_cluster: Any) -> None:
+    # Broker 4 is the one new replica of partition 0; partitions 2 and 3 keep a replica on it and gain one
+    # elsewhere, so Kafka can finish those reassignments without it (but not get 4 back into their ISR).
+    stopped = 4
+    execution = subprocess.Popen(scenario.execute_cmd(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 text=True)
+    try:
+        wait_until(lambda: len(started_per_partition(scenario.log_actions())) == PARTITIONS, 60, "all moves started")
+        kafka_cluster.stop_broker(stopped, hard=True)
+        started = time.monotonic()
+        _, stderr = execution.communicate(timeout=180)
+    finally:
+        execution.kill()
+    try:
+        assert execution.returncode == 2, stderr[-3000:]
+        assert time.monotonic() - started < 30 + 60  # the move timeout, plus clearing what can be cleared
+        stuck = next(e["stuck"] for e in scenario.log_actions() if e["action"] == "timeout")
+        assert f"{scenario.topic}-0" in stuck and f"{scenario.topic}-1" not in stuck
+        assert "not complete after 30s" in stderr and all(name in stderr for name in stuck), stderr[-3000:]
+        live = [b for b in BROKERS if b != stopped]
+        with ClusterAdmin(KafkaConnection(scenario.bootstrap)) as admin:
+            assert admin.throttle_configs(live, [scenario.topic]) == {}
+
+        cancel = subprocess.run([sys.executable, "-m", "kafka_rebalancer.cli", "cancel", "--config",
+                                 str(scenario.config_path), "--run-id", scenario.run.path.name,
+                                 "--bootstrap-servers", scenario.bootstrap], capture_output=True, text=True,
+                                timeout=180)
+        assert cancel.returncode == 0, cancel.stderr[-3000:]
+        assert "cancelled 1 reassignment(s)" in cancel.stdout
+        replicas = scenario.replicas()
+        assert replicas[0] == scenario.moves[0][2]  # cancelled: the original replicas, in their order
+        assert all(replicas[p] == new for _, p, _, new in scenario.moves[1:])  # these Kafka had finished
+    finally:
+        kafka_cluster.start_broker(stopped)
+
+    def in_sync() -> bool:
+        with ClusterAdmin(KafkaConnection(scenario.bootstrap)) as admin:
+            return all(len(i.isr) == len(i.replicas) for i in admin.describe_partitions([scenario.topic]))
+
+    wait_until(in_sync, 120, f"broker {stopped} back in every ISR")
+    refused = subprocess.run(scenario.execute_cmd(), capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "--resume-cancelled" in refused.stderr  # a cancel is not undone silently
+    rerun = subprocess.run(scenario.execute_cmd("--resume-cancelled"), capture_output=True, text=True, timeout=240)
+    assert rerun.returncode == 0, rerun.stderr[-4000:]
+    assert scenario.replicas() == {p: new for _, p, _, new in scenario.moves}
+    assert_clean(scenario.bootstrap, scenario.topic)
+
+
+def test_partition_reassigned_by_hand_after_planning_is_skipped_as_drifted(scenario: Scenario) -> None:
+    _, p, old, _ = scenario.moves[1]
+    by_hand = [old[0], old[1], BROKERS[(p + 4) % 6]]
+    with ClusterAdmin(KafkaConnection(scenario.bootstrap)) as admin:
+        assert admin.alter_reassignments({(scenario.topic, p): by_hand}) == {}
+    wait_until(lambda: scenario.replicas()[p] == by_hand, 60, "the manual reassignment")
+    with ClusterAdmin(KafkaConnection(scenario.bootstrap)) as admin:
+        wait_until(lambda: admin.list_reassignments() == {}, 60, "the manual reassignment to finish")
+
+    result = run_execute(scenario.config, KafkaConnection(scenario.bootstrap), scenario.run, "all", dry_run=False,
+                         throttle_bytes_per_s=THROTTLE)
+    assert [(s["partition"], s["reason"].split(":")[0]) for s in result["skipped"]] == [(p, "drifted")]
+    assert result["completed"] == PARTITIONS - 1
+    expected = {q: new for _, q, _, new in scenario.moves} | {p: by_hand}  # the operator's change is kept
+    assert scenario.replicas() == expected
+    assert_clean(scenario.bootstrap, scenario.topic)
+
+
+def test_producers_and_consumers_lose_and_duplicate_nothing_during_execution(scenario: Scenario) -> None:
+    acked: list[bytes] = []
+    failed: list[str] = []
+    stop = threading.Event()
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        (failed.append(str(err)) if err is not None else acked.append(msg.value()))
+
+    def produce_until_stopped() -> None:
+        producer = Producer({"bootstrap.servers": scenario.bootstrap, "acks": "all", "enable.idempotence": True,
+                             "linger.ms": 5, "log_level": 3})
+        n = 0
+        while not stop.is_set():
+            producer.produce(scenario.topic, value=f"live-{n:07d}".encode(), on_delivery=on_delivery)
+            producer.poll(0)
+            n += 1
+            time.sleep(0.002)
+        producer.flush(60)
+
+    consumed: list[bytes] = []
+
+    def consume_everything(deadline: list[float]) -> None:
+        from confluent_kafka import TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": scenario.bootstrap, "group.id": f"faults-{uuid.uuid4().hex}",
+                             "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        consumer.assign([TopicPartition(scenario.topic, p, 0) for p in range(PARTITIONS)])
+        try:
+            while time.monotonic() < deadline[0]:
+                for msg in consumer.consume(500, timeout=0.5):
+                    if msg.error() is None and msg.value().startswith(b"live-"):
+                        consumed.append(msg.value())
+                if stop.is_set() and not producer_thread.is_alive() and set(acked) <= set(consumed):
+                    return
+        finally:
+            consumer.close()
+
+    deadline = [time.monotonic() + 600]
+    producer_thread = threading.Thread(target=produce_until_stopped)
+    consumer_thread = threading.Thread(target=consume_everything, args=(deadline,))
+    producer_thread.start()
+    consumer_thread.start()
+    try:
+        time.sleep(1.0)
+        result = run_execute(scenario.config, KafkaConnection(scenario.bootstrap), scenario.run, "all",
+                             dry_run=False, throttle_bytes_per_s=THROTTLE)
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        producer_thread.join(90)
+        deadline[0] = min(deadline[0], time.monotonic() + 60)
+        consumer_thread.join(90)
+    assert result["completed"] == PARTITIONS and result["skipped"] == []
+    assert failed == [] and len(acked) > 1000
+    duplicates = [value for value, count in Counter(consumed).items() if count > 1]
+    assert duplicates == []
+    assert set(acked) - set(consumed) == set(), "acknowledged messages were not consumed"
+    assert scenario.replicas() == {p: new for _, p, _, new in scenario.moves}
+    assert_clean(scenario.bootstrap, scenario.topic)
+
+
+def test_second_run_at_once_refuses_before_touching_the_cluster(scenario: Scenario) -> None:
+    other = RunFolder(scenario.run.path.parent / f"{scenario.run.path.name}-again")
+    shutil.copytree(scenario.run.path, other.path)
+    first = subprocess.Popen(scenario.execute_cmd(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        scenario.wait_for_action("started", first)
+        # An address nothing listens on: had the second run contacted the cluster, it would fail differently.
+        second = subprocess.run(scenario.execute_cmd(run=other, bootstrap="127.0.0.1:1"), capture_output=True,
+                                text=True, timeout=60)
+        assert second.returncode == 2
+        assert "refusing to start: another execution for pool 'all'" in second.stderr, second.stderr[-2000:]
+        assert scenario.log_actions(other) == []
+        _, stderr = first.communicate(timeout=240)
+    finally:
+        first.kill()
+    assert first.returncode == 0, stderr[-3000:]
+    assert scenario.replicas() == {p: new for _, p, _, new in scenario.moves}
+    assert_clean(scenario.bootstrap, scenario.topic)
