@@ -9,7 +9,9 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 .DEFAULT_GOAL := help
-.PHONY: help venv kafka-jars demo test test-unit lint cluster-up cluster-down cluster-status clean distclean
+.PHONY: help venv kafka-jars demo test test-unit lint bench cluster-up cluster-down cluster-status spark-up spark-down \
+	clean distclean
+PACKAGE_ZIP := dist/kafka_rebalancer.zip
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -23,13 +25,16 @@ $(STAMP): requirements.txt pyproject.toml
 
 venv: $(STAMP) ## create .venv with the pinned dependencies (once)
 
+$(PACKAGE_ZIP): $(STAMP) $(shell find src -name '*.py')
+	$(PY) -m tools.package_zip $@
+
 kafka-jars: $(STAMP) ## fetch the Apache Kafka broker jars from Maven Central (once)
 	$(PY) -m tools.local_kafka fetch
 
-demo: $(STAMP) kafka-jars ## local cluster + skewed workload + one nightly DAG run that plans and executes
+demo: $(STAMP) $(PACKAGE_ZIP) kafka-jars ## local cluster + skewed workload + one nightly DAG run that plans and executes
 	$(PY) -m tools.demo
 
-test: $(STAMP) kafka-jars ## the whole test suite (starts and stops its own local Kafka cluster)
+test: $(STAMP) $(PACKAGE_ZIP) kafka-jars ## the whole test suite (starts and stops its own local Kafka cluster)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
 
@@ -38,6 +43,9 @@ test-unit: $(STAMP) ## only the tests that need neither Kafka nor Airflow
 
 lint: $(STAMP) ## ruff
 	$(VENV)/bin/ruff check .
+
+bench: $(STAMP) ## plan synthetic clusters at three scales; writes bench/results.json and BENCHMARKS.md
+	$(PY) -m bench.run
 
 cluster-up: $(STAMP) kafka-jars ## start the local demo cluster and leave it running
 	$(PY) -m tools.local_kafka start --name demo
@@ -48,9 +56,16 @@ cluster-down: $(STAMP) ## stop the local demo cluster
 cluster-status: $(STAMP) ## show the local demo cluster's processes
 	$(PY) -m tools.local_kafka status --name demo
 
+spark-up: $(STAMP) ## start a local Spark standalone cluster (master + 2 workers) and leave it running
+	$(PY) -m tools.local_spark start --name demo
+
+spark-down: $(STAMP) ## stop the local Spark standalone cluster
+	$(PY) -m tools.local_spark stop --name demo
+
 clean: ## remove run folders and local cluster/Airflow state (keeps .venv and jars)
 	-$(PY) -m tools.local_kafka stop --name demo 2>/dev/null
-	rm -rf .state runs
+	-$(PY) -m tools.local_spark stop --name demo 2>/dev/null
+	rm -rf .state runs dist
 
 distclean: clean ## also remove .venv and the jar cache
 	rm -rf $(VENV) .cache

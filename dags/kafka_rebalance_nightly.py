@@ -20,6 +20,7 @@ from airflow.sdk import DAG, Param, get_current_context, task
 REPO = Path(__file__).resolve().parents[1]
 PLAN_JOB = REPO / "spark" / "jobs" / "plan_job.py"
 SPARK_LOG_CONFIG = REPO / "spark" / "conf" / "log4j2.properties"
+PACKAGE_ZIP = REPO / "dist" / "kafka_rebalancer.zip"  # built by make (tools/package_zip.py), for the workers
 SPARK_CONNECTION = "spark_rebalancer"  # master URL: local[2] for the demo, spark://host:7077 for a cluster
 PYTHON = os.environ.get("PYSPARK_PYTHON", sys.executable)
 
@@ -56,9 +57,10 @@ with DAG(
         application=str(PLAN_JOB),
         application_args=["--config", "{{ params.config_path }}",
                           "--run-dir", "{{ ti.xcom_pull(task_ids='snapshot') }}"],
+        py_files=str(PACKAGE_ZIP),
         env_vars={"PYSPARK_PYTHON": PYTHON, "PYSPARK_DRIVER_PYTHON": PYTHON},
         conf={"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={SPARK_LOG_CONFIG}",
-              "spark.ui.showConsoleProgress": "false"},
+              "spark.pyspark.python": PYTHON, "spark.ui.showConsoleProgress": "false"},
         name="kafka-rebalancer-plan",
         retries=1,
     )
