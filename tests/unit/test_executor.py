@@ -378,3 +378,42 @@ def test_a_failed_status_read_is_retried_at_the_next_poll(config_factory: Callab
     sleep, clock = no_sleep()
     assert execute_pool(config, cluster, run, "a", sleep=sleep, clock=clock)["completed"] == 4
     assert ("read_failed", (None, None)) in actions(run)
+
+
+def test_metadata_lagging_behind_the_controller_is_not_taken_for_drift(
+        config_factory: Callable[..., Any], tmp_path: Path) -> None:
+    config = config_factory(CONFIG)
+    run = prepared_run(config, tmp_path, moves=MOVES[:1])  # t-0: [1, 2] -> [3, 2]
+    cluster = FakeCluster({("t", 0): [1, 2]}, polls=1)
+    described = cluster.describe_partitions
+    stale = {"left": 2}
+
+    def lagging(topics: Iterable[str] | None = None) -> list[PartitionInfo]:
+        infos = described(topics)
+        if cluster.altered and not cluster.ongoing and stale["left"]:  # the controller is done, a broker is not
+            stale["left"] -= 1
+            return [PartitionInfo(i.topic, i.partition, [3, 2, 1], [1, 2, 3], 1) for i in infos]
+        return infos
+
+    cluster.describe_partitions = lagging  # type: ignore[method-assign]
+    sleep, clock = no_sleep()
+    result = execute_pool(config, cluster, run, "a", sleep=sleep, clock=clock)
+    assert result["completed"] == 1 and result["skipped"] == []
+
+
+def test_a_changed_partition_is_skipped_only_when_two_polls_agree(
+        config_factory: Callable[..., Any], tmp_path: Path) -> None:
+    config = config_factory(CONFIG)
+    run = prepared_run(config, tmp_path, moves=MOVES[:1])
+    cluster = FakeCluster({("t", 0): [1, 2]}, polls=1)
+
+    def reassigned_by_hand(c: FakeCluster) -> None:
+        if c.ongoing:
+            c.ongoing.clear()
+            c.replicas[("t", 0)] = [4, 2]
+
+    cluster.on_list = reassigned_by_hand
+    sleep, clock = no_sleep()
+    result = execute_pool(config, cluster, run, "a", sleep=sleep, clock=clock)
+    assert result["skipped"] == [{"topic": "t", "partition": 0, "reason": "drifted while moving"}]
+    assert [a for a, _ in actions(run)].count("skipped") == 1

@@ -218,6 +218,7 @@ class _PoolExecution:
         self.order = config.execution.order
         self.started_at = clock()
         self.urp_since: float | None = None
+        self.unexpected: dict[Key, tuple[int, ...] | None] = {}  # in-flight partitions in a state seen once
         self.completed_now: list[Key] = []
 
     def run(self) -> dict[str, Any]:
@@ -292,23 +293,34 @@ class _PoolExecution:
         for key in list(in_flight):
             move, info = self.by_key[key], current.get(key)
             if key in ongoing:
+                self.unexpected.pop(key, None)
                 continue
-            if info is not None and tuple(info.replicas) == move.new and set(move.new) <= set(info.isr):
+            replicas = tuple(info.replicas) if info is not None else None
+            if replicas == move.new and info is not None and set(move.new) <= set(info.isr):
                 self.xlog.append("completed", key, replicas=list(move.new), isr=info.isr)
                 self.completed_now.append(key)
                 self.progress.done(move)
                 del in_flight[key]
-            elif info is not None and tuple(info.replicas) == move.old:
-                # Ended without reaching the target (cancelled by someone): try again from the start.
-                self.xlog.append("restart", key, detail="reassignment ended with the old replicas")
+            elif replicas == move.new or (replicas is not None and set(move.new) < set(replicas)
+                                          and set(replicas) <= set(move.old) | set(move.new)):
+                continue  # target replicas not all in the ISR yet, or the metadata not caught up with the controller
+            elif self._seen_twice(key, replicas):
+                # Broker metadata can lag the controller's reassignment list by a moment: act on a state only
+                # when the next poll shows it again.
                 del in_flight[key]
-                pending.insert(0, move)
-            elif info is not None and tuple(info.replicas) == move.new:
-                continue  # target replicas not all in the ISR yet
-            else:
-                replicas = info.replicas if info else None
-                self.xlog.append("skipped", key, reason="drifted while moving", current=replicas)
-                del in_flight[key]
+                if replicas == move.old:  # ended without reaching the target (cancelled by someone): start over
+                    self.xlog.append("restart", key, detail="reassignment ended with the old replicas")
+                    pending.insert(0, move)
+                else:
+                    self.xlog.append("skipped", key, reason="drifted while moving",
+                                     current=list(replicas) if replicas is not None else None)
+
+    def _seen_twice(self, key: Key, replicas: tuple[int, ...] | None) -> bool:
+        if self.unexpected.get(key, ()) == replicas:
+            del self.unexpected[key]
+            return True
+        self.unexpected[key] = replicas
+        return False
 
     def _read_failed(self, exc: Exception) -> None:
         self.xlog.append("read_failed", error=str(exc))
