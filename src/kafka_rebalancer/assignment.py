@@ -10,7 +10,7 @@ replicas with the KRaft controller's ReplicaPlacer instead; this is the classic 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Protocol
 
 
@@ -84,27 +84,28 @@ def assign_replicas_to_brokers(brokers: list[int], n_partitions: int, replicatio
                        rng or random.Random())
 
 
-def _start(n: int, fixed_start_index: int, start_partition_id: int, rng: RandomSource) -> tuple[int, int, int]:
+def _walk(n: int, n_partitions: int, fixed_start_index: int, start_partition_id: int,
+          rng: RandomSource) -> Iterator[tuple[int, int, int]]:
+    """Kafka's walk over the partitions, shared by both placements: (partition id, index of its first replica,
+    the shift for the others), the shift growing by one after every n partitions."""
     start_index = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
     current_partition_id = max(0, start_partition_id)
     next_replica_shift = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
-    return start_index, current_partition_id, next_replica_shift
+    for _ in range(n_partitions):
+        if current_partition_id > 0 and current_partition_id % n == 0:
+            next_replica_shift += 1
+        yield current_partition_id, (current_partition_id + start_index) % n, next_replica_shift
+        current_partition_id += 1
 
 
 def _rack_unaware(n_partitions: int, replication_factor: int, broker_list: Sequence[int], fixed_start_index: int,
                   start_partition_id: int, rng: RandomSource) -> dict[int, list[int]]:
     n = len(broker_list)
-    start_index, current_partition_id, next_replica_shift = _start(n, fixed_start_index, start_partition_id, rng)
     ret: dict[int, list[int]] = {}
-    for _ in range(n_partitions):
-        if current_partition_id > 0 and current_partition_id % n == 0:
-            next_replica_shift += 1
-        first_replica_index = (current_partition_id + start_index) % n
-        replicas = [broker_list[first_replica_index]]
-        for j in range(replication_factor - 1):
-            replicas.append(broker_list[_replica_index(first_replica_index, next_replica_shift, j, n)])
-        ret[current_partition_id] = replicas
-        current_partition_id += 1
+    for partition_id, first_replica_index, shift in _walk(n, n_partitions, fixed_start_index, start_partition_id,
+                                                          rng):
+        ret[partition_id] = [broker_list[first_replica_index]] + [
+            broker_list[_replica_index(first_replica_index, shift, j, n)] for j in range(replication_factor - 1)]
     return ret
 
 
@@ -113,12 +114,9 @@ def _rack_aware(n_partitions: int, replication_factor: int, rack_of: Mapping[int
     num_racks = len(set(rack_of.values()))
     arranged = rack_alternated_broker_list(rack_of)
     n = len(arranged)
-    start_index, current_partition_id, next_replica_shift = _start(n, fixed_start_index, start_partition_id, rng)
     ret: dict[int, list[int]] = {}
-    for _ in range(n_partitions):
-        if current_partition_id > 0 and current_partition_id % n == 0:
-            next_replica_shift += 1
-        first_replica_index = (current_partition_id + start_index) % n
+    for partition_id, first_replica_index, next_replica_shift in _walk(n, n_partitions, fixed_start_index,
+                                                                       start_partition_id, rng):
         leader = arranged[first_replica_index]
         replicas = [leader]
         racks_with_replicas = {rack_of[leader]}
@@ -137,6 +135,5 @@ def _rack_aware(n_partitions: int, replication_factor: int, rack_of: Mapping[int
                     racks_with_replicas.add(rack)
                     brokers_with_replicas.add(broker)
                     break
-        ret[current_partition_id] = replicas
-        current_partition_id += 1
+        ret[partition_id] = replicas
     return ret
