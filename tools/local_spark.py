@@ -20,11 +20,12 @@ from pathlib import Path
 
 import pyspark
 
-from tools.local_kafka import _pid_alive, free_ports
+from tools.local_kafka import free_ports
 
 REPO = Path(__file__).resolve().parents[1]
 STATE_ROOT = REPO / ".state" / "spark"
 SPARK_HOME = Path(pyspark.__file__).parent
+MARKER = "org.apache.spark.deploy"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 
@@ -39,6 +40,18 @@ class SparkClusterState:
     @property
     def master_url(self) -> str:
         return f"spark://127.0.0.1:{self.master_port}"
+
+
+def _running(pid: int) -> bool:
+    """True while pid is a live (not zombie) process of ours. spark-class execs java, and while it does the
+    process's command line reads empty for a moment: that counts as ours, a different command line does not
+    (a recycled pid)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, IndexError):
+        return False
+    return state != "Z" and (not cmdline or MARKER.encode() in cmdline)
 
 
 class LocalSparkCluster:
@@ -82,7 +95,7 @@ class LocalSparkCluster:
             if self.alive_workers(state) == self.workers:
                 return state
             for role, pid in pids.items():
-                if not _pid_alive(pid, "org.apache.spark.deploy"):
+                if not _running(pid):
                     log = (self.dir / f"{role}.log").read_text()[-3000:]
                     self.stop(quiet=True)
                     raise RuntimeError(f"Spark {role} exited during start:\n{log}")
@@ -103,14 +116,14 @@ class LocalSparkCluster:
         state = self.load()
         if state is None:
             return
-        running = {role: pid for role, pid in state.pids.items() if _pid_alive(pid, "org.apache.spark.deploy")}
+        running = {role: pid for role, pid in state.pids.items() if _running(pid)}
         for pid in running.values():
             os.killpg(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
         for pid in running.values():
-            while _pid_alive(pid, "org.apache.spark.deploy") and time.monotonic() < deadline:
+            while _running(pid) and time.monotonic() < deadline:
                 time.sleep(0.2)
-            if _pid_alive(pid, "org.apache.spark.deploy"):
+            if _running(pid):
                 os.killpg(pid, signal.SIGKILL)
         self.state_file.unlink()
         if not quiet:
