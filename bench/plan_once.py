@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 from kafka_rebalancer.config import load_config
 from kafka_rebalancer.plan.job import run_plan
 from kafka_rebalancer.run_folder import RunFolder
+from kafka_rebalancer.spark_settings import plan_spark_conf
 
 
 def main() -> int:
@@ -27,7 +28,7 @@ def main() -> int:
     started = time.monotonic()
     spark = (SparkSession.builder.master("local[2]").appName("kafka-rebalancer-bench")
              .config("spark.driver.memory", args.driver_memory).config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "8").getOrCreate())
+             .config(map=plan_spark_conf()).getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     session_s = time.monotonic() - started
     config = load_config(args.config)

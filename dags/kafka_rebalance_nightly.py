@@ -17,6 +17,8 @@ import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Param, get_current_context, task
 
+from kafka_rebalancer.spark_settings import plan_spark_conf
+
 REPO = Path(__file__).resolve().parents[1]
 PLAN_JOB = REPO / "spark" / "jobs" / "plan_job.py"
 SPARK_LOG_CONFIG = REPO / "spark" / "conf" / "log4j2.properties"
@@ -59,7 +61,7 @@ with DAG(
                           "--run-dir", "{{ ti.xcom_pull(task_ids='snapshot') }}"],
         py_files=str(PACKAGE_ZIP),
         env_vars={"PYSPARK_PYTHON": PYTHON, "PYSPARK_DRIVER_PYTHON": PYTHON},
-        conf={"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={SPARK_LOG_CONFIG}",
+        conf={**plan_spark_conf(f"-Dlog4j2.configurationFile={SPARK_LOG_CONFIG}"),
               "spark.pyspark.python": PYTHON, "spark.ui.showConsoleProgress": "false"},
         name="kafka-rebalancer-plan",
         retries=1,

@@ -22,11 +22,13 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 def spark() -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
+    from kafka_rebalancer.spark_settings import plan_spark_conf
+
+    log_config = REPO / "spark" / "conf" / "log4j2.properties"
     session = (SparkSession.builder.master("local[2]").appName("kafka-rebalancer-tests")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4")
-               .config("spark.driver.extraJavaOptions",
-                       f"-Dlog4j2.configurationFile={REPO / 'spark' / 'conf' / 'log4j2.properties'}")
-               .getOrCreate())
+               .config("spark.ui.enabled", "false")
+               .config(map=plan_spark_conf(f"-Dlog4j2.configurationFile={log_config}"))
+               .config("spark.sql.shuffle.partitions", "4").getOrCreate())
     yield session
     session.stop()
 

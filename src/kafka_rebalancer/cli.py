@@ -67,8 +67,12 @@ def _spark(master: str) -> SparkSession:
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    return (SparkSession.builder.master(master).appName("kafka-rebalancer-plan")
-            .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "8").getOrCreate())
+    from kafka_rebalancer.spark_settings import plan_spark_conf
+
+    builder = SparkSession.builder.master(master).appName("kafka-rebalancer-plan").config("spark.ui.enabled", "false")
+    for key, value in plan_spark_conf().items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
 
 
 def main(argv: list[str] | None = None) -> int:

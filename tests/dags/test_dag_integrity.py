@@ -19,15 +19,18 @@ PROBE = textwrap.dedent("""
     import json, sys
     sys.path[:0] = [{dags!r}, {plugins!r}]
     import kafka_rebalance_nightly as module
-    heavy = [n for n in ("pyspark", "pandas", "numpy", "great_expectations", "kafka_rebalancer", "confluent_kafka",
-                         "kafka", "pyarrow") if n in sys.modules]
+    heavy = [n for n in ("pyspark", "pandas", "numpy", "great_expectations", "confluent_kafka", "kafka", "pyarrow")
+             if n in sys.modules]
+    # The plan job's Spark settings are the one light module of the package a DAG reads at parse time.
+    heavy += [n for n in sys.modules if n.startswith("kafka_rebalancer.") and n != "kafka_rebalancer.spark_settings"]
     from airflow.dag_processing.dagbag import DagBag
     bag = DagBag(dag_folder={dags!r})
     dag = bag.dags["kafka_rebalance_nightly"]
     tasks = {{t.task_id: {{"type": type(t).__name__, "retries": t.retries,
                            "downstream": sorted(t.downstream_task_ids),
                            "map_index_template": getattr(t, "map_index_template", None),
-                           "conn_id": getattr(t, "_conn_id", None)}} for t in dag.tasks}}
+                           "conn_id": getattr(t, "_conn_id", None),
+                           "spark_conf": getattr(t, "conf", None)}} for t in dag.tasks}}
     from kafka_rebalancer_airflow import KafkaClusterHook, dry_run_for
     connection = KafkaClusterHook("kafka_probe").get_conn()
     class Run:
@@ -67,6 +70,7 @@ def test_no_heavy_imports_at_the_top_of_dag_files(facts: dict) -> None:
     assert facts["heavy"] == []
     for dag_file in (REPO / "dags").glob("*.py"):
         top = [line for line in dag_file.read_text().splitlines() if line.startswith(("import ", "from "))]
+        top = [line for line in top if line != "from kafka_rebalancer.spark_settings import plan_spark_conf"]
         assert not any(name in line for line in top for name in ("pyspark", "pandas", "great_expectations",
                                                                   "kafka_rebalancer", "confluent_kafka"))
 
@@ -104,6 +108,15 @@ def test_manual_runs_are_dry_runs_unless_asked(facts: dict) -> None:
 
 def test_kafka_connection_from_an_airflow_connection(facts: dict) -> None:
     assert facts["connection"] == ["k1:9092,k2:9092", {"security.protocol": "SASL_SSL"}]
+
+
+def test_plan_task_runs_with_the_plan_jobs_spark_settings(facts: dict) -> None:
+    from kafka_rebalancer.spark_settings import PLAN_JVM_OPTIONS, plan_spark_conf
+
+    conf = facts["tasks"]["plan"]["spark_conf"]
+    for key, value in plan_spark_conf().items():
+        assert PLAN_JVM_OPTIONS in conf[key] if key.endswith("extraJavaOptions") else conf[key] == value
+    assert "-Dlog4j2.configurationFile=" in conf["spark.driver.extraJavaOptions"]
 
 
 def test_plan_job_file_exists_where_the_dag_points() -> None:

@@ -6,6 +6,7 @@ selection, which is sequential within a pool, runs per pool in parallel with `gr
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,24 +52,24 @@ def planner_replicas(replicas: DataFrame, partitions: DataFrame, brokers: DataFr
     `must_move` and `plan_pool` (the pool whose planner decides: the topic's, or the broker's for a skipped
     partition) follow.
 
-    No shuffle: a partition's flags come from its replica list and the (small) broker table, as maps; the
-    replicas then meet their partition in a broadcast join.
+    No shuffle: a partition's flags are set operations on its replica list against the (small) sets of dead,
+    excluded and pool brokers, compiled by Spark (a lambda over the list per partition runs interpreted and cost
+    twice as much); the replicas then meet their partition and their broker in broadcast joins. Every broker a
+    replica names is in `brokers` (the snapshot lists them, alive or not).
     """
     rows = brokers.select("broker_id", "broker_pool", "alive", "excluded").collect()
-    as_map = lambda value: F.create_map(*[x for r in rows for x in (F.lit(r["broker_id"]), F.lit(value(r)))])  # noqa: E731
-    alive, excluded, pool = (as_map(lambda r: bool(r["alive"])), as_map(lambda r: bool(r["excluded"])),
-                             as_map(lambda r: r["broker_pool"]))
-
-    def count(pred: Any) -> Column:
-        return F.size(F.filter("replicas", pred))
-
-    is_alive = lambda b: F.coalesce(alive[b], F.lit(False))  # noqa: E731
-    outside = lambda b: pool[b].isNull() | (pool[b] != F.col("topic_pool"))  # noqa: E731
-    p = (partitions
-         .withColumn("on_excluded", count(lambda b: F.coalesce(excluded[b], F.lit(False))))
-         .withColumn("on_dead", count(lambda b: ~is_alive(b)))
-         .withColumn("live_out_of_isr", count(lambda b: is_alive(b) & ~F.array_contains("isr", b)))
-         .withColumn("outside_pool", count(lambda b: is_alive(b) & outside(b))))
+    dead = _broker_ids(r["broker_id"] for r in rows if not r["alive"])
+    excluded = _broker_ids(r["broker_id"] for r in rows if r["excluded"])
+    pool_names = sorted({r["broker_pool"] for r in rows if r["broker_pool"] is not None})
+    pool_members = F.create_map(*[c for name in pool_names for c in (
+        F.lit(name), _broker_ids(r["broker_id"] for r in rows if r["broker_pool"] == name))])
+    live = F.array_except("replicas", dead)
+    p = partitions.select(
+        "*", F.size(F.array_intersect("replicas", excluded)).alias("on_excluded"),
+        (F.size("replicas") - F.size(live)).alias("on_dead"),
+        F.size(F.array_except(live, "isr")).alias("live_out_of_isr"),
+        F.size(F.array_except(live, F.coalesce(pool_members[F.col("topic_pool")], _broker_ids([]))))
+        .alias("outside_pool"))
     reason = (
         F.when(F.col("excluded"), F.lit("excluded topic (config exclude.topics)"))
         .when(F.col("topic_pool").isNull(), F.lit("topic matches no pool rule and there is no default_pool"))
@@ -80,20 +81,28 @@ def planner_replicas(replicas: DataFrame, partitions: DataFrame, brokers: DataFr
     )
     status = (F.when(reason.isNotNull(), "skip").when(F.col("on_dead") > 0, "drain")
               .when(F.col("outside_pool") > 0, "home").otherwise("move"))
-    facts = p.withColumn("skip_reason", reason).withColumn("status", status).select(
+    facts = p.select(
         "topic", "partition", "topic_pool", "leader", "replication_factor", "bytes_in_per_s", "bytes_out_per_s",
-        "cpu_leader_cores", "cpu_follower_cores", "skip_reason", "status", F.col("replicas").alias("members"))
+        "cpu_leader_cores", "cpu_follower_cores", reason.alias("skip_reason"), status.alias("status"),
+        F.col("replicas").alias("members"))
+    broker_facts = brokers.select("broker_id", "broker_pool", F.col("alive").alias("broker_alive"))
     r = (replicas.join(F.broadcast(facts), ["topic", "partition"])
-         .withColumn("broker_pool", pool[F.col("broker_id")])
-         .withColumn("broker_alive", F.coalesce(alive[F.col("broker_id")], F.lit(False))))
+         .join(F.broadcast(broker_facts), "broker_id", "left")
+         .withColumn("broker_alive", F.coalesce("broker_alive", F.lit(False))))
     active = F.col("status").isin("move", "home")
     dead_replica = (F.col("status") == "drain") & ~F.col("broker_alive")
     outside_pool = F.col("broker_pool").isNull() | (F.col("broker_pool") != F.col("topic_pool"))
-    return (r.withColumn("movable", active | dead_replica)
-            .withColumn("must_move", (active & outside_pool & F.col("broker_alive")) | dead_replica)
-            .withColumn("plan_pool", F.when(F.col("status") != "skip", F.col("topic_pool"))
-                        .otherwise(F.col("broker_pool")))
-            .where(F.col("plan_pool").isNotNull()))
+    return r.select(
+        *r.columns, (active | dead_replica).alias("movable"),
+        ((active & outside_pool & F.col("broker_alive")) | dead_replica).alias("must_move"),
+        F.when(F.col("status") != "skip", F.col("topic_pool")).otherwise(F.col("broker_pool")).alias("plan_pool"),
+    ).where(F.col("plan_pool").isNotNull())
+
+
+def _broker_ids(ids: Iterable[int]) -> Column:
+    """An array literal of broker ids, parsed by Spark in one call (a column per id costs a Py4J call each,
+    seconds at a thousand brokers)."""
+    return F.expr(f"cast(array({','.join(str(int(b)) for b in ids)}) as array<int>)")
 
 
 def skipped_partitions(planner_input: DataFrame) -> DataFrame:
@@ -127,6 +136,20 @@ def replica_loads(replicas: DataFrame, resources: list[Resource], *keep: str) ->
     return replicas.select(*keep, F.explode(per_resource).alias("x")).select(*keep, "x.resource", "x.load")
 
 
+def exact_sum(column: Column | str) -> Column:
+    """A sum that does not depend on the order Spark adds the rows in (doubles do, in their last bits, and a band
+    edge a bit off can change the plan): summed as decimals, then back to double."""
+    return F.sum(F.col(column).cast("decimal(38,10)") if isinstance(column, str) else
+                 column.cast("decimal(38,10)")).cast("double")
+
+
+def load_sums(replicas: DataFrame, resources: list[Resource], *keys: str) -> DataFrame:
+    """Per `keys` and resource: the replicas' summed load (columns: keys..., resource, load). One aggregation with
+    a column per resource, unpivoted after (the aggregate is small; the replicas are not multiplied)."""
+    wide = replicas.groupBy(*keys).agg(*[exact_sum(_replica_load(r)).alias(r.name) for r in resources])
+    return wide.unpivot(list(keys), [r.name for r in resources], "resource", "load")
+
+
 def _capacity(resources: list[Resource]) -> Column:
     capacity = F.lit(1.0)
     for r in resources:
@@ -137,11 +160,9 @@ def _capacity(resources: list[Resource]) -> Column:
 
 def broker_load(brokers: DataFrame, replicas: DataFrame, resources: list[Resource]) -> DataFrame:
     """One row per (pool broker, resource): load, capacity, usage = load / capacity. Schema BROKER_LOAD."""
-    spark = brokers.sparkSession
-    per_broker = replica_loads(replicas, resources, "broker_id").groupBy("broker_id", "resource").agg(
-        F.sum("load").alias("load"))
-    names = spark.createDataFrame([(r.name,) for r in resources], "resource string")
-    out = (brokers.where(F.col("broker_pool").isNotNull()).crossJoin(names)
+    per_broker = load_sums(replicas, resources, "broker_id")
+    names = F.explode(F.array(*[F.lit(r.name) for r in resources])).alias("resource")
+    out = (brokers.where(F.col("broker_pool").isNotNull()).select("*", names)
            .join(per_broker, ["broker_id", "resource"], "left")
            .withColumn("eligible", F.col("alive") & ~F.col("excluded"))
            .withColumn("load", F.coalesce("load", F.lit(0.0)))
@@ -153,27 +174,33 @@ def broker_load(brokers: DataFrame, replicas: DataFrame, resources: list[Resourc
 def incoming_load(replicas: DataFrame, load: DataFrame, resources: list[Resource]) -> DataFrame:
     """Per (pool, resource): the load its eligible brokers will gain from replicas that must move (arriving from
     dead brokers or other pools, minus those leaving them), so the band is the one the pool is balanced to."""
-    must = replica_loads(replicas.where("must_move"), resources, "broker_id", "plan_pool")
-    arriving = must.select(F.col("plan_pool").alias("broker_pool"), "resource", "load")
-    eligible = load.where("eligible").select("broker_id", "broker_pool").distinct()
-    leaving = must.join(eligible, "broker_id").select("broker_pool", "resource", (-F.col("load")).alias("load"))
-    return arriving.unionByName(leaving).groupBy("broker_pool", "resource").agg(F.sum("load").alias("incoming"))
+    must = replicas.where("must_move")
+    arriving = load_sums(must, resources, "plan_pool").withColumnRenamed("plan_pool", "broker_pool")
+    eligible = load.where("eligible").select("broker_id").distinct()
+    leaving = load_sums(must.join(F.broadcast(eligible), "broker_id", "left_semi"), resources, "broker_pool")
+    return (arriving.unionByName(leaving.withColumn("load", -F.col("load")))
+            .groupBy("broker_pool", "resource").agg(exact_sum("load").alias("incoming")))
 
 
 def _resource_settings(spark: Any, config: RebalancerConfig) -> DataFrame:
-    rows = [(r.name, r.is_count, config.resources[r.name].threshold, config.resources[r.name].margin,
-             config.resources[r.name].low_utilization, config.capacity_threshold(r.name))
-            for r in config.resource_list()]
-    return spark.createDataFrame(rows, "resource string, is_count boolean, threshold double, margin double, "
-                                       "low_utilization double, capacity_threshold double")
+    """The band settings per resource, as a table of literals: a DataFrame from a Python list would need a Python
+    worker to read it, a second or more to start."""
+    def row(r: Resource) -> Column:
+        settings = config.resources[r.name]
+        return F.struct(F.lit(r.name).alias("resource"), F.lit(r.is_count).alias("is_count"),
+                        F.lit(settings.threshold).cast("double").alias("threshold"),
+                        F.lit(settings.margin).cast("double").alias("margin"),
+                        F.lit(settings.low_utilization).cast("double").alias("low_utilization"),
+                        F.lit(config.capacity_threshold(r.name)).cast("double").alias("capacity_threshold"))
+    return spark.range(1).select(F.inline(F.array(*[row(r) for r in config.resource_list()])))
 
 
 def bands(load: DataFrame, config: RebalancerConfig, incoming: DataFrame | None = None) -> DataFrame:
     """The band per (pool, resource) from the brokers that may receive replicas (DESIGN §4), counting the load
     that must arrive or leave (`incoming_load`). Schema BANDS."""
     totals = load.where("eligible").groupBy("broker_pool", "resource").agg(
-        F.count(F.lit(1)).cast("int").alias("n_brokers"), F.sum("load").alias("total_load"),
-        F.sum("capacity").alias("total_capacity"))
+        F.count(F.lit(1)).cast("int").alias("n_brokers"), exact_sum("load").alias("total_load"),
+        exact_sum("capacity").alias("total_capacity"))
     if incoming is not None:
         totals = (totals.join(incoming, ["broker_pool", "resource"], "left")
                   .withColumn("total_load", F.col("total_load") + F.coalesce("incoming", F.lit(0.0))))
@@ -350,16 +377,11 @@ def plan_pools(planner_input: DataFrame, settings: PoolPlanningSettings) -> pd.D
     def run(k: tuple, replicas: pd.DataFrame) -> pd.DataFrame:
         return settings.plan(pool_of_key[int(k[0])], replicas)
 
-    saved = {name: spark.conf.get(name) for name in ("spark.sql.shuffle.partitions",
-                                                      "spark.sql.adaptive.coalescePartitions.enabled")}
-    spark.conf.set("spark.sql.shuffle.partitions", str(len(pools)))
-    spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
-    try:
-        return (planner_input.where(F.col("plan_pool").isin(pools)).select(*POOL_MODEL_COLUMNS, key.alias("pool_key"))
-                .groupBy("pool_key").applyInPandas(run, schema=PLANNER_OUTPUT.spark()).toPandas())
-    finally:
-        for name, value in saved.items():
-            spark.conf.set(name, value)
+    # Exactly one partition per pool (a repartition to a number is never coalesced), and the groupBy on the same
+    # key keeps that partitioning instead of shuffling again.
+    return (planner_input.where(F.col("plan_pool").isin(pools)).select(*POOL_MODEL_COLUMNS, key.alias("pool_key"))
+            .repartition(len(pools), "pool_key")
+            .groupBy("pool_key").applyInPandas(run, schema=PLANNER_OUTPUT.spark()).toPandas())
 
 
 def split_planner_output(output: pd.DataFrame) -> dict[str, Any]:

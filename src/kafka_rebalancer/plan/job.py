@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -100,9 +101,6 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
     bands_pdf, band_table = _small(spark, bands(load, config, incoming_load(planner_input, load, resources)), BANDS)
     fix_pdf, fix = _small(spark, brokers_to_fix(load, band_table), BROKERS_TO_FIX)
     progress(f"bands of {len(bands_pdf)} (pool, resource) pairs; {len(fix_pdf)} broker-resource pairs to fix")
-    candidates_pdf = candidate_moves(fix, load, band_table, planner_input.where("movable AND NOT must_move"),
-                                     resources).toPandas()
-    progress(f"{len(candidates_pdf)} candidate moves by the pre-check windows")
     band_map: dict[str, dict[str, Band]] = {}
     for row in bands_pdf.to_dict("records"):
         band_map.setdefault(row["broker_pool"], {})[row["resource"]] = Band.from_row(
@@ -112,12 +110,19 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
         budgets=PlannerBudgets(config.budgets.max_replica_moves, config.budgets.max_moved_bytes,
                                config.budgets.max_moves_per_broker),
         brokers=pool_brokers(brokers, planner_input))
-    planned = split_planner_output(plan_pools(planner_input, settings))
-    moves = trim_to_budgets(planned["moves"], config.budgets)
-    dropped = len(planned["moves"]) - len(moves)
-    progress(f"planned {int((moves['action'] == 'replica').sum())} replica moves and "
-             f"{int((moves['action'] == 'leadership').sum())} leadership transfers in {len(settings.brokers)} pools "
-             f"({dropped} dropped by the run's budgets)")
+    # The planner's Python workers keep both cores busy while Spark's side waits; the tables that are only
+    # reported (candidates, skipped partitions, statuses) are computed meanwhile, in their own jobs.
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="plan-job") as jobs:
+        planner_output = jobs.submit(plan_pools, planner_input, settings)
+        reported = jobs.submit(_reported_tables, fix, load, band_table, planner_input, resources)
+        planned = split_planner_output(planner_output.result())
+        moves = trim_to_budgets(planned["moves"], config.budgets)
+        dropped = len(planned["moves"]) - len(moves)
+        progress(f"planned {int((moves['action'] == 'replica').sum())} replica moves and "
+                 f"{int((moves['action'] == 'leadership').sum())} leadership transfers in {len(settings.brokers)} "
+                 f"pools ({dropped} dropped by the run's budgets)")
+        candidates_pdf, skipped_pdf, statuses = reported.result()
+    progress(f"{len(candidates_pdf)} candidate moves by the pre-check windows; {len(skipped_pdf)} partitions skipped")
 
     keys = spark.createDataFrame(moves[["topic", "partition"]].drop_duplicates(), "topic string, partition int")
     touched = partitions.join(keys, ["topic", "partition"]).toPandas()
@@ -127,9 +132,6 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
     rollback_text = dumps(reassignment_document(changes, "old_replicas"))
     digest = plan_hash(plan_text, manifest["content_hash"], config.fingerprint())
     progress(f"{len(changes)} partitions change")
-    skipped_pdf = skipped_partitions(planner_input).orderBy("topic", "partition").toPandas()
-    statuses = _status_counts(planner_input)
-    progress(f"{len(skipped_pdf)} partitions skipped")
 
     with run.stage(PLAN) as out:
         for schema, frame in ((BROKER_LOAD, load_pdf), (BANDS, bands_pdf), (BROKERS_TO_FIX, fix_pdf),
@@ -151,6 +153,16 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
     log.info("plan %s: %d partitions change, %d bytes to move; written to %s", digest[:12],
              len(changes), int(moves["size_bytes"].sum()), run.stage_path(PLAN))
     return summary
+
+
+def _reported_tables(fix: DataFrame, load: DataFrame, band_table: DataFrame, planner_input: DataFrame,
+                     resources: list[Any]) -> tuple[Any, Any, dict[str, int]]:
+    """The tables the plan reports but the planner does not read: the pre-check candidates (seed 001), the
+    skipped partitions and the partitions per status."""
+    candidates = candidate_moves(fix, load, band_table, planner_input.where("movable AND NOT must_move"),
+                                 resources).toPandas()
+    skipped = skipped_partitions(planner_input).orderBy("topic", "partition").toPandas()
+    return candidates, skipped, _status_counts(planner_input)
 
 
 def _status_counts(planner_input: DataFrame) -> dict[str, int]:
