@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pandas as pd
 import pytest
 
 from kafka_rebalancer.balance.status import bands_frame, broker_load_frame
-from kafka_rebalancer.balance.transforms import bands, broker_load
+from kafka_rebalancer.balance.transforms import bands, broker_load, exact_sum
 from kafka_rebalancer.errors import ValidationFailed
 from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD, CANDIDATES, SKIPPED
 from kafka_rebalancer.plan.artifacts import dumps, plan_hash, read_reassignment
@@ -113,6 +114,18 @@ def test_spark_and_pandas_agree_on_load_and_bands(spark: Any, baseline: tuple) -
     sb = bands(spark_load, config).toPandas().sort_values(["broker_pool", "resource"]).reset_index(drop=True)
     pb = bands_frame(p, config).sort_values(["broker_pool", "resource"]).reset_index(drop=True)
     pd.testing.assert_frame_equal(sb[BANDS.names], pb[BANDS.names], check_dtype=False)
+
+
+def test_load_sums_do_not_depend_on_row_order_or_partitioning(spark: Any) -> None:
+    """Doubles added in another order differ in their last bits ((0.1 + 0.2) + 0.3 != 0.1 + (0.2 + 0.3)); a band
+    edge that moves by one bit can change the plan, so the sums behind the bands are exact."""
+    values = [0.1, 0.2, 0.3, 1e6 + 0.7, 2.5e-7]
+    sums = set()
+    for order in (values, values[::-1], values[2:] + values[:2]):
+        for partitions in (1, 3, 5):
+            frame = spark.createDataFrame([(v,) for v in order], "load double").repartition(partitions)
+            sums.add(frame.agg(exact_sum("load").alias("total")).first()["total"])
+    assert sums == {float(sum(map(Decimal, map(str, values))))}
 
 
 def test_candidates_pass_the_precheck_windows(baseline: tuple) -> None:
