@@ -256,11 +256,11 @@ class Planner:
                 self.plan.notes.append(("hard", int(m.broker_ids[m.r_broker[r]]),
                                         f"{m.r_topic[r]}-{m.r_partition[r]}: its replica on {where} could not be "
                                         f"placed (no broker with room keeps the placement rules, or the budget)"))
-        for p in np.flatnonzero(m.p_leadership_ok):
+        # Placing a partition's replica changes only that partition's racks, so the partitions short of racks
+        # can be found once, for all of them.
+        for p in np.flatnonzero(m.p_leadership_ok & (self._distinct_racks() < np.minimum(m.p_count, m.n_racks))):
             rows = np.arange(m.p_start[p], m.p_start[p] + m.p_count[p])
             racks = m.rack[m.r_broker[rows]]
-            if len(np.unique(racks)) >= min(len(rows), m.n_racks):
-                continue
             # Spread: move the duplicated-rack replica on the busiest broker to a rack the partition lacks.
             _, first_seen = np.unique(racks, return_index=True)
             duplicates = np.setdiff1d(np.arange(len(rows)), first_seen)
@@ -270,6 +270,15 @@ class Planner:
                 self.plan.notes.append(("hard", int(m.broker_ids[m.r_broker[r]]),
                                         f"{m.r_topic[r]}-{m.r_partition[r]}: replicas share a rack and no broker on "
                                         f"another rack has room"))
+
+    def _distinct_racks(self) -> np.ndarray:
+        """Per partition: how many racks its replicas are on."""
+        m = self.model
+        racks = m.rack[m.r_broker]
+        order = np.lexsort((racks, m.r_pindex))
+        partition, rack = m.r_pindex[order], racks[order]
+        first = np.r_[True, (partition[1:] != partition[:-1]) | (rack[1:] != rack[:-1])]
+        return np.bincount(partition[first], minlength=len(m.p_start))
 
     # -- 2. balancing ----------------------------------------------------------------------------------
     def _per_unit_gap(self, b: int, k: int, giving: bool) -> np.ndarray:

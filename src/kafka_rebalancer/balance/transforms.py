@@ -129,13 +129,6 @@ def _replica_load(r: Resource) -> Column:
     return F.col(r.replica_load_column).cast("double") if r.replica_load_column else F.lit(1.0)
 
 
-def replica_loads(replicas: DataFrame, resources: list[Resource], *keep: str) -> DataFrame:
-    """Long format: one row per (replica, resource) with the replica's load, plus the `keep` columns."""
-    per_resource = F.array(*[F.struct(F.lit(r.name).alias("resource"), _replica_load(r).alias("load"))
-                             for r in resources])
-    return replicas.select(*keep, F.explode(per_resource).alias("x")).select(*keep, "x.resource", "x.load")
-
-
 def exact_sum(column: Column | str) -> Column:
     """A sum that does not depend on the order Spark adds the rows in (doubles do, in their last bits, and a band
     edge a bit off can change the plan): summed as decimals, then back to double."""
@@ -252,7 +245,10 @@ def candidate_moves(fix: DataFrame, load: DataFrame, band_table: DataFrame, mova
     the band while s stays inside. To stay small at any scale, the partners considered are the `partners`
     brokers of the pool with the most room below the upper edge (targets) or the most load above the lower edge
     (sources): a replica that fits none of those fits no other. The best fits (closest to the band's middle) per
-    broker to fix are kept."""
+    broker to fix are kept.
+
+    The (source, target) pairs to try are a small table; the replicas meet it in one broadcast join on their
+    broker, each replica taking the load of the pair's resource (no row per replica and resource)."""
     b = _with_band(load, band_table).where("eligible AND balanced").select(
         "broker_pool", "resource", "broker_id", "load", "capacity", "lower", "effective_upper")
     room = F.col("effective_upper") * F.col("capacity") - F.col("load")
@@ -263,39 +259,35 @@ def candidate_moves(fix: DataFrame, load: DataFrame, band_table: DataFrame, mova
         return frame.select("broker_pool", "resource", *[F.col(c).alias(f"{prefix}_{c}") for c in
                                                          ("broker_id", "load", "capacity", "lower", "effective_upper")])
 
+    def best(order: Column) -> DataFrame:
+        return b.withColumn("rank", F.row_number().over(by_pool.orderBy(order.desc(), "broker_id"))) \
+            .where(F.col("rank") <= partners)
+
+    def to_fix(direction: str, prefix: str) -> DataFrame:
+        return (fix.where(F.col("direction") == direction)
+                .select("broker_pool", "resource", "direction", F.col("broker_id").alias("broker_to_fix"))
+                .join(side(prefix, b).withColumnRenamed(f"{prefix}_broker_id", "broker_to_fix"),
+                      ["broker_pool", "resource", "broker_to_fix"])
+                .withColumn(f"{prefix}_broker_id", F.col("broker_to_fix")))
+
+    pairs = (to_fix("over", "s").join(side("t", best(room)), ["broker_pool", "resource"])
+             .unionByName(to_fix("under", "t").join(side("s", best(spare)), ["broker_pool", "resource"]))
+             .where(F.col("s_broker_id") != F.col("t_broker_id")))
+    replica_load = F.lit(None).cast("double")
+    for r in resources:
+        replica_load = F.when(F.col("resource") == r.name, _replica_load(r)).otherwise(replica_load)
+
     def lands(prefix: str, sign: int) -> Column:
         after = (F.col(f"{prefix}_load") + sign * F.col("replica_load")) / F.col(f"{prefix}_capacity")
         return inside_band(after, F.col(f"{prefix}_lower"), F.col(f"{prefix}_effective_upper"))
 
-    targets = side("t", b.withColumn("rank", F.row_number().over(by_pool.orderBy(room.desc(), "broker_id")))
-                   .where(F.col("rank") <= partners)).cache()
-    sources = side("s", b.withColumn("rank", F.row_number().over(by_pool.orderBy(spare.desc(), "broker_id")))
-                   .where(F.col("rank") <= partners)).cache()
-    # Only replicas of the brokers giving something away matter: the over-loaded ones and the partner sources.
-    givers = (fix.where("direction = 'over'").select("broker_id")
-              .unionByName(sources.select(F.col("s_broker_id").alias("broker_id"))).distinct())
-    replica_load = replica_loads(movable_replicas.join(F.broadcast(givers), "broker_id", "left_semi"), resources,
-                                 "topic", "partition", "broker_id", "broker_pool", "size_bytes", "members") \
-        .withColumnRenamed("load", "replica_load").where("replica_load > 0")
-    over = (fix.where("direction = 'over'").select("broker_pool", "resource", F.col("broker_id").alias("s_broker_id"),
-                                                  "direction")
-            .join(side("s", b), ["broker_pool", "resource", "s_broker_id"])
-            .join(replica_load.withColumnRenamed("broker_id", "s_broker_id"),
-                  ["broker_pool", "resource", "s_broker_id"])
-            .where(lands("s", -1))
-            .join(F.broadcast(targets), ["broker_pool", "resource"])
-            .where((F.col("t_broker_id") != F.col("s_broker_id")) & lands("t", 1))
-            .withColumn("broker_to_fix", F.col("s_broker_id")))
-    under = (fix.where("direction = 'under'").select("broker_pool", "resource", F.col("broker_id").alias("t_broker_id"),
-                                                    "direction")
-             .join(side("t", b), ["broker_pool", "resource", "t_broker_id"])
-             .join(F.broadcast(sources), ["broker_pool", "resource"])
-             .where(F.col("s_broker_id") != F.col("t_broker_id"))
-             .join(replica_load.withColumnRenamed("broker_id", "s_broker_id"),
-                   ["broker_pool", "resource", "s_broker_id"])
-             .where(lands("s", -1) & lands("t", 1))
-             .withColumn("broker_to_fix", F.col("t_broker_id")))
-    cand = over.unionByName(under).where(~F.array_contains("members", F.col("t_broker_id")))
+    columns = dict.fromkeys(["topic", "partition", "broker_id", "size_bytes", "members",
+                             *[r.replica_load_column for r in resources if r.replica_load_column]])
+    cand = (movable_replicas.select(*columns)
+            .join(F.broadcast(pairs), F.col("broker_id") == F.col("s_broker_id"))
+            .withColumn("replica_load", replica_load)
+            .where((F.col("replica_load") > 0) & lands("s", -1) & lands("t", 1)
+                   & ~F.array_contains("members", F.col("t_broker_id"))))
     fixed_side = F.when(F.col("direction") == "over", F.col("s_load") - F.col("replica_load")) \
         .otherwise(F.col("t_load") + F.col("replica_load"))
     fixed_cap = F.when(F.col("direction") == "over", F.col("s_capacity")).otherwise(F.col("t_capacity"))
