@@ -21,23 +21,26 @@ def trim_to_budgets(moves: pd.DataFrame, budgets: Budgets) -> pd.DataFrame:
     and bytes; leadership transfers copy nothing) are kept by taking whole actions as prefixes, round-robin over
     the pools (by `seq`), so every pool gets its most useful actions first.
     """
-    keep: list[int] = []
+    action_key = ["seq", "broker_pool"]
+    per_action = moves.assign(copies=(moves["action"] == "replica").astype("int64")).groupby(
+        action_key, sort=True).agg(copies=("copies", "sum"), size=("size_bytes", "sum"))
+    kept: list[tuple[int, str]] = []
     stopped: set[str] = set()
     replica_moves = total_bytes = 0
-    for (_seq, pool), action in moves.groupby(["seq", "broker_pool"], sort=True):
+    for (seq, pool), copies, size in zip(per_action.index, per_action["copies"].tolist(),
+                                         per_action["size"].tolist(), strict=True):
         if pool in stopped:
             continue
-        copies = int((action["action"] == "replica").sum())
-        size = int(action["size_bytes"].sum())
         over_count = replica_moves + copies > budgets.max_replica_moves
         over_bytes = budgets.max_moved_bytes is not None and total_bytes + size > budgets.max_moved_bytes
         if over_count or over_bytes:
             stopped.add(pool)
             continue
-        keep.extend(action.index)
+        kept.append((seq, pool))
         replica_moves += copies
         total_bytes += size
-    return moves.loc[sorted(keep)].sort_values(["broker_pool", "seq"], kind="mergesort").reset_index(drop=True)
+    keep = pd.MultiIndex.from_frame(moves[action_key]).isin(kept)
+    return moves[keep].sort_values(["broker_pool", "seq"], kind="mergesort").reset_index(drop=True)
 
 
 def partition_changes(partitions: pd.DataFrame, moves: pd.DataFrame) -> pd.DataFrame:
