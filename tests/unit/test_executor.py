@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from kafka_rebalancer.execute.lock import pool_lock
 from kafka_rebalancer.execute.log import ExecutionLog
 from kafka_rebalancer.execute.throttle import throttle_for
 from kafka_rebalancer.kafka_admin import PartitionInfo
+from kafka_rebalancer.plan.artifacts import dumps
 from kafka_rebalancer.run_folder import PLAN, RunFolder, read_json
 from kafka_rebalancer.snapshot import write_snapshot
 from kafka_rebalancer.snapshot.build import SnapshotTables
@@ -204,7 +206,10 @@ def test_refuses_a_plan_that_is_not_the_validated_one(config_factory: Callable[.
         execute_pool(config, FakeCluster({}), run, "a")
     run = prepared_run(config, tmp_path / "edited")
     plan = run.stage_path(PLAN) / "plan.json"
-    plan.write_text(plan.read_text().replace("[\n        3,", "[\n        4,", 1))
+    edited = json.loads(plan.read_text())
+    first = edited["partitions"][0]["replicas"]
+    first[0] = max(first) + 1  # a broker the validated plan did not name
+    plan.write_text(dumps(edited))
     with pytest.raises(ValidationFailed, match="is not the validated one"):
         execute_pool(config, FakeCluster({}), run, "a")
 

@@ -31,8 +31,12 @@ def reassignment_document(changes: pd.DataFrame, column: str = "new_replicas") -
 
 
 def dumps(document: dict) -> str:
-    """Stable text: the same plan is the same bytes."""
-    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    """Stable text, the same plan the same bytes: one partition per line, readable and easy to diff (and written
+    by json's C encoder; pretty-printing a broker per line took seconds for a large plan)."""
+    lines = ",\n".join(json.dumps(entry, ensure_ascii=False) for entry in document["partitions"])
+    rest = json.dumps({k: v for k, v in document.items() if k != "partitions"}, ensure_ascii=False)[1:-1]
+    return f'{{{rest}, "partitions": [\n{lines}\n]}}\n' if lines else f'{{{rest}, "partitions": []}}\n'
+
 
 
 def plan_hash(plan_text: str, snapshot_hash: str, config_fingerprint: str) -> str:
