@@ -125,6 +125,30 @@ def machine() -> dict[str, Any]:
             "python": platform.python_version(), "spark": pyspark.__version__, "spark_master": "local[2]"}
 
 
+# Issue 3's targets: wall seconds and peak MB per scale, and the quality every plan must reach.
+WALL_TARGETS_S = {"medium": 20.0, "large": 60.0}
+PEAK_TARGETS_MB = {"large": 8 * 1024}
+MOVED_OVER_LB_TARGET = {"small": 1.10, "medium": 1.10}
+
+
+def target_status(results: dict[str, Any]) -> list[tuple[str, bool]]:
+    """(target, met) for every target that applies to the scales measured."""
+    status = []
+    for name, r in results.items():
+        if name in WALL_TARGETS_S:
+            status.append((f"{name} wall {r['wall_s']:.1f} s <= {WALL_TARGETS_S[name]:.0f} s",
+                           r["wall_s"] <= WALL_TARGETS_S[name]))
+        if name in PEAK_TARGETS_MB:
+            status.append((f"{name} peak {r['peak_rss_mb']} MB <= {PEAK_TARGETS_MB[name]} MB",
+                           r["peak_rss_mb"] <= PEAK_TARGETS_MB[name]))
+        status.append((f"{name} out of band after == infeasible ({r['out_of_band_after']} == {r['infeasible']})",
+                       r["out_of_band_after"] == r["infeasible"]))
+        if name in MOVED_OVER_LB_TARGET:
+            status.append((f"{name} moved/LB {r['moved_over_lb']} <= {MOVED_OVER_LB_TARGET[name]:.2f}",
+                           r["moved_over_lb"] <= MOVED_OVER_LB_TARGET[name]))
+    return status
+
+
 def write_report(results: dict[str, Any], info: dict[str, Any]) -> None:
     rows = [("scale", "brokers", "replicas", "wall_s", "peak_rss_mb", "out of band before → after (infeasible)",
              "replica / leadership moves", "moved GiB", "LB GiB", "moved/LB", "kafka_generate out/moved/LB",
@@ -138,6 +162,8 @@ def write_report(results: dict[str, Any], info: dict[str, Any]) -> None:
                      f"{kg['out_of_band_after']} / {kg['moved_bytes'] / 2**30:,.0f} / {kg['moved_over_lb']}",
                      f"{pg['out_of_band_after']} / {pg['moved_bytes'] / 2**30:,.0f} / {pg['moved_over_lb']}"))
     table = "\n".join("| " + " | ".join(r) + " |" for r in [rows[0], tuple("---" for _ in rows[0]), *rows[1:]])
+    table += "\n\nTargets (issue 3): " + "; ".join(
+        f"{what}: {'met' if ok else 'NOT met'}" for what, ok in target_status(results)) + "."
     text = REPORT.read_text() if REPORT.exists() else ""
     start, end = "<!-- bench:start -->", "<!-- bench:end -->"
     block = (f"{start}\nCommand: `make bench` (`python -m bench.run`), {time.strftime('%Y-%m-%d')}. Machine: "
