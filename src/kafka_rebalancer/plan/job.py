@@ -95,33 +95,36 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
     # The checkpoint cuts the lineage: later queries start from this table instead of re-planning its inputs.
     planner_input = planner_replicas(replicas, partitions, brokers).localCheckpoint()
     progress(f"{planner_input.count()} replicas read, each with its partition's state")
-    # The tables per broker and resource are small: each is collected once and handed back to Spark as a local
-    # table, whose size Spark knows (it broadcasts it in joins instead of shuffling the large side).
-    load_pdf, load = _small(spark, broker_load(brokers, planner_input, resources), BROKER_LOAD)
-    bands_pdf, band_table = _small(spark, bands(load, config, incoming_load(planner_input, load, resources)), BANDS)
-    fix_pdf, fix = _small(spark, brokers_to_fix(load, band_table), BROKERS_TO_FIX)
-    progress(f"bands of {len(bands_pdf)} (pool, resource) pairs; {len(fix_pdf)} broker-resource pairs to fix")
-    band_map: dict[str, dict[str, Band]] = {}
-    for row in bands_pdf.to_dict("records"):
-        band_map.setdefault(row["broker_pool"], {})[row["resource"]] = Band.from_row(
-            row, next(r.is_count for r in resources if r.name == row["resource"]))
-    settings = PoolPlanningSettings(
-        resource_names=tuple(r.name for r in resources), bands=band_map,
-        budgets=PlannerBudgets(config.budgets.max_replica_moves, config.budgets.max_moved_bytes,
-                               config.budgets.max_moves_per_broker),
-        brokers=pool_brokers(brokers, planner_input))
-    # The planner's Python workers keep both cores busy while Spark's side waits; the tables that are only
-    # reported (candidates, skipped partitions, statuses) are computed meanwhile, in their own jobs.
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="plan-job") as jobs:
-        planner_output = jobs.submit(plan_pools, planner_input, settings)
-        reported = jobs.submit(_reported_tables, fix, load, band_table, planner_input, resources)
-        planned = split_planner_output(planner_output.result())
+    # The tables only reported (skipped partitions, statuses, the pre-check candidates) are computed beside the
+    # main line, in their own jobs, while it waits on small jobs (bands) or on the planner's Python workers.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan-job-reports") as reports:
+        skipped_and_statuses = reports.submit(_skipped_and_statuses, planner_input)
+        # The tables per broker and resource are small: each is collected once and handed back to Spark as a
+        # local table, whose size Spark knows (it broadcasts it in joins instead of shuffling the large side).
+        load_pdf, load = _small(spark, broker_load(brokers, planner_input, resources), BROKER_LOAD)
+        bands_pdf, band_table = _small(spark, bands(load, config, incoming_load(planner_input, load, resources)),
+                                       BANDS)
+        fix_pdf, fix = _small(spark, brokers_to_fix(load, band_table), BROKERS_TO_FIX)
+        progress(f"bands of {len(bands_pdf)} (pool, resource) pairs; {len(fix_pdf)} broker-resource pairs to fix")
+        candidates = reports.submit(lambda: candidate_moves(
+            fix, load, band_table, planner_input.where("movable AND NOT must_move"), resources).toPandas())
+        band_map: dict[str, dict[str, Band]] = {}
+        for row in bands_pdf.to_dict("records"):
+            band_map.setdefault(row["broker_pool"], {})[row["resource"]] = Band.from_row(
+                row, next(r.is_count for r in resources if r.name == row["resource"]))
+        settings = PoolPlanningSettings(
+            resource_names=tuple(r.name for r in resources), bands=band_map,
+            budgets=PlannerBudgets(config.budgets.max_replica_moves, config.budgets.max_moved_bytes,
+                                   config.budgets.max_moves_per_broker),
+            brokers=pool_brokers(brokers, planner_input))
+        planned = split_planner_output(plan_pools(planner_input, settings))
         moves = trim_to_budgets(planned["moves"], config.budgets)
         dropped = len(planned["moves"]) - len(moves)
         progress(f"planned {int((moves['action'] == 'replica').sum())} replica moves and "
                  f"{int((moves['action'] == 'leadership').sum())} leadership transfers in {len(settings.brokers)} "
                  f"pools ({dropped} dropped by the run's budgets)")
-        candidates_pdf, skipped_pdf, statuses = reported.result()
+        skipped_pdf, statuses = skipped_and_statuses.result()
+        candidates_pdf = candidates.result()
     progress(f"{len(candidates_pdf)} candidate moves by the pre-check windows; {len(skipped_pdf)} partitions skipped")
 
     keys = spark.createDataFrame(moves[["topic", "partition"]].drop_duplicates(), "topic string, partition int")
@@ -155,14 +158,10 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
     return summary
 
 
-def _reported_tables(fix: DataFrame, load: DataFrame, band_table: DataFrame, planner_input: DataFrame,
-                     resources: list[Any]) -> tuple[Any, Any, dict[str, int]]:
-    """The tables the plan reports but the planner does not read: the pre-check candidates (seed 001), the
-    skipped partitions and the partitions per status."""
-    candidates = candidate_moves(fix, load, band_table, planner_input.where("movable AND NOT must_move"),
-                                 resources).toPandas()
-    skipped = skipped_partitions(planner_input).orderBy("topic", "partition").toPandas()
-    return candidates, skipped, _status_counts(planner_input)
+def _skipped_and_statuses(planner_input: DataFrame) -> tuple[Any, dict[str, int]]:
+    """The partitions no action may touch (with the reason), and the partitions per status."""
+    return (skipped_partitions(planner_input).orderBy("topic", "partition").toPandas(),
+            _status_counts(planner_input))
 
 
 def _status_counts(planner_input: DataFrame) -> dict[str, int]:
