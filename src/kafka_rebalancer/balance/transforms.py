@@ -162,9 +162,8 @@ def broker_load(brokers: DataFrame, replicas: DataFrame, resources: list[Resourc
     names = F.explode(F.array(*[F.lit(r.name) for r in resources])).alias("resource")
     out = (brokers.where(F.col("broker_pool").isNotNull()).select("*", names)
            .join(per_broker, ["broker_id", "resource"], "left")
-           .withColumn("eligible", F.col("alive") & ~F.col("excluded"))
-           .withColumn("load", F.coalesce("load", F.lit(0.0)))
-           .withColumn("capacity", _capacity(resources)))
+           .withColumns({"eligible": F.col("alive") & ~F.col("excluded"), "load": F.coalesce("load", F.lit(0.0)),
+                         "capacity": _capacity(resources)}))
     return conform(out.withColumn("usage", F.when(F.col("capacity") > 0, F.col("load") / F.col("capacity"))
                                   .otherwise(F.lit(0.0))), BROKER_LOAD)
 
@@ -181,16 +180,16 @@ def incoming_load(replicas: DataFrame, load: DataFrame, resources: list[Resource
 
 
 def _resource_settings(spark: Any, config: RebalancerConfig) -> DataFrame:
-    """The band settings per resource, as a table of literals: a DataFrame from a Python list would need a Python
-    worker to read it, a second or more to start."""
-    def row(r: Resource) -> Column:
-        settings = config.resources[r.name]
-        return F.struct(F.lit(r.name).alias("resource"), F.lit(r.is_count).alias("is_count"),
-                        F.lit(settings.threshold).cast("double").alias("threshold"),
-                        F.lit(settings.margin).cast("double").alias("margin"),
-                        F.lit(settings.low_utilization).cast("double").alias("low_utilization"),
-                        F.lit(config.capacity_threshold(r.name)).cast("double").alias("capacity_threshold"))
-    return spark.range(1).select(F.inline(F.array(*[row(r) for r in config.resource_list()])))
+    """The band settings per resource, as a table of literals in one SQL statement: a DataFrame from a Python
+    list would need a Python worker to read it, and one column call per value costs a Py4J round trip each."""
+    def value(v: float | None) -> str:
+        return "CAST(NULL AS DOUBLE)" if v is None else f"{float(v)!r}D"  # repr round-trips a double exactly
+
+    rows = [f"('{r.name}', {str(r.is_count).lower()}, {value(config.resources[r.name].threshold)}, "
+            f"{value(config.resources[r.name].margin)}, {value(config.resources[r.name].low_utilization)}, "
+            f"{value(config.capacity_threshold(r.name))})" for r in config.resource_list()]
+    return spark.sql("SELECT * FROM VALUES " + ", ".join(rows) +
+                     " AS settings(resource, is_count, threshold, margin, low_utilization, capacity_threshold)")
 
 
 def bands(load: DataFrame, config: RebalancerConfig, incoming: DataFrame | None = None) -> DataFrame:
@@ -202,20 +201,19 @@ def bands(load: DataFrame, config: RebalancerConfig, incoming: DataFrame | None 
     if incoming is not None:
         totals = (totals.join(incoming, ["broker_pool", "resource"], "left")
                   .withColumn("total_load", F.col("total_load") + F.coalesce("incoming", F.lit(0.0))))
-    t = (totals.join(_resource_settings(load.sparkSession, config), "resource")
-         .withColumn("mean", F.when(F.col("total_capacity") > 0, F.col("total_load") / F.col("total_capacity"))
-                     .otherwise(0.0)))
+    # One projection per step (each withColumn is analysed on its own, which adds up on the driver).
+    mean = F.when(F.col("total_capacity") > 0, F.col("total_load") / F.col("total_capacity")).otherwise(0.0)
+    t = totals.join(_resource_settings(load.sparkSession, config), "resource").select("*", mean.alias("mean"))
     # The formula is the same for every resource; counts round their edges (DESIGN §4).
     plain = band_edges(F.col("mean"), F.col("threshold"), F.col("margin"), is_count=False)
     counts = band_edges(F.col("mean"), F.col("threshold"), F.col("margin"), is_count=True, ceil=F.ceil,
                         floor=F.floor)
-    for name, a, b in zip(("lower", "upper", "target_lower", "target_upper"), plain, counts, strict=True):
-        t = t.withColumn(name, F.when(F.col("is_count"), b.cast("double")).otherwise(a))
+    edges = {name: F.when(F.col("is_count"), b.cast("double")).otherwise(a)
+             for name, a, b in zip(("lower", "upper", "target_lower", "target_upper"), plain, counts, strict=True)}
     balanced = (F.col("total_capacity") > 0) & (F.col("mean") >= F.col("low_utilization"))
-    t = t.withColumn("balanced", balanced).withColumn("note", F.when(~balanced, F.concat(
-        F.lit("mean usage under the low-utilisation floor "), F.col("low_utilization").cast("string"),
-        F.lit(": not balanced"))))
-    return conform(t, BANDS)
+    note = F.when(~balanced, F.concat(F.lit("mean usage under the low-utilisation floor "),
+                                      F.col("low_utilization").cast("string"), F.lit(": not balanced")))
+    return conform(t.withColumns({**edges, "balanced": balanced, "note": note}), BANDS)
 
 
 def _with_band(load: DataFrame, band_table: DataFrame) -> DataFrame:
@@ -237,7 +235,7 @@ def brokers_to_fix(load: DataFrame, band_table: DataFrame) -> DataFrame:
     distance = F.when(direction == "over", F.col("usage") - F.col("effective_upper")) \
         .otherwise(F.col("lower") - F.col("usage"))
     out = b.withColumn("direction", direction).where(F.col("direction").isNotNull()) \
-        .withColumn("distance", distance).withColumn("upper", F.col("effective_upper"))
+        .withColumns({"distance": distance, "upper": F.col("effective_upper")})
     return conform(out, BROKERS_TO_FIX)
 
 
@@ -300,7 +298,7 @@ def candidate_moves(fix: DataFrame, load: DataFrame, band_table: DataFrame, mova
     rank = F.row_number().over(Window.partitionBy("broker_pool", "resource", "broker_to_fix").orderBy(
         F.abs(fixed_side / fixed_cap - middle), "size_bytes", "topic", "partition", "t_broker_id"))
     out = (cand.withColumn("rank", rank).where(F.col("rank") <= per_broker)
-           .withColumnRenamed("s_broker_id", "source_broker").withColumnRenamed("t_broker_id", "target_broker"))
+           .withColumnsRenamed({"s_broker_id": "source_broker", "t_broker_id": "target_broker"}))
     return conform(out, CANDIDATES)
 
 
