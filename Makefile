@@ -7,9 +7,11 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+# The plan job's driver JVM starts from this class-data archive (tools/jvm_archive.py; built by `jvm-archive`).
+export KAFKA_REBALANCER_JVM_ARCHIVE := $(abspath .cache/jvm/plan-driver.jsa)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv kafka-jars demo test test-unit lint bench cluster-up cluster-down cluster-status spark-up spark-down \
+.PHONY: help venv kafka-jars jvm-archive demo test test-unit lint bench cluster-up cluster-down cluster-status spark-up spark-down \
 	clean distclean
 PACKAGE_ZIP := dist/kafka_rebalancer.zip
 
@@ -31,10 +33,13 @@ $(PACKAGE_ZIP): $(STAMP) $(shell find src -name '*.py')
 kafka-jars: $(STAMP) ## fetch the Apache Kafka broker jars from Maven Central (once)
 	$(PY) -m tools.local_kafka fetch
 
-demo: $(STAMP) $(PACKAGE_ZIP) kafka-jars ## local cluster + skewed workload + one nightly DAG run that plans and executes
+jvm-archive: $(STAMP) ## class-data archive of the plan job's driver JVM (once per Java and Spark install)
+	$(PY) -m tools.jvm_archive
+
+demo: $(STAMP) $(PACKAGE_ZIP) kafka-jars jvm-archive ## local cluster + skewed workload + one nightly DAG run that plans and executes
 	$(PY) -m tools.demo
 
-test: $(STAMP) $(PACKAGE_ZIP) kafka-jars ## the whole test suite (starts and stops its own local Kafka cluster)
+test: $(STAMP) $(PACKAGE_ZIP) kafka-jars jvm-archive ## the whole test suite (starts and stops its own local Kafka cluster)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
 
@@ -44,7 +49,7 @@ test-unit: $(STAMP) ## only the tests that need neither Kafka nor Airflow
 lint: $(STAMP) ## ruff
 	$(VENV)/bin/ruff check .
 
-bench: $(STAMP) ## plan synthetic clusters at three scales; writes bench/results.json and BENCHMARKS.md
+bench: $(STAMP) jvm-archive ## plan synthetic clusters at three scales; writes bench/results.json and BENCHMARKS.md
 	$(PY) -m bench.run
 
 cluster-up: $(STAMP) kafka-jars ## start the local demo cluster and leave it running

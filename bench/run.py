@@ -23,15 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-import yaml
 
 from bench.baselines import evaluate, kafka_generate, patent_greedy
 from bench.scales import SCALES, Scale
 from kafka_rebalancer.config import load_config
 from kafka_rebalancer.model.schemas import BANDS
 from kafka_rebalancer.run_folder import PLAN, RunFolder, read_json, read_table
-from kafka_rebalancer.snapshot import read_snapshot, write_snapshot
-from kafka_rebalancer.synthetic import generate
+from kafka_rebalancer.snapshot import read_snapshot
+from kafka_rebalancer.synthetic import generate, write_cluster
 
 BENCH = Path(__file__).resolve().parent
 OUT = BENCH / "out"
@@ -44,15 +43,13 @@ def prepare(scale: Scale) -> tuple[Path, RunFolder]:
     folder = OUT / scale.name
     key = hashlib.sha256(json.dumps(asdict(scale.spec), sort_keys=True).encode()).hexdigest()[:16]
     run = RunFolder(folder / "run")
-    config_path = folder / "config.yaml"
+    config_path = folder / "config.yaml"  # as write_cluster writes it
     if (folder / "spec.key").exists() and (folder / "spec.key").read_text() == key and run.has("snapshot"):
         return config_path, run
     print(f"[{scale.name}] generating the cluster ...", flush=True)
     tables, body = generate(scale.spec)
-    folder.mkdir(parents=True, exist_ok=True)
     body["budgets"] = {"max_replica_moves": 10 * scale.spec.n_partitions}
-    config_path.write_text(yaml.safe_dump({**body, "run_root": str(folder / "runs")}, sort_keys=False))
-    write_snapshot(run, tables, {"cluster": body["cluster"]["name"]})
+    config_path, run = write_cluster(folder, tables, body)
     (folder / "spec.key").write_text(key)
     return config_path, run
 

@@ -10,14 +10,18 @@ heterogeneous but every rack of a pool has the same total capacity, as real depl
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from kafka_rebalancer.model.resources import CPU, NETWORK_IN, NETWORK_OUT, CpuModel, role_loads
 from kafka_rebalancer.model.schemas import BROKERS, PARTITIONS, REPLICAS
+from kafka_rebalancer.run_folder import RunFolder
 from kafka_rebalancer.snapshot.build import SnapshotTables
+from kafka_rebalancer.snapshot.store import write_snapshot
 
 ALL_RESOURCES = ["disk", "network_in", "network_out", "cpu", "replica_count", "leader_count"]
 
@@ -189,3 +193,14 @@ def generate(spec: SyntheticSpec) -> tuple[SnapshotTables, dict[str, Any]]:
         "budgets": {"max_replica_moves": max(1000, n_parts)},
     }
     return tables, config
+
+
+def write_cluster(folder: Path, tables: SnapshotTables, config: dict[str, Any]) -> tuple[Path, RunFolder]:
+    """A generated cluster on disk, as the plan step reads it: `folder/config.yaml` (runs under `folder/runs`) and
+    the snapshot in the run folder `folder/run`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    config_path = folder / "config.yaml"
+    config_path.write_text(yaml.safe_dump({**config, "run_root": str(folder / "runs")}, sort_keys=False))
+    run = RunFolder(folder / "run")
+    write_snapshot(run, tables, {"cluster": config["cluster"]["name"]})
+    return config_path, run

@@ -15,13 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kafka_rebalancer.config import load_config
 from kafka_rebalancer.plan.job import run_plan
-from kafka_rebalancer.run_folder import RunFolder, read_json
-from kafka_rebalancer.snapshot import write_snapshot
-from kafka_rebalancer.synthetic import SyntheticSpec, generate
+from kafka_rebalancer.run_folder import read_json
+from kafka_rebalancer.synthetic import SyntheticSpec, generate, write_cluster
 from tests.helpers import REPO
 from tools.local_spark import LocalSparkCluster
 from tools.package_zip import DEFAULT_ZIP, build_package_zip
@@ -51,19 +49,10 @@ def spark_standalone() -> Iterator[Any]:
         cluster.stop(quiet=True)
 
 
-def snapshot_run(folder: Path, tables: Any, body: dict) -> tuple[Path, RunFolder]:
-    config_path = folder / "config.yaml"
-    folder.mkdir(parents=True)
-    config_path.write_text(yaml.safe_dump({**body, "run_root": str(folder / "runs")}, sort_keys=False))
-    run = RunFolder(folder / "run")
-    write_snapshot(run, tables, {"cluster": body["cluster"]["name"]})
-    return config_path, run
-
-
 def test_plan_on_the_standalone_cluster_equals_local_mode(spark: Any, spark_standalone: Any, tmp_path: Path) -> None:
     tables, body = generate(SPEC)
-    local_config, local_run = snapshot_run(tmp_path / "local", tables, body)
-    cluster_config, cluster_run = snapshot_run(tmp_path / "standalone", tables, body)
+    local_config, local_run = write_cluster(tmp_path / "local", tables, body)
+    cluster_config, cluster_run = write_cluster(tmp_path / "standalone", tables, body)
     run_plan(spark, load_config(local_config), local_run)
 
     if not DEFAULT_ZIP.exists():  # make test builds it; a bare pytest run may not have
