@@ -117,10 +117,27 @@ class PoolModel:
         """What a broker gains per resource when its replica r becomes the leader (and the leader's loses)."""
         return self.r_lead[r] - self.r_follow[r]
 
+    def partition_row_matrix(self, rs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The rows of each replica's partition, one line per replica of rs (padded with its first row), and a
+        mask of the real ones: to ask about many partitions at once."""
+        p = self.r_pindex[rs]
+        start, count = self.p_start[p], self.p_count[p]
+        slot = np.arange(count.max() if len(rs) else 0)
+        valid = slot[None, :] < count[:, None]
+        return np.where(valid, start[:, None] + slot[None, :], start[:, None]), valid
+
     def leader_of(self, r: int) -> int:
         rows = self.partition_rows(r)
         leaders = rows[self.r_is_leader[rows]]
         return int(leaders[0]) if len(leaders) else -1
+
+    def leaders_of(self, rs: np.ndarray) -> np.ndarray:
+        """leader_of for many replicas at once."""
+        if not len(rs):
+            return np.zeros(0, dtype=np.int64)
+        rows, valid = self.partition_row_matrix(rs)
+        leads = valid & self.r_is_leader[rows]
+        return np.where(leads.any(axis=1), rows[np.arange(len(rs)), leads.argmax(axis=1)], -1)
 
     # -- changing ------------------------------------------------------------------------------------
     def _touch(self, r: int) -> None:

@@ -142,11 +142,8 @@ class Planner:
         m = self.model
         if not len(rs) or not m.eligible[t]:
             return np.zeros(len(rs), dtype=bool)
-        p = m.r_pindex[rs]
-        start, count = m.p_start[p], m.p_count[p]
-        slot = np.arange(count.max())
-        valid = slot[None, :] < count[:, None]
-        rows = np.where(valid, start[:, None] + slot[None, :], start[:, None])
+        rows, valid = m.partition_row_matrix(rs)
+        count = m.p_count[m.r_pindex[rs]]
         members, racks = m.r_broker[rows], m.rack[m.r_broker[rows]]
         others = valid & (rows != rs[:, None])
 
@@ -409,13 +406,19 @@ class Planner:
     def _lead_in(self, t: int, k: int, need: float, most: float) -> bool:
         """Take over leadership of a partition t follows."""
         m = self.model
-        for r in self._leadership_order(m.replicas_on(t), k, need, most, leaders=False, b=t)[: self.candidate_limit]:
-            delta = m.leadership_delta(int(r))
-            leader = m.leader_of(int(r))
-            if leader >= 0 and self._loss_ok(int(m.r_broker[leader]), delta) and bool(self._gain_ok(t, delta)):
-                self._apply_leadership([int(r)], k)
-                return True
-        return False
+        rs = self._leadership_order(m.replicas_on(t), k, need, most, leaders=False, b=t)[: self.candidate_limit]
+        leaders = m.leaders_of(rs)
+        rs, leaders = rs[leaders >= 0], leaders[leaders >= 0]
+        # The first candidate whose leader's broker stays above its lower edges and t below its upper edges, with
+        # the arithmetic of _loss_ok and _gain_ok, for all candidates at once.
+        delta = m.r_lead[rs] - m.r_follow[rs]
+        losers = m.r_broker[leaders]
+        loss = np.all(~(delta > 0) | ((m.load[losers] - delta) / m.capacity[losers] >= self.lower - EPS), axis=1)
+        ok = np.flatnonzero(loss & self._gain_ok(t, delta))
+        if not len(ok):
+            return False
+        self._apply_leadership([int(rs[ok[0]])], k)
+        return True
 
     def _rank_pairs(self, give: np.ndarray, take: np.ndarray, need: float, most: float) -> list[tuple[int, int]]:
         """Pairs (i, j) whose net transfer give[i] - take[j] lies in (0, most], ranked like single moves: those
@@ -450,10 +453,14 @@ class Planner:
             """b's leader rows of partitions `other` follows, and other's rows of those partitions."""
             mine, theirs = m.replicas_on(b), m.replicas_on(other)
             mine = mine[m.r_is_leader[mine] & m.p_leadership_ok[m.r_pindex[mine]]]
-            row_of = dict(zip(m.r_pindex[theirs].tolist(), theirs.tolist(), strict=True))
-            keep = np.array([p in row_of for p in m.r_pindex[mine].tolist()], dtype=bool)
-            mine = mine[keep] if len(mine) else mine
-            return mine, np.array([row_of[p] for p in m.r_pindex[mine].tolist()], dtype=np.int64)
+            if not len(mine) or not len(theirs):
+                return mine[:0], theirs[:0]
+            # other's row of each of b's partitions, by a sorted lookup (a broker holds a partition at most once)
+            by_partition = np.argsort(m.r_pindex[theirs], kind="stable")
+            partitions = m.r_pindex[theirs][by_partition]
+            at = np.minimum(np.searchsorted(partitions, m.r_pindex[mine]), len(partitions) - 1)
+            keep = partitions[at] == m.r_pindex[mine]
+            return mine[keep], theirs[by_partition[at[keep]]]
 
         give, give_to = shared_leaders(giver, taker)
         take, take_from = shared_leaders(taker, giver)
@@ -767,13 +774,11 @@ class Planner:
             rs = rs[(m.r_size[rs] < m.r_size[r]) & ~touched[m.r_pindex[rs]]]
             if not len(rs):
                 continue
-            # The states of s and t with r back on s and each candidate moved instead, all at once.
+            # With r back on s and a candidate moved instead, s and t stay inside their bands or no further out
+            # (distance <= max(before, EPS)) exactly when each of the candidate's loads lies in a window.
+            lo, hi = self._substitute_window(s, t, m.load[s] + m.r_load[r], m.load[t] - m.r_load[r], before)
             loads = m.r_load[rs]
-            base_s, base_t = m.load[s] + m.r_load[r], m.load[t] - m.r_load[r]
-            after_s = self._distance((base_s - loads) / m.capacity[s])
-            after_t = self._distance((base_t + loads) / m.capacity[t])
-            fine = (np.all((after_s <= before[0]) | (after_s <= EPS), axis=1)
-                    & np.all((after_t <= before[1]) | (after_t <= EPS), axis=1))
+            fine = np.all((loads >= lo) & (loads <= hi), axis=1)
             chosen = None
             m.move(r, s)
             ok = rs[fine][np.argsort(m.r_size[rs[fine]], kind="stable")]
@@ -789,6 +794,18 @@ class Planner:
             replaced[mv.seq] = Move(mv.seq, REPLICA, chosen, s, t, mv.resource)
             fixed[m.r_pindex[chosen]] = touched[m.r_pindex[chosen]] = True
         self.plan.moves = [replaced.get(mv.seq, mv) for mv in self.plan.moves]
+
+    def _substitute_window(self, s: int, t: int, base_s: np.ndarray, base_t: np.ndarray,
+                           before: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per resource, the loads l that s (at base_s, giving l) and t (at base_t, taking l) can exchange while
+        each stays within its distance `before` of its band (or EPS): distance(u) <= D means
+        lower - D <= u <= limit + D, solved for l (one comparison per load instead of a distance per load)."""
+        cap_s, cap_t = self.model.capacity[s], self.model.capacity[t]
+        d_s, d_t = np.maximum(before[0], EPS), np.maximum(before[1], EPS)
+        with np.errstate(invalid="ignore"):  # unbalanced resources: infinite edges give infinite bounds
+            lo = np.maximum(base_s - (self.limit + d_s) * cap_s, (self.lower - d_t) * cap_t - base_t)
+            hi = np.minimum(base_s - (self.lower - d_s) * cap_s, (self.limit + d_t) * cap_t - base_t)
+        return lo, hi
 
     def _actions_per_partition(self) -> np.ndarray:
         m = self.model
