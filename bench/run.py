@@ -30,6 +30,7 @@ from kafka_rebalancer.config import load_config
 from kafka_rebalancer.model.schemas import BANDS
 from kafka_rebalancer.run_folder import PLAN, RunFolder, read_json, read_table
 from kafka_rebalancer.snapshot import read_snapshot
+from kafka_rebalancer.spark_settings import JVM_ARCHIVE_ENV, jvm_archive_options
 from kafka_rebalancer.synthetic import generate, write_cluster
 
 BENCH = Path(__file__).resolve().parent
@@ -85,7 +86,8 @@ def measure(scale: Scale, config_path: Path, run: RunFolder) -> dict[str, Any]:
     if proc.returncode != 0:
         raise RuntimeError(f"[{scale.name}] plan failed; see {OUT / scale.name / 'plan.log'}")
     result = json.loads(out.strip().splitlines()[-1])
-    return {**result, "process_s": round(time.monotonic() - started, 2), "peak_rss_mb": round(peak)}
+    return {**result, "process_s": round(time.monotonic() - started, 2), "peak_rss_mb": round(peak),
+            "jvm_archive": bool(jvm_archive_options(os.environ.get(JVM_ARCHIVE_ENV)))}
 
 
 def quality(config_path: Path, run: RunFolder) -> dict[str, Any]:
@@ -119,7 +121,8 @@ def machine() -> dict[str, Any]:
     import pyspark
 
     return {"cpu": cpu, "cores": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30),
-            "python": platform.python_version(), "spark": pyspark.__version__, "spark_master": "local[2]"}
+            "python": platform.python_version(), "spark": pyspark.__version__, "spark_master": "local[2]",
+            "jvm_archive": bool(jvm_archive_options(os.environ.get(JVM_ARCHIVE_ENV)))}
 
 
 # Issue 3's targets: wall seconds and peak MB per scale, and the quality every plan must reach.
@@ -165,7 +168,8 @@ def write_report(results: dict[str, Any], info: dict[str, Any]) -> None:
     start, end = "<!-- bench:start -->", "<!-- bench:end -->"
     block = (f"{start}\nCommand: `make bench` (`python -m bench.run`), {time.strftime('%Y-%m-%d')}. Machine: "
              f"{info['cpu']}, {info['cores']} cores, {info['memory_gb']} GB; Python {info['python']}, Spark "
-             f"{info['spark']} {info['spark_master']}.\n\n{table}\n{end}")
+             f"{info['spark']} {info['spark_master']}; driver JVM from the class-data archive (`make jvm-archive`): "
+             f"{'yes' if info['jvm_archive'] else 'no'}.\n\n{table}\n{end}")
     text = text.split(start)[0] + block + text.split(end)[1] if start in text else text + "\n" + block + "\n"
     REPORT.write_text(text)
 
