@@ -102,7 +102,6 @@ def check(archive: Path) -> None:
 def _child(*args: str) -> None:
     """Run this module in a child process (each needs a JVM of its own); its output goes to ours."""
     env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
-    env.pop(JVM_ARCHIVE_ENV, None)
     result = subprocess.run([sys.executable, "-m", "tools.jvm_archive", *args], cwd=REPO, env=env, timeout=TIMEOUT_S)
     if result.returncode != 0:
         raise RuntimeError(f"tools.jvm_archive {args[0]} failed (exit {result.returncode}); see the output above")
