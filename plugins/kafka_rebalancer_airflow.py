@@ -42,10 +42,19 @@ class KafkaClusterHook(BaseHook):
         return KafkaConnection.from_settings(settings, self.request_timeout_s)
 
 
-def _config(context: Any) -> Any:
-    from kafka_rebalancer.config import load_config
+def _config(context: Any, run_dir: str | None = None) -> Any:
+    """The run's config: the file, the stored pool overrides and, for a manual run, its own pending one."""
+    from kafka_rebalancer.operations.request import run_config
+    from kafka_rebalancer.run_folder import RunFolder
 
-    return load_config(context["params"]["config_path"])
+    return run_config(context["params"]["config_path"], RunFolder(run_dir) if run_dir else None)
+
+
+def _user(context: Any) -> str:
+    """Who triggered the run: the Airflow user, else the OS user of the worker."""
+    from kafka_rebalancer.operations.overrides import current_user
+
+    return getattr(context["dag_run"], "triggering_user_name", None) or current_user()
 
 
 def _connection(config: Any) -> Any:
@@ -61,11 +70,28 @@ def dry_run_for(context: Any) -> bool:
 
 
 def snapshot_task(context: Any) -> str:
+    """A manual run's request is checked and written first (a wrong parameter fails here, naming it, before the
+    cluster is touched); then the cluster is captured with the run's pools."""
     from kafka_rebalancer.run_folder import RunFolder
     from kafka_rebalancer.snapshot import take_snapshot
 
-    config = _config(context)
-    run = RunFolder(config.run_dir(context["run_id"]))
+    params = context["params"]
+    base = _config(context)
+    run = RunFolder(base.run_dir(context["run_id"]))
+    if "action" in params:
+        from kafka_rebalancer.operations.request import make_request, write_request
+
+        request = make_request(base, action=params["action"], broker_pool=params.get("broker_pool"),
+                               brokers=params.get("brokers"), topics=params.get("topics"),
+                               reviewed_run_id=params.get("run_id"), reason=params.get("reason"),
+                               requested_by=_user(context))
+        if request.action == "execute-reviewed":
+            from kafka_rebalancer.operations.reviewed import adopt_reviewed_plan
+
+            write_request(run, adopt_reviewed_plan(base, run, request, _connection))
+            return str(run.path)
+        write_request(run, request)
+    config = _config(context, str(run.path))
     take_snapshot(config, _connection(config), run)
     return str(run.path)
 
@@ -75,9 +101,69 @@ def validate_task(context: Any, run_dir: str) -> list[str]:
     from kafka_rebalancer.quality.suite import validate_plan
     from kafka_rebalancer.run_folder import RunFolder
 
-    config = _config(context)
+    config = _config(context, run_dir)
     validate_plan(config, RunFolder(run_dir))
     return sorted(config.pools)
+
+
+def approval_decision(context: Any, run_dir: str) -> dict[str, Any]:
+    """The approval step's first half: dry run (stop here), auto-approved (go on), or wait for a person with the
+    plan's summary as the body."""
+    from kafka_rebalancer.operations.approval import (
+        PlanFacts,
+        approval_body,
+        unattended_refusals,
+        write_decision,
+    )
+    from kafka_rebalancer.operations.request import read_request
+    from kafka_rebalancer.run_folder import RunFolder
+
+    config = _config(context, run_dir)
+    run = RunFolder(run_dir)
+    facts = PlanFacts.read(config, run, context["params"].get("throttle_bytes_per_s"))
+    if dry_run_for(context):
+        why = "dry run: planned, validated and summarised; execute it later with action execute-reviewed, " \
+              f"run_id {context['run_id']}"
+        log.info("%s", why)
+        return write_decision(run, facts.plan_hash, "dry-run", _user(context), why)
+    request = read_request(run)
+    if facts.summary["totals"]["partitions_changed"] == 0 and (request is None or request.override is None):
+        log.info("the plan changes nothing: approved without asking")
+        return write_decision(run, facts.plan_hash, "auto-approved", None, "the plan changes nothing")
+    dag_run = context["dag_run"]
+    scheduled = str(getattr(dag_run.run_type, "value", dag_run.run_type)) == "scheduled"
+    refusals = unattended_refusals(config, facts, scheduled, dag_run.start_date or context["logical_date"])
+    if not refusals:
+        log.info("plan %s within the auto-approval limits: executing unattended", facts.plan_hash[:12])
+        return write_decision(run, facts.plan_hash, "auto-approved", None, "within the auto-approval limits "
+                              "and the execution window")
+    for why in refusals:
+        log.info("waiting for a person: %s", why)
+    return {"state": "waiting", "body": approval_body(config, run, facts, refusals),
+            "subject": f"Execute plan {facts.plan_hash[:12]} on {config.cluster.name}?",
+            "response_timeout": config.approval.response_timedelta()}
+
+
+def record_answer(context: Any, run_dir: str, *, approved: bool, by: str | None, timed_out: bool) -> dict[str, Any]:
+    """The approval step's second half: the person's answer, and on approval the run's pool override."""
+    from kafka_rebalancer.operations.approval import PlanFacts, write_decision
+    from kafka_rebalancer.operations.request import record_override
+    from kafka_rebalancer.run_folder import RunFolder
+
+    config = _config(context, run_dir)
+    run = RunFolder(run_dir)
+    digest = PlanFacts.read(config, run).plan_hash
+    if timed_out:
+        why = f"no answer within {config.approval.response_timedelta()}: rejected, the cluster was not touched"
+    else:
+        why = f"{'approved' if approved else 'rejected'} by {by or 'unknown user'}"
+    log.info("plan %s: %s", digest[:12], why)
+    decision = write_decision(run, digest, "approved" if approved else "rejected", by, why)
+    if approved:
+        override = record_override(config, run, by)
+        if override is not None:
+            log.info("pool override recorded: %s", override.describe())
+    return decision
 
 
 def execute_task(context: Any, run_dir: str, broker_pool: str) -> dict[str, Any]:
@@ -87,18 +173,16 @@ def execute_task(context: Any, run_dir: str, broker_pool: str) -> dict[str, Any]
     from kafka_rebalancer.execute.executor import run_execute
     from kafka_rebalancer.run_folder import RunFolder
 
-    config = _config(context)
+    config = _config(context, run_dir)
     params = context["params"]
-    dry_run = dry_run_for(context)
-    log.info("pool %s: %s (mode=%s, run type %s)", broker_pool, "dry run" if dry_run else "executing",
-             params["mode"], context["dag_run"].run_type)
+    log.info("pool %s: executing the approved plan (run type %s)", broker_pool, context["dag_run"].run_type)
     try:
-        result = run_execute(config, _connection(config), RunFolder(run_dir), broker_pool, dry_run=dry_run,
+        result = run_execute(config, _connection(config), RunFolder(run_dir), broker_pool, dry_run=False,
                              throttle_bytes_per_s=params.get("throttle_bytes_per_s"),
-                             resume_cancelled=bool(params.get("resume_cancelled")))
+                             resume_cancelled=bool(params.get("resume_cancelled")), require_approval=True)
     except ExecutionCancelled as exc:
         raise AirflowFailException(str(exc)) from exc  # no retry: a retry would undo the operator's cancel
-    return {k: v for k, v in result.items() if k != "moves" or not dry_run}
+    return result
 
 
 def cancel_task(context: Any) -> dict[str, Any]:
@@ -119,6 +203,6 @@ def verify_task(context: Any, run_dir: str) -> dict[str, Any]:
     from kafka_rebalancer.run_folder import RunFolder
     from kafka_rebalancer.verify import verify_run
 
-    config = _config(context)
+    config = _config(context, run_dir)
     summary = verify_run(config, _connection(config), RunFolder(run_dir))
     return {k: summary[k] for k in ("plan_hash", "out_of_band_before", "out_of_band_after")}

@@ -11,8 +11,8 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from kafka_rebalancer.config import load_config
 from kafka_rebalancer.errors import RebalancerError
+from kafka_rebalancer.operations.request import run_config
 from kafka_rebalancer.plan.job import run_plan
 from kafka_rebalancer.run_folder import RunFolder
 
@@ -25,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     spark = SparkSession.builder.appName("kafka-rebalancer-plan").getOrCreate()
     try:
-        summary = run_plan(spark, load_config(args.config), RunFolder(args.run_dir))
+        run = RunFolder(args.run_dir)
+        summary = run_plan(spark, run_config(args.config, run), run)
     except RebalancerError as exc:
         print(f"plan failed: {exc}", file=sys.stderr)
         return 2

@@ -13,6 +13,19 @@
                               [--fixed-start-index I] [--start-partition-id P] [--topic T]
                                                            Kafka's own placement, as reassignment JSON
 
+Manual operations (snapshot, plan, validate, summary in a new run folder; executed only with --apply, after
+confirming on the terminal or with --yes):
+    kafka-rebalancer isolate        --config C --topics 'payments.*' --pool P [--brokers 7,8] --reason R
+    kafka-rebalancer drain          --config C --brokers 14 --reason R
+    kafka-rebalancer add-brokers    --config C --brokers 7,8,9 --pool P --reason R
+    kafka-rebalancer rebalance-pool --config C --pool P
+    kafka-rebalancer elect-leaders  --config C [--pool P] [--topics T]
+    kafka-rebalancer demote         --config C --brokers 7
+    kafka-rebalancer execute-reviewed --config C --run-id ID  the plan of an earlier dry run
+    kafka-rebalancer overrides      --config C list | revert ID
+    kafka-rebalancer pools          --config C             effective pools, and where each broker and rule
+                                                           comes from (config or an override)
+
 Without --run-id, every step after `snapshot` works on the cluster's latest run.
 """
 
@@ -26,9 +39,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kafka_rebalancer.config import RebalancerConfig, load_config, safe_run_id
+from kafka_rebalancer.config import RebalancerConfig, safe_run_id
 from kafka_rebalancer.errors import RebalancerError, RunFolderError
 from kafka_rebalancer.kafka_admin import KafkaConnection
+from kafka_rebalancer.operations import cli as operations_cli
+from kafka_rebalancer.operations.request import run_config
 from kafka_rebalancer.run_folder import RunFolder
 
 if TYPE_CHECKING:
@@ -97,6 +112,11 @@ def main(argv: list[str] | None = None) -> int:
                            help="replication throttle per broker; default: execution.throttle_bytes_per_s")
             p.add_argument("--resume-cancelled", action="store_true",
                            help="execute a pool of this run even though it was cancelled")
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--config", required=True, type=Path)
+        p.add_argument("--bootstrap-servers", help="overrides cluster.bootstrap_servers")
+
+    operations_cli.add_parsers(sub, common)
     assign = sub.add_parser("assign", help="Kafka's assignReplicasToBrokers, printed as reassignment JSON")
     assign.add_argument("--brokers", required=True, help="broker ids in order, e.g. 1,2,3")
     assign.add_argument("--partitions", required=True, type=int)
@@ -140,31 +160,35 @@ def _assign(args: argparse.Namespace) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "assign":
         return _assign(args)
-    config = load_config(args.config)
+    if args.command == "overrides":
+        return operations_cli.overrides_command(args)
+    if args.command == "pools":
+        return operations_cli.pools_command(args)
+    if args.command in (*operations_cli.COMMANDS, "execute-reviewed"):
+        return operations_cli.operate(args, lambda c: connection_for(c, args.bootstrap_servers), _plan_locally,
+                                      _confirm)
+    config = run_config(args.config)
+    if args.command == "status":
+        _status(config, connection_for(config, args.bootstrap_servers))
+        return 0
+    run = _run(config, args.run_id, create=args.command == "snapshot")
+    config = run_config(args.config, run)
     if args.command == "snapshot":
         from kafka_rebalancer.snapshot import take_snapshot
 
-        run = _run(config, args.run_id, create=True)
         manifest = take_snapshot(config, connection_for(config, args.bootstrap_servers), run)
         print(f"{run.path}: {manifest['rows']} (hash {manifest['content_hash'][:12]})")
     elif args.command == "plan":
-        from kafka_rebalancer.plan.job import run_plan
-
-        spark = _spark(args.spark_master)
-        try:
-            summary = run_plan(spark, config, _run(config, args.run_id))
-        finally:
-            spark.stop()
+        summary = _plan_locally(config, run, args.spark_master)
         print(f"plan {summary['plan_hash'][:12]}: {summary['totals']}")
     elif args.command == "validate":
         from kafka_rebalancer.quality.suite import validate_plan
 
-        report = validate_plan(config, _run(config, args.run_id))
+        report = validate_plan(config, run)
         print(f"plan {report['plan_hash'][:12]} passed {report['expectations']} expectations")
     elif args.command == "execute":
         from kafka_rebalancer.execute.executor import run_execute
 
-        run = _run(config, args.run_id)
         connection = connection_for(config, args.bootstrap_servers)
         for pool in args.pool or sorted(config.pools):
             result = run_execute(config, connection, run, pool, dry_run=not args.apply,
@@ -178,21 +202,32 @@ def _dispatch(args: argparse.Namespace) -> int:
     elif args.command == "cancel":
         from kafka_rebalancer.execute.executor import run_cancel
 
-        run = _run(config, args.run_id)
         connection = connection_for(config, args.bootstrap_servers)
         for pool in args.pool or sorted(config.pools):
             result = run_cancel(config, connection, run, pool)
             print(f"{pool}: cancelled {len(result['cancelled'])} reassignment(s), throttles "
                   + ("cleared" if result["throttles_cleared"] else "NOT all cleared (a broker down?)")
                   + (f"; still in progress: {result['still_in_progress']}" if result["still_in_progress"] else ""))
-    elif args.command == "verify":
+    else:  # verify
         from kafka_rebalancer.verify import verify_run
 
-        summary = verify_run(config, connection_for(config, args.bootstrap_servers), _run(config, args.run_id))
+        summary = verify_run(config, connection_for(config, args.bootstrap_servers), run)
         print(f"out of band: {summary['out_of_band_before']} before, {summary['out_of_band_after']} after")
-    else:
-        _status(config, connection_for(config, args.bootstrap_servers))
     return 0
+
+
+def _plan_locally(config: RebalancerConfig, run: RunFolder, spark_master: str) -> dict:
+    from kafka_rebalancer.plan.job import run_plan
+
+    spark = _spark(spark_master)
+    try:
+        return run_plan(spark, config, run)
+    finally:
+        spark.stop()
+
+
+def _confirm(question: str) -> bool:
+    return input(question).strip().lower() == "yes"
 
 
 def _status(config: RebalancerConfig, connection: KafkaConnection) -> None:

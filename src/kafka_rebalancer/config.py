@@ -13,8 +13,10 @@ import hashlib
 import json
 import os
 import re
+from datetime import datetime, time, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import (
@@ -57,6 +59,28 @@ def parse_byte_size(value: Any) -> int:
 
 
 ByteSize = Annotated[int, BeforeValidator(parse_byte_size)]
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(value: Any) -> float:
+    """`3600`, `"90m"`, `"4h"`, `"1d"`, `"1h30m"` -> seconds."""
+    if isinstance(value, bool):
+        raise ValueError("expected a duration such as '4h' or 3600 (seconds), got a boolean")
+    if isinstance(value, int | float):
+        if value <= 0:
+            raise ValueError(f"expected a positive duration, got {value}")
+        return float(value)
+    if isinstance(value, str):
+        parts = re.findall(r"([0-9]+(?:\.[0-9]+)?)\s*([smhd])", value.strip().lower())
+        if parts and re.fullmatch(r"(\s*[0-9]+(?:\.[0-9]+)?\s*[smhd])+\s*", value.lower()):
+            seconds = sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
+            if seconds > 0:
+                return seconds
+    raise ValueError(f"expected a duration such as '4h', '90m' or 3600 (seconds), got {value!r}")
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
 
 
 class _Strict(BaseModel):
@@ -151,6 +175,51 @@ class ExecutionSettings(_Strict):
     order: Literal["smallest_first", "largest_first", "most_loaded_first", "plan"] = "smallest_first"
     # No new batch starts while the pool has under-replicated partitions besides the moving ones; this long at most.
     urp_wait_timeout_s: float = Field(default=600.0, gt=0)
+    # execute-reviewed refuses a plan older than this (the cluster has moved on since).
+    max_plan_age: Duration = 24 * 3600.0
+
+
+class AutoApproveLimits(_Strict):
+    """A scheduled run's plan within every limit executes unattended; null: no limit of that kind."""
+
+    max_moved_bytes: ByteSize | None = 200 * 2**30
+    max_replica_moves: int | None = Field(default=500, ge=0)
+    max_duration_s: Duration | None = Field(default=4 * 3600.0, alias="max_duration")
+
+
+class ExecutionWindow(_Strict):
+    """Scheduled runs execute unattended only when they start inside [start, end) (may wrap past midnight)."""
+
+    start: str = Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
+    end: str = Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
+    timezone: str = "UTC"
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, v: str) -> str:
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {v!r} (an IANA name such as 'Europe/Berlin')") from None
+        return v
+
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+    def contains(self, moment: datetime) -> bool:
+        local = moment.astimezone(self.zone()).time()
+        start, end = time.fromisoformat(self.start), time.fromisoformat(self.end)
+        return start <= local < end if start <= end else (local >= start or local < end)
+
+
+class ApprovalSettings(_Strict):
+    auto_approve: AutoApproveLimits = Field(default_factory=AutoApproveLimits)
+    window: ExecutionWindow | None = None
+    # How long a run waits for a person at the approval step; no answer rejects it.
+    response_timeout: Duration = 12 * 3600.0
+
+    def response_timedelta(self) -> timedelta:
+        return timedelta(seconds=self.response_timeout)
 
 
 class RebalancerConfig(_Strict):
@@ -167,6 +236,7 @@ class RebalancerConfig(_Strict):
     budgets: Budgets = Field(default_factory=Budgets)
     exclude: Exclusions = Field(default_factory=Exclusions)
     execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
+    approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
     run_root: Path = Path("runs")
     source_file: Path | None = Field(default=None, exclude=True)
 
@@ -230,7 +300,7 @@ class RebalancerConfig(_Strict):
 
     def fingerprint(self) -> str:
         """Hash of everything that shapes a plan (execution limits and connection details excluded)."""
-        planning = self.model_dump(mode="json", exclude={"execution": True, "run_root": True,
+        planning = self.model_dump(mode="json", exclude={"execution": True, "run_root": True, "approval": True,
                                                          "cluster": {"bootstrap_servers", "client_config",
                                                                      "airflow_connection_id",
                                                                      "request_timeout_s"}})

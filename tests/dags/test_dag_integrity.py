@@ -1,5 +1,6 @@
-"""DAG integrity: the DAG folder imports cleanly, the nightly DAG has its schedule, tags, retries and wiring,
-and importing it loads none of the heavy libraries (they are imported inside the tasks)."""
+"""DAG integrity: the DAG folder imports cleanly, the nightly and manual DAGs have their schedule, tags, retries,
+Params and the one shared wiring (with the approval step), and importing them loads none of the heavy libraries
+(they are imported inside the tasks)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from tests.helpers import REPO
 PROBE = textwrap.dedent("""
     import json, sys
     sys.path[:0] = [{dags!r}, {plugins!r}]
-    import kafka_rebalance_nightly as module
+    import kafka_rebalance_nightly, kafka_rebalance_manual
     heavy = [n for n in ("pyspark", "pandas", "numpy", "great_expectations", "confluent_kafka", "kafka", "pyarrow")
              if n in sys.modules]
     # The plan job's Spark settings are the one light module of the package a DAG reads at parse time.
@@ -26,11 +27,14 @@ PROBE = textwrap.dedent("""
     from airflow.dag_processing.dagbag import DagBag
     bag = DagBag(dag_folder={dags!r})
     dag = bag.dags["kafka_rebalance_nightly"]
-    tasks = {{t.task_id: {{"type": type(t).__name__, "retries": t.retries,
-                           "downstream": sorted(t.downstream_task_ids),
-                           "map_index_template": getattr(t, "map_index_template", None),
-                           "conn_id": getattr(t, "_conn_id", None),
-                           "spark_conf": getattr(t, "conf", None)}} for t in dag.tasks}}
+    def tasks_of(dag):
+        return {{t.task_id: {{"type": type(t).__name__, "bases": [c.__name__ for c in type(t).__mro__],
+                             "retries": t.retries, "downstream": sorted(t.downstream_task_ids),
+                             "map_index_template": getattr(t, "map_index_template", None),
+                             "conn_id": getattr(t, "_conn_id", None),
+                             "spark_conf": getattr(t, "conf", None)}} for t in dag.tasks}}
+    tasks = tasks_of(dag)
+    manual = bag.dags["kafka_rebalance_manual"]
     from kafka_rebalancer_airflow import KafkaClusterHook, dry_run_for
     connection = KafkaClusterHook("kafka_probe").get_conn()
     class Run:
@@ -45,6 +49,10 @@ PROBE = textwrap.dedent("""
         "cancel": {{"schedule": str(bag.dags["kafka_rebalance_cancel"].schedule),
                     "params": sorted(bag.dags["kafka_rebalance_cancel"].params),
                     "tasks": {{t.task_id: t.retries for t in bag.dags["kafka_rebalance_cancel"].tasks}}}},
+        "manual": {{"schedule": str(manual.schedule), "tasks": tasks_of(manual), "tags": sorted(manual.tags),
+                    "params": {{k: {{**manual.params.get_param(k).schema,
+                                   "description": manual.params.get_param(k).description}} for k in manual.params}},
+                    "defaults": {{k: manual.params[k] for k in manual.params}}}},
         "connection": [connection.bootstrap_servers, dict(connection.client_config)], "modes": modes}}))
 """)
 
@@ -63,14 +71,15 @@ def facts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def test_dag_folder_imports_cleanly(facts: dict) -> None:
     assert facts["import_errors"] == {}
-    assert facts["dag_ids"] == ["kafka_rebalance_cancel", "kafka_rebalance_nightly"]
+    assert facts["dag_ids"] == ["kafka_rebalance_cancel", "kafka_rebalance_manual", "kafka_rebalance_nightly"]
 
 
 def test_no_heavy_imports_at_the_top_of_dag_files(facts: dict) -> None:
     assert facts["heavy"] == []
     for dag_file in (REPO / "dags").glob("*.py"):
         top = [line for line in dag_file.read_text().splitlines() if line.startswith(("import ", "from "))]
-        top = [line for line in top if line != "from kafka_rebalancer.spark_settings import plan_spark_conf"]
+        # The shared wiring (plugins/kafka_rebalancer_pipeline.py) is checked by the probe: no heavy imports.
+        top = [line for line in top if not line.startswith("from kafka_rebalancer_pipeline import ")]
         assert not any(name in line for line in top for name in ("pyspark", "pandas", "great_expectations",
                                                                   "kafka_rebalancer", "confluent_kafka"))
 
@@ -90,15 +99,33 @@ def test_cancel_dag_is_manual_only_and_never_retries(facts: dict) -> None:
 
 def test_tasks_wiring_and_retries(facts: dict) -> None:
     tasks = facts["tasks"]
-    assert set(tasks) == {"snapshot", "plan", "validate", "execute", "verify"}
+    assert set(tasks) == {"snapshot", "plan", "validate", "approve", "execute", "verify"}
     assert tasks["plan"]["type"] == "SparkSubmitOperator" and tasks["plan"]["conn_id"] == "spark_rebalancer"
     assert tasks["snapshot"]["downstream"] == ["execute", "plan", "validate", "verify"]
     assert tasks["plan"]["downstream"] == ["validate"]
-    assert tasks["validate"]["downstream"] == ["execute"] and tasks["execute"]["downstream"] == ["verify"]
+    assert tasks["validate"]["downstream"] == ["approve", "execute"]
+    assert tasks["approve"]["downstream"] == ["execute"] and tasks["execute"]["downstream"] == ["verify"]
+    assert "ApprovalOperator" in tasks["approve"]["bases"] and tasks["approve"]["retries"] == 0
     assert tasks["execute"]["map_index_template"] == "{{ broker_pool }}"
     for idempotent in ("snapshot", "plan", "execute", "verify"):
         assert tasks[idempotent]["retries"] >= 1, idempotent
     assert tasks["validate"]["retries"] == 0  # deterministic: a retry cannot pass a failed expectation
+
+
+def test_manual_dag_shares_the_wiring_and_validates_its_params(facts: dict) -> None:
+    manual = facts["manual"]
+    assert manual["schedule"] == "None" and "manual" in manual["tags"]
+    strip = ("spark_conf",)
+    assert {k: {f: v for f, v in t.items() if f not in strip} for k, t in manual["tasks"].items()} == \
+        {k: {f: v for f, v in t.items() if f not in strip} for k, t in facts["tasks"].items()}
+    params, defaults = manual["params"], manual["defaults"]
+    assert defaults["mode"] == "dry-run"  # safe default: a person's trigger only plans
+    assert set(params["action"]["enum"]) == {"isolate-topics", "drain-brokers", "add-brokers", "rebalance-pool",
+                                             "elect-leaders", "demote-brokers", "execute-reviewed"}
+    assert params["brokers"]["items"]["type"] == "integer" and params["topics"]["type"] == "array"
+    assert params["throttle_bytes_per_s"]["minimum"] == 1
+    for name in ("action", "mode", "broker_pool", "brokers", "topics", "run_id", "reason"):
+        assert params[name].get("description"), name
 
 
 def test_manual_runs_are_dry_runs_unless_asked(facts: dict) -> None:

@@ -560,10 +560,17 @@ def dry_run_pool(config: RebalancerConfig, cluster: Cluster, run: RunFolder, poo
 
 
 def run_execute(config: RebalancerConfig, connection: Any, run: RunFolder, pool: str, *, dry_run: bool,
-                throttle_bytes_per_s: int | None = None, resume_cancelled: bool = False) -> dict[str, Any]:
-    """Execute (or dry-run) one pool against the cluster behind `connection` (a KafkaConnection)."""
+                throttle_bytes_per_s: int | None = None, resume_cancelled: bool = False,
+                require_approval: bool = False) -> dict[str, Any]:
+    """Execute (or dry-run) one pool against the cluster behind `connection` (a KafkaConnection). With
+    `require_approval`, only the plan whose hash the run's approval step recorded executes (checked before any
+    cluster call)."""
     from kafka_rebalancer.kafka_admin import ClusterAdmin
 
+    if require_approval and not dry_run:
+        from kafka_rebalancer.operations.approval import assert_approved
+
+        assert_approved(run, load_pool_plan(config, run, pool).digest)
     if dry_run:
         with ClusterAdmin(connection) as admin:
             admin.check_reachable()

@@ -76,8 +76,11 @@ def partition_changes(partitions: pd.DataFrame, moves: pd.DataFrame) -> pd.DataF
                 raise ValueError(f"move of {key} from {source} to {target} does not apply to replicas {replicas}")
             replicas[replicas.index(source)] = target
         pool_of[key] = row.broker_pool
+    # A partition whose replicas end as they are still changes when its leader does (the preferred-leader
+    # election after execution makes the first replica lead).
     rows = [(pool_of[key], key[0], key[1], current[key][0], replicas, current[key][2])
-            for key, replicas in sorted(new.items()) if replicas != current[key][0]]
+            for key, replicas in sorted(new.items())
+            if replicas != current[key][0] or replicas[0] != current[key][1]]
     return pd.DataFrame(rows, columns=PARTITION_CHANGES.names)
 
 

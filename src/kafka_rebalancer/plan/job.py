@@ -8,10 +8,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
+import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kafka_rebalancer.balance.bands import Band
+from kafka_rebalancer.balance.leadership import leadership_moves
 from kafka_rebalancer.balance.planner import Budgets as PlannerBudgets
 from kafka_rebalancer.balance.transforms import (
     PoolPlanningSettings,
@@ -43,6 +46,7 @@ from kafka_rebalancer.model.schemas import (
     REPLICAS,
     SKIPPED,
 )
+from kafka_rebalancer.operations.request import PlanningScope, read_request, scope_of
 from kafka_rebalancer.plan.artifacts import dumps, plan_hash, reassignment_document
 from kafka_rebalancer.plan.changes import load_after, moved_amounts, partition_changes, trim_to_budgets
 from kafka_rebalancer.plan.summary import build_summary
@@ -82,7 +86,13 @@ class _Progress:
 
 
 def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
+    """`config` is the run's (`operations.request.run_config`): a manual run's request narrows what is planned."""
     started = time.monotonic()
+    request = read_request(run)
+    if request is not None and request.action == "execute-reviewed" and run.has(PLAN):
+        log.info("execute-reviewed: the reviewed run's plan is kept as it is (not planned again)")
+        return read_json(run.stage_path(PLAN) / "summary.json")
+    scope = scope_of(request, config)
     progress = _Progress()
     snap = run.require(SNAPSHOT)
     manifest = read_json(snap / "manifest.json")
@@ -102,8 +112,9 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
         # The tables per broker and resource are small: each is collected once and handed back to Spark as a
         # local table, whose size Spark knows (it broadcasts it in joins instead of shuffling the large side).
         load_pdf, load = _small(spark, broker_load(brokers, planner_input, resources), BROKER_LOAD)
-        bands_pdf, band_table = _small(spark, bands(load, config, incoming_load(planner_input, load, resources)),
-                                       BANDS)
+        bands_pdf = _scoped_bands(bands(load, config, incoming_load(planner_input, load, resources)).toPandas(),
+                                  scope, request.action if request else "nightly")
+        band_table = spark.createDataFrame(bands_pdf, BANDS.spark())
         fix_pdf, fix = _small(spark, brokers_to_fix(load, band_table), BROKERS_TO_FIX)
         progress(f"bands of {len(bands_pdf)} (pool, resource) pairs; {len(fix_pdf)} broker-resource pairs to fix")
         candidates = reports.submit(lambda: candidate_moves(
@@ -116,8 +127,11 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
             resource_names=tuple(r.name for r in resources), bands=band_map,
             budgets=PlannerBudgets(config.budgets.max_replica_moves, config.budgets.max_moved_bytes,
                                    config.budgets.max_moves_per_broker),
-            brokers=pool_brokers(brokers, planner_input))
-        planned = split_planner_output(plan_pools(planner_input, settings))
+            brokers=_with_roles(pool_brokers(brokers, planner_input), scope))
+        if scope.leadership is None:
+            planned = split_planner_output(plan_pools(planner_input, settings))
+        else:
+            planned = _leadership_plan(planner_input, scope)
         moves = trim_to_budgets(planned["moves"], config.budgets)
         dropped = len(planned["moves"]) - len(moves)
         progress(f"planned {int((moves['action'] == 'replica').sum())} replica moves and "
@@ -156,6 +170,47 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
     log.info("plan %s: %d partitions change, %d bytes to move; written to %s", digest[:12],
              len(changes), int(moves["size_bytes"].sum()), run.stage_path(PLAN))
     return summary
+
+
+def _scoped_bands(bands_pdf: pd.DataFrame, scope: PlanningScope, action: str) -> pd.DataFrame:
+    """A manual action balances only the pools it concerns: the others' bands are marked not balanced (with the
+    reason), so their planners make forced moves only and the checks and the summary say so."""
+    if scope.balanced_pools is None:
+        return bands_pdf
+    outside = ~bands_pdf["broker_pool"].isin(scope.balanced_pools) & bands_pdf["balanced"]
+    bands_pdf = bands_pdf.copy()
+    bands_pdf.loc[outside, "balanced"] = False
+    bands_pdf.loc[outside, "note"] = f"not balanced by this run ({action}: only its pools are)"
+    return bands_pdf
+
+
+def _with_roles(brokers: dict[str, Any], scope: PlanningScope) -> dict[str, Any]:
+    """The pools the scope plans, each broker marked whether it may receive replicas and give them away."""
+    out = {}
+    for pool, frame in brokers.items():
+        if scope.pools is not None and pool not in scope.pools:
+            continue
+        out[pool] = frame.assign(receives=~frame["broker_id"].isin(scope.no_receive),
+                                 gives=~frame["broker_id"].isin(scope.no_give))
+    return out
+
+
+def _leadership_plan(planner_input: DataFrame, scope: PlanningScope) -> dict[str, Any]:
+    """Leadership-only actions (elect-leaders, demote-brokers) instead of the planner's, on the partitions it may
+    touch (skipped partitions keep their leaders)."""
+    first = planner_input.where((F.col("position") == 0) & (F.col("status") == "move"))
+    partitions = first.select("topic", "partition", F.col("members").alias("replicas"), "leader",
+                              F.col("topic_pool").alias("broker_pool")).toPandas()
+    isr = planner_input.where("in_isr AND broker_alive").groupBy("topic", "partition").agg(
+        F.collect_list("broker_id").alias("isr")).toPandas()
+    partitions = partitions.merge(isr, on=["topic", "partition"], how="left")
+    partitions["isr"] = partitions["isr"].apply(lambda v: list(v) if isinstance(v, list | np.ndarray) else [])
+    alive = {b for members in partitions["isr"] for b in members}
+    moves = leadership_moves(partitions, alive, scope.leadership or "elect", scope.demoted, scope.pools,
+                             scope.topics)
+    empty = {name: pd.DataFrame(columns=schema.names)
+             for name, schema in (("notes", PLANNER_NOTES), ("hot", HOT_PARTITIONS), ("infeasible", INFEASIBLE))}
+    return {"moves": moves, **empty, "lower_bound_bytes": {}}
 
 
 def _skipped_and_statuses(planner_input: DataFrame) -> tuple[Any, dict[str, int]]:

@@ -1,0 +1,62 @@
+"""Manual operations on one Kafka cluster, each planned, validated and approved before it touches the cluster.
+
+snapshot -> plan (Spark) -> validate (great-expectations) -> approve -> execute[pool] -> verify
+
+The action's parameters are checked before the snapshot (a missing or wrong one fails the run, naming it). In
+`dry-run` mode (the default) the run stops after the summary; its plan can later be executed with the action
+`execute-reviewed`. In `execute` mode a person approves the plan at `approve` (the UI's required actions);
+reject, or no answer within the config's approval.response_timeout, ends the run without touching the cluster.
+Pool changes (isolate-topics, drain-brokers, add-brokers) are recorded as pool overrides when approved.
+Params only: the tasks are shared with the nightly DAG (plugins/kafka_rebalancer_pipeline.py).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pendulum
+from airflow.sdk import DAG, Param
+from kafka_rebalancer_pipeline import DEFAULT_CONFIG, rebalance_tasks
+
+with DAG(
+    dag_id="kafka_rebalance_manual",
+    description="Isolate topics, drain or add brokers, rebalance a pool, move leadership: reviewed and approved",
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    tags=["kafka", "rebalance", "manual"],
+    default_args={"retries": 2, "retry_delay": timedelta(minutes=1)},
+    params={
+        "action": Param("rebalance-pool", enum=["isolate-topics", "drain-brokers", "add-brokers", "rebalance-pool",
+                                                "elect-leaders", "demote-brokers", "execute-reviewed"],
+                        description="isolate-topics: topics into broker_pool (new pool: with brokers); "
+                                    "drain-brokers: brokers give away every replica; add-brokers: empty brokers "
+                                    "join broker_pool; rebalance-pool: the nightly plan for broker_pool; "
+                                    "elect-leaders: preferred leader election; demote-brokers: leadership off "
+                                    "brokers; execute-reviewed: execute the plan of dry run run_id"),
+        "mode": Param("dry-run", enum=["dry-run", "execute"],
+                      description="dry-run: plan, validate, summarise, stop; execute: a person approves, then it "
+                                  "executes"),
+        "broker_pool": Param(None, type=["null", "string"], pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                             description="isolate-topics, add-brokers, rebalance-pool (elect-leaders: optional)"),
+        "brokers": Param([], type="array", items={"type": "integer", "minimum": 0}, uniqueItems=True,
+                         description="Broker ids: drain-brokers, add-brokers, demote-brokers, isolate-topics into "
+                                     "a new pool"),
+        "topics": Param([], type="array", items={"type": "string", "minLength": 1},
+                        description="Topic names or glob patterns such as 'payments.*': isolate-topics "
+                                    "(elect-leaders: optional filter)"),
+        "run_id": Param(None, type=["null", "string"],
+                        description="execute-reviewed: the run id of the reviewed dry run (nightly or manual)"),
+        "reason": Param("", type="string",
+                        description="Why (required for isolate-topics, drain-brokers, add-brokers; recorded with "
+                                    "the pool override)"),
+        "throttle_bytes_per_s": Param(None, type=["null", "integer"], minimum=1,
+                                      description="Replication throttle per broker; empty: the config's"),
+        "config_path": Param(DEFAULT_CONFIG, type="string", description="The kafka-rebalancer config file (YAML)"),
+    },
+) as dag:
+    rebalance_tasks()
+
+
+if __name__ == "__main__":
+    dag.test()

@@ -1,0 +1,164 @@
+"""The approval gate between validation and execution.
+
+A validated plan executes only after a decision, recorded in the run folder (`approval/decision.json`) with the
+plan hash it approves: a person's (Airflow's approval step, or the CLI's confirmation), or the config's
+auto-approval for a scheduled run whose plan is within the limits and starts inside the execution window. The
+executor refuses a plan whose hash is not the approved one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+
+from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.errors import ExecutionError
+from kafka_rebalancer.operations.overrides import now_iso
+from kafka_rebalancer.operations.request import read_request
+from kafka_rebalancer.report.tables import human_bytes
+from kafka_rebalancer.run_folder import PLAN, RunFolder, read_json, write_json
+
+APPROVAL = "approval"
+APPROVED_STATES = ("approved", "auto-approved")
+LARGEST_MOVES = 10
+
+
+def estimated_seconds(changes: pd.DataFrame, throttle_bytes_per_s: int | None) -> float | None:
+    """Copy time at the throttle: each broker receives its new replicas at most at the throttled rate, brokers in
+    parallel, so the busiest receiver sets the time (None: unthrottled, no estimate)."""
+    if not throttle_bytes_per_s or changes.empty:
+        return None if not throttle_bytes_per_s else 0.0
+    incoming: dict[int, int] = {}
+    for old, new, size in zip(changes["old_replicas"], changes["new_replicas"], changes["size_bytes"], strict=True):
+        for b in set(map(int, new)) - set(map(int, old)):
+            incoming[b] = incoming.get(b, 0) + int(size)
+    return max(incoming.values(), default=0) / throttle_bytes_per_s
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown (unthrottled)"
+    hours, rest = divmod(round(seconds), 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
+@dataclass(frozen=True)
+class PlanFacts:
+    """What the gate decides on, read from the validated plan."""
+
+    plan_hash: str
+    summary: dict[str, Any]
+    changes: pd.DataFrame
+    throttle_bytes_per_s: int | None
+    duration_s: float | None
+
+    @classmethod
+    def read(cls, config: RebalancerConfig, run: RunFolder, throttle_bytes_per_s: int | None = None) -> PlanFacts:
+        from kafka_rebalancer.model.schemas import PARTITION_CHANGES
+        from kafka_rebalancer.run_folder import read_table
+
+        plan_dir = run.require(PLAN)
+        summary = read_json(plan_dir / "summary.json")
+        changes = read_table(plan_dir, PARTITION_CHANGES)
+        throttle = throttle_bytes_per_s or config.execution.throttle_bytes_per_s
+        return cls(summary["plan_hash"], summary, changes, throttle, estimated_seconds(changes, throttle))
+
+
+def limits_passed(config: RebalancerConfig, facts: PlanFacts) -> list[str]:
+    """The auto-approval limits the plan goes beyond (empty: within all of them)."""
+    limits = config.approval.auto_approve
+    totals = facts.summary["totals"]
+    passed = []
+    if limits.max_moved_bytes is not None and totals["moved_bytes"] > limits.max_moved_bytes:
+        passed.append(f"moves {human_bytes(totals['moved_bytes'])}, over max_moved_bytes "
+                      f"{human_bytes(limits.max_moved_bytes)}")
+    if limits.max_replica_moves is not None and totals["replica_moves"] > limits.max_replica_moves:
+        passed.append(f"{totals['replica_moves']} replica moves, over max_replica_moves {limits.max_replica_moves}")
+    if limits.max_duration_s is not None:
+        if facts.duration_s is None:
+            passed.append("duration unknown (no throttle) while max_duration is set")
+        elif facts.duration_s > limits.max_duration_s:
+            passed.append(f"estimated {_duration(facts.duration_s)} at the throttle, over max_duration "
+                          f"{_duration(limits.max_duration_s)}")
+    return passed
+
+
+def unattended_refusals(config: RebalancerConfig, facts: PlanFacts, scheduled: bool, started: datetime) -> list[str]:
+    """Why this run may not execute without a person (empty: it may). Only scheduled runs are ever auto-approved;
+    one that starts outside the execution window waits, whatever its size."""
+    if not scheduled:
+        return ["a person triggered this run: a person approves it"]
+    reasons = limits_passed(config, facts)
+    window = config.approval.window
+    if window is not None and not window.contains(started):
+        reasons.append(f"the run started at {started.astimezone(window.zone()).strftime('%H:%M %Z')}, outside the "
+                       f"execution window {window.start}-{window.end} {window.timezone}")
+    return reasons
+
+
+def approval_body(config: RebalancerConfig, run: RunFolder, facts: PlanFacts, waiting_because: list[str]) -> str:
+    """Markdown for the person deciding: exactly the validated plan, per pool, and where its artifacts are."""
+    s, totals = facts.summary, facts.summary["totals"]
+    request = read_request(run)
+    lines = [f"**Plan `{facts.plan_hash[:12]}`** for cluster `{s['cluster']}`"
+             + (f", manual action **{request.action}** asked by {request.requested_by}" if request else ", nightly"),
+             ""]
+    if request is not None and request.reason:
+        lines += [f"Reason: {request.reason}", ""]
+    if waiting_because:
+        lines += ["Waiting for a person because:", *[f"- {why}" for why in waiting_because], ""]
+    lines += [f"{totals['replica_moves']} replica moves ({human_bytes(totals['moved_bytes'])}), "
+              f"{totals['partitions_changed']} partitions change; estimated "
+              f"{_duration(facts.duration_s)} at {human_bytes(facts.throttle_bytes_per_s or 0)}/s per broker.", "",
+              "| pool | replica moves | leadership changes | bytes | out of band before → after |",
+              "|---|---|---|---|---|"]
+    for pool, p in s["pools"].items():
+        band = "; ".join(f"{name}: {len(r['out_of_band_before'])} → {len(r['out_of_band_after'])}"
+                         for name, r in p["resources"].items())
+        leadership = int(sum(1 for o, n in zip(facts.changes["old_replicas"], facts.changes["new_replicas"],
+                                               strict=True) if set(o) == set(n))
+                         if pool in set(facts.changes["broker_pool"]) else 0)
+        lines.append(f"| {pool} | {p['replica_moves']} | {leadership} | {human_bytes(p['moved_bytes'])} | {band} |")
+    largest = facts.changes.assign(copies=[len(set(n) - set(o)) for o, n in zip(
+        facts.changes["old_replicas"], facts.changes["new_replicas"], strict=True)])
+    largest = largest[largest["copies"] > 0].sort_values("size_bytes", ascending=False).head(LARGEST_MOVES)
+    if len(largest):
+        lines += ["", "Largest moves:", "", "| partition | replicas | size |", "|---|---|---|"]
+        lines += [f"| {r.topic}-{r.partition} | {[int(b) for b in r.old_replicas]} → {[int(b) for b in r.new_replicas]} | "
+                  f"{human_bytes(r.size_bytes)} |" for r in largest.itertuples(index=False)]
+    skipped = s["skipped"]["by_reason"]
+    if skipped:
+        lines += ["", "Skipped partitions: " + ", ".join(f"{n} ({why})" for why, n in skipped.items())]
+    if request is not None and request.override is not None:
+        lines += ["", f"Records pool override: {request.override.describe().split(' ', 1)[1]} "
+                  "(lasts until reverted: `kafka-rebalancer overrides revert ID`)"]
+    lines += ["", f"Artifacts: `{run.path}` (plan/plan.json, plan/summary.json, validation/report.json)"]
+    return "\n".join(lines)
+
+
+def write_decision(run: RunFolder, plan_hash: str, state: str, by: str | None, why: list[str] | str) -> dict:
+    decision = {"state": state, "plan_hash": plan_hash, "by": by, "at": now_iso(),
+                "why": [why] if isinstance(why, str) else list(why)}
+    with run.stage(APPROVAL) as out:
+        write_json(out / "decision.json", decision)
+    return decision
+
+
+def read_decision(run: RunFolder) -> dict | None:
+    path = run.stage_path(APPROVAL) / "decision.json"
+    return read_json(path) if path.exists() else None
+
+
+def assert_approved(run: RunFolder, plan_hash: str) -> dict:
+    """The executor's check: this exact plan was approved."""
+    decision = read_decision(run)
+    if decision is None or decision["state"] not in APPROVED_STATES:
+        state = "no decision" if decision is None else f"{decision['state']} ({'; '.join(decision['why'])})"
+        raise ExecutionError(f"refusing to execute: the plan of {run.path} is not approved ({state})")
+    if decision["plan_hash"] != plan_hash:
+        raise ExecutionError(f"refusing to execute: plan {plan_hash[:12]} is not the approved one "
+                             f"({decision['plan_hash'][:12]})")
+    return decision

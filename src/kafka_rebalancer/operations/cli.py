@@ -1,0 +1,170 @@
+"""Manual operations from a terminal: the same request, plan, validation, approval and execution as the manual
+DAG, in one command. Without --apply the run stops after the summary (a dry run; execute it later with
+`execute-reviewed --run-id`); with --apply the summary is shown and a person confirms on the terminal (--yes for
+scripts), which is the approval recorded with the plan hash."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.errors import RebalancerError
+from kafka_rebalancer.operations.overrides import CONFIG, OverrideStore, current_user, layout
+from kafka_rebalancer.operations.request import make_request, run_config, write_request
+from kafka_rebalancer.run_folder import RunFolder
+
+# CLI command -> (action, the request fields it takes)
+COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "isolate": ("isolate-topics", ("topics", "pool", "brokers", "reason")),
+    "drain": ("drain-brokers", ("brokers", "reason")),
+    "add-brokers": ("add-brokers", ("brokers", "pool", "reason")),
+    "rebalance-pool": ("rebalance-pool", ("pool",)),
+    "elect-leaders": ("elect-leaders", ("pool", "topics")),
+    "demote": ("demote-brokers", ("brokers",)),
+}
+HELP = {"topics": "topic names or glob patterns, comma-separated (e.g. 'payments.*,ledger')",
+        "pool": "the broker pool", "brokers": "broker ids, comma-separated (e.g. 7,8)",
+        "reason": "why (required when pool membership changes; recorded with the override)"}
+
+
+def _ids(text: str) -> list[int]:
+    try:
+        return [int(b) for b in text.split(",") if b.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected broker ids like 7,8, got {text!r}") from None
+
+
+def _names(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def add_parsers(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
+    for command, (action, fields) in COMMANDS.items():
+        p = sub.add_parser(command, help=f"manual operation {action} (dry run unless --apply)")
+        common(p)
+        for name in fields:
+            kind = {"brokers": _ids, "topics": _names}.get(name, str)
+            p.add_argument(f"--{name}", type=kind, help=HELP[name])
+        _apply_flags(p)
+    p = sub.add_parser("execute-reviewed", help="execute the plan of an earlier dry run after reading it")
+    common(p)
+    p.add_argument("--run-id", required=True, help="the dry run whose plan is executed")
+    _apply_flags(p)
+    p = sub.add_parser("overrides", help="list or revert pool overrides")
+    p.add_argument("--config", required=True, type=Path)
+    p.add_argument("verb", choices=["list", "revert"])
+    p.add_argument("id", nargs="?", type=int, help="revert: the override's id")
+    p = sub.add_parser("pools", help="effective brokers and topic rules of every pool, with where each comes from")
+    p.add_argument("--config", required=True, type=Path)
+
+
+def _apply_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--apply", action="store_true", help="execute after showing the plan and asking to confirm")
+    p.add_argument("--yes", action="store_true", help="with --apply: do not ask (scripts)")
+    p.add_argument("--throttle-bytes-per-s", type=int, help="replication throttle per broker")
+    p.add_argument("--spark-master", default="local[2]")
+
+
+def operate(args: argparse.Namespace, connect: Callable[[RebalancerConfig], Any],
+            plan: Callable[[RebalancerConfig, RunFolder, str], None],
+            confirm: Callable[[str], bool] | None = None) -> int:
+    """One manual operation end to end; returns the exit code."""
+    from kafka_rebalancer.execute.executor import run_execute
+    from kafka_rebalancer.operations.approval import PlanFacts, approval_body, write_decision
+    from kafka_rebalancer.operations.request import record_override
+    from kafka_rebalancer.operations.reviewed import adopt_reviewed_plan
+    from kafka_rebalancer.quality.suite import validate_plan
+    from kafka_rebalancer.snapshot import take_snapshot
+    from kafka_rebalancer.verify import verify_run
+
+    if args.throttle_bytes_per_s is not None and args.throttle_bytes_per_s < 1:
+        raise RebalancerError(f"--throttle-bytes-per-s must be a positive number of bytes, got "
+                              f"{args.throttle_bytes_per_s}")
+    base = run_config(args.config)
+    if args.command == "execute-reviewed":
+        params: dict[str, Any] = {"action": "execute-reviewed", "reviewed_run_id": args.run_id}
+    else:
+        action, fields = COMMANDS[args.command]
+        params = {"action": action, **{("broker_pool" if f == "pool" else f): getattr(args, f) for f in fields}}
+    request = make_request(base, **params)
+    run_id = f"cli__{request.action}__{datetime.now(UTC).strftime('%Y-%m-%dT%H-%M-%SZ')}"
+    run = RunFolder(base.run_dir(run_id))
+    if request.action == "execute-reviewed":
+        request = adopt_reviewed_plan(base, run, request, connect)
+    write_request(run, request)
+    config = run_config(args.config, run)
+    if request.action != "execute-reviewed":
+        take_snapshot(config, connect(config), run)
+        plan(config, run, args.spark_master)
+    validate_plan(config, run)
+    facts = PlanFacts.read(config, run, args.throttle_bytes_per_s)
+    print(approval_body(config, run, facts, []))
+    if not args.apply:
+        write_decision(run, facts.plan_hash, "dry-run", current_user(), "dry run (no --apply)")
+        print(f"\ndry run: nothing changed. To execute this plan after review: kafka-rebalancer execute-reviewed "
+              f"--config {args.config} --run-id {run.path.name} --apply")
+        return 0
+    if not args.yes:
+        if confirm is None or not sys.stdin.isatty():
+            raise RebalancerError("--apply asks for confirmation on a terminal; pass --yes to execute without "
+                                  "asking (scripts)")
+        if not confirm(f"Execute plan {facts.plan_hash[:12]} on cluster {config.cluster.name}? Type 'yes': "):
+            write_decision(run, facts.plan_hash, "rejected", current_user(), "not confirmed on the terminal")
+            print("not confirmed: nothing changed")
+            return 2
+    write_decision(run, facts.plan_hash, "approved", current_user(), "confirmed with --apply"
+                   + (" --yes" if args.yes else " on the terminal"))
+    override = record_override(config, run, current_user())
+    if override is not None:
+        print(f"pool override recorded: {override.describe()}")
+    connection = connect(config)
+    for pool in sorted(config.pools):
+        result = run_execute(config, connection, run, pool, dry_run=False,
+                             throttle_bytes_per_s=args.throttle_bytes_per_s, require_approval=True)
+        print(f"{pool}: {result['completed']}/{result['moves']} moves complete, {len(result['skipped'])} skipped")
+    summary = verify_run(config, connection, run)
+    print(f"out of band: {summary['out_of_band_before']} before, {summary['out_of_band_after']} after")
+    return 0
+
+
+def overrides_command(args: argparse.Namespace) -> int:
+    config = run_config(args.config)  # also checks that every stored override still fits
+    store = OverrideStore.of(config)
+    if args.verb == "revert":
+        if args.id is None:
+            raise RebalancerError("overrides revert needs the override's id (see: kafka-rebalancer overrides list)")
+        reverted = store.revert(args.id, current_user())
+        print(f"reverted {reverted.describe()}; the next run plans with the config's pools for these brokers")
+        return 0
+    overrides = store.read()
+    if not overrides:
+        print(f"no pool overrides ({store.path})")
+    for o in overrides:
+        print(f"{o.describe()}  [{o.state}] by {o.requested_by}"
+              + (f", approved by {o.approved_by}" if o.approved_by else "")
+              + f", {o.created_at}, run {o.run_id}: {o.reason}")
+    return 0
+
+
+def pools_command(args: argparse.Namespace) -> int:
+    from kafka_rebalancer.config import load_config
+
+    base = load_config(args.config)
+    result = layout(base, OverrideStore.of(base).active())
+    for pool in sorted(result.pools):
+        print(f"{pool}:")
+        for b in sorted(result.pools[pool]):
+            print(f"  broker {b:<6} {result.broker_source[b]}")
+        for (pattern, rule_pool), source in zip(result.topic_rules, result.rule_source, strict=True):
+            if rule_pool == pool:
+                print(f"  topics {pattern!r:<20} {source}")
+        if base.default_pool == pool:
+            print(f"  topics (default)       {CONFIG}")
+    for b, source in sorted(result.drained.items()):
+        print(f"drained: broker {b} ({source}; in no pool)")
+    return 0

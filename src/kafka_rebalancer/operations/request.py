@@ -1,0 +1,269 @@
+"""A manual operation's request, and what it changes for the planner.
+
+A person asks for one action (`isolate-topics`, `drain-brokers`, ...). The request is checked against the config
+before anything runs (each missing or wrong field is named), written into the run folder as `request.json`, and
+from then on every step of the run reads it: the pool override it will record (applied on top of the config for
+this run only, until the run is approved), and the planning scope (which pools are planned and balanced, which
+brokers may receive or give replicas, leadership only).
+
+Each action is a small function from (effective config, request) to (pool override, planning scope); the
+planner, the validation, the executor and the artifacts are the nightly run's.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from kafka_rebalancer.config import RebalancerConfig, load_config
+from kafka_rebalancer.errors import RebalancerError, RunFolderError
+from kafka_rebalancer.operations.overrides import (
+    OverrideStore,
+    PoolOverride,
+    apply_overrides,
+    current_user,
+    now_iso,
+)
+from kafka_rebalancer.run_folder import RunFolder, read_json, write_json
+
+Action = Literal["nightly", "isolate-topics", "drain-brokers", "add-brokers", "rebalance-pool", "elect-leaders",
+                 "demote-brokers", "execute-reviewed"]
+MANUAL_ACTIONS: tuple[str, ...] = ("isolate-topics", "drain-brokers", "add-brokers", "rebalance-pool",
+                                   "elect-leaders", "demote-brokers", "execute-reviewed")
+CHANGES_POOLS = ("isolate-topics", "drain-brokers", "add-brokers")
+REQUEST_FILE = "request.json"
+
+
+class RequestError(RebalancerError):
+    """A manual operation's parameters are missing or wrong."""
+
+
+class ManualRequest(BaseModel):
+    """What a person asked for. Fields an action does not use must be empty."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    action: Action
+    broker_pool: str | None = None
+    brokers: list[int] = Field(default_factory=list)
+    topics: list[str] = Field(default_factory=list)
+    reviewed_run_id: str | None = None  # execute-reviewed: the dry run whose plan is executed
+    reason: str = ""
+    requested_by: str = Field(default_factory=current_user)
+    requested_at: str = Field(default_factory=now_iso)
+    override: PoolOverride | None = None  # the pool change this run records once approved
+
+
+@dataclass(frozen=True)
+class PlanningScope:
+    """What the planner may do in this run (the nightly run: everything, every pool)."""
+
+    pools: frozenset[str] | None = None  # pools planned (None: all)
+    balanced_pools: frozenset[str] | None = None  # pools whose bands are balanced; others do forced moves only
+    no_receive: frozenset[int] = frozenset()  # brokers no replica moves onto
+    no_give: frozenset[int] = frozenset()  # brokers that give replicas away only when forced
+    leadership: Literal["elect", "demote"] | None = None  # leadership only: no replica moves
+    demoted: frozenset[int] = frozenset()
+    topics: tuple[str, ...] = ()  # leadership only: these topic patterns (empty: every topic)
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _fail(action: str, name: str, message: str) -> RequestError:
+    return RequestError(f"action {action}: parameter '{name}': {message}")
+
+
+def _brokers_known(action: str, brokers: list[int], config: RebalancerConfig) -> None:
+    if not brokers:
+        raise _fail(action, "brokers", "at least one broker id is required")
+    if len(set(brokers)) != len(brokers):
+        raise _fail(action, "brokers", f"broker ids must be unique, got {brokers}")
+
+
+def _pool_known(action: str, pool: str | None, config: RebalancerConfig) -> str:
+    if not pool:
+        raise _fail(action, "broker_pool", "a pool name is required")
+    if pool not in config.pools:
+        raise _fail(action, "broker_pool", f"unknown pool {pool!r} (known: {', '.join(sorted(config.pools))})")
+    return pool
+
+
+def _needs_reason(request: ManualRequest) -> None:
+    if not request.reason.strip():
+        raise _fail(request.action, "reason", "required: this action changes pool membership (say why; it is "
+                    "recorded with the pool override)")
+
+
+def _unused(request: ManualRequest, *allowed: str) -> None:
+    for name in ("broker_pool", "brokers", "topics", "reviewed_run_id"):
+        if name not in allowed and getattr(request, name):
+            raise _fail(request.action, name, f"not used by {request.action}; leave it empty")
+
+
+def _override(request: ManualRequest, config: RebalancerConfig, brokers: list[int]) -> PoolOverride:
+    pool_of = config.broker_pool_of()
+    return PoolOverride(id=1 + max((o.id for o in OverrideStore.of(config).read()), default=0),
+                        kind=request.action, broker_pool=request.broker_pool, brokers=brokers,  # type: ignore[arg-type]
+                        from_pools={b: pool_of.get(b) for b in brokers}, topics=list(request.topics),
+                        requested_by=request.requested_by, created_at=now_iso(), reason=request.reason,
+                        run_id="pending")
+
+
+# -- one function per action: (effective config, request) -> (override, scope) ----------------------------------
+Resolved = tuple[PoolOverride | None, PlanningScope]
+
+
+def _isolate_topics(r: ManualRequest, config: RebalancerConfig) -> Resolved:
+    _unused(r, "broker_pool", "brokers", "topics")
+    if not r.topics:
+        raise _fail(r.action, "topics", "at least one topic name or glob pattern is required")
+    if not r.broker_pool:
+        raise _fail(r.action, "broker_pool", "the pool the topics move into is required (an existing pool, or a "
+                    "new pool name together with its brokers)")
+    _needs_reason(r)
+    if r.broker_pool not in config.pools and not r.brokers:
+        raise _fail(r.action, "brokers", f"pool {r.broker_pool!r} is new: name the brokers that form it")
+    if r.brokers:
+        _brokers_known(r.action, r.brokers, config)
+        pool_of = config.broker_pool_of()
+        leaving = {pool_of[b] for b in r.brokers if b in pool_of and pool_of[b] != r.broker_pool}
+        for pool in leaving:
+            if set(config.pools[pool].brokers) <= set(r.brokers):
+                raise _fail(r.action, "brokers", f"would take every broker of pool {pool!r}; keep at least one")
+    # Every pool may have replicas to send home; the receiving pool and those losing brokers are balanced.
+    pool_of = config.broker_pool_of()
+    affected = {r.broker_pool} | {pool_of[b] for b in r.brokers if b in pool_of}
+    return _override(r, config, list(r.brokers)), PlanningScope(balanced_pools=frozenset(affected))
+
+
+def _drain_brokers(r: ManualRequest, config: RebalancerConfig) -> Resolved:
+    _unused(r, "brokers")
+    _brokers_known(r.action, r.brokers, config)
+    _needs_reason(r)
+    pool_of = config.broker_pool_of()
+    for pool in {pool_of[b] for b in r.brokers if b in pool_of}:
+        if set(config.pools[pool].brokers) <= set(r.brokers):
+            raise _fail(r.action, "brokers", f"would drain every broker of pool {pool!r}; its replicas would have "
+                        "nowhere to go")
+    # The drained brokers leave their pools, so their replicas must go home, like replicas of a dead broker; the
+    # pools they leave are balanced over their remaining brokers.
+    return _override(r, config, list(r.brokers)), PlanningScope(
+        balanced_pools=frozenset(pool_of[b] for b in r.brokers if b in pool_of))
+
+
+def _add_brokers(r: ManualRequest, config: RebalancerConfig) -> Resolved:
+    _unused(r, "broker_pool", "brokers")
+    pool = _pool_known(r.action, r.broker_pool, config)
+    _brokers_known(r.action, r.brokers, config)
+    _needs_reason(r)
+    already = [b for b in r.brokers if b in config.pools[pool].brokers]
+    if already:
+        raise _fail(r.action, "brokers", f"broker(s) {already} are already in pool {pool!r}")
+    existing = frozenset(config.pools[pool].brokers)
+    return _override(r, config, list(r.brokers)), PlanningScope(
+        pools=frozenset({pool}), balanced_pools=frozenset({pool}), no_receive=existing, no_give=frozenset(r.brokers))
+
+
+def _rebalance_pool(r: ManualRequest, config: RebalancerConfig) -> Resolved:
+    _unused(r, "broker_pool")
+    pool = _pool_known(r.action, r.broker_pool, config)
+    return None, PlanningScope(pools=frozenset({pool}))
+
+
+def _elect_leaders(r: ManualRequest, config: RebalancerConfig) -> Resolved:
+    _unused(r, "broker_pool", "topics")
+    pools = frozenset({_pool_known(r.action, r.broker_pool, config)}) if r.broker_pool else None
+    return None, PlanningScope(pools=pools, leadership="elect", topics=tuple(r.topics))
+
+
+def _demote_brokers(r: ManualRequest, config: RebalancerConfig) -> Resolved:
+    _unused(r, "brokers")
+    _brokers_known(r.action, r.brokers, config)
+    return None, PlanningScope(leadership="demote", demoted=frozenset(r.brokers))
+
+
+def _execute_reviewed(r: ManualRequest, config: RebalancerConfig) -> Resolved:
+    _unused(r, "reviewed_run_id")
+    if not r.reviewed_run_id:
+        raise _fail(r.action, "run_id", "the run id of the reviewed dry run is required")
+    return None, PlanningScope()
+
+
+def _nightly(r: ManualRequest, config: RebalancerConfig) -> Resolved:
+    return None, PlanningScope()
+
+
+ACTIONS: dict[str, Callable[[ManualRequest, RebalancerConfig], Resolved]] = {
+    "nightly": _nightly, "isolate-topics": _isolate_topics, "drain-brokers": _drain_brokers,
+    "add-brokers": _add_brokers, "rebalance-pool": _rebalance_pool, "elect-leaders": _elect_leaders,
+    "demote-brokers": _demote_brokers, "execute-reviewed": _execute_reviewed}
+
+
+def make_request(config: RebalancerConfig, **params: object) -> ManualRequest:
+    """Check a person's parameters against the effective config (overrides applied); RequestError names the
+    first wrong one. The returned request carries the pool override it will record."""
+    values = {k: v for k, v in params.items() if v is not None and v != "" and v != []}
+    try:
+        request = ManualRequest.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = ".".join(map(str, first["loc"])) or "action"
+        raise RequestError(f"parameter '{name}': {first['msg']} (got {first.get('input')!r})") from None
+    override, _ = ACTIONS[request.action](request, config)
+    return request.model_copy(update={"override": override})
+
+
+def scope_of(request: ManualRequest | None, config: RebalancerConfig) -> PlanningScope:
+    if request is None:
+        return PlanningScope()
+    return ACTIONS[request.action](request, config)[1]
+
+
+# -- the request in the run folder, and the config every step of the run uses ---------------------------------
+def write_request(run: RunFolder, request: ManualRequest) -> None:
+    """Written once, before the snapshot; a retried first task finds the same request and keeps it."""
+    run.path.mkdir(parents=True, exist_ok=True)
+    path = run.path / REQUEST_FILE
+    if path.exists():
+        existing = read_request(run)
+        if existing is not None and existing.model_dump(exclude={"requested_at", "override"}) != \
+                request.model_dump(exclude={"requested_at", "override"}):
+            raise RunFolderError(f"{path} already holds another request ({existing.action}); use a new run")
+        return
+    write_json(path, request.model_dump(mode="json"))
+
+
+def read_request(run: RunFolder) -> ManualRequest | None:
+    path = run.path / REQUEST_FILE
+    if not path.exists():
+        return None
+    return ManualRequest.model_validate(read_json(path))
+
+
+def run_config(config_path: str | Path, run: RunFolder | None = None) -> RebalancerConfig:
+    """The config one run plans, executes and checks with: the file, the stored pool overrides (other runs'),
+    and this run's own override (pending until it is approved, then stored; applied last either way, so the
+    plan hash does not change when it is recorded)."""
+    base = load_config(config_path)
+    run_name = run.path.name if run is not None else None
+    stored = [o for o in OverrideStore.of(base).active() if o.run_id != run_name]
+    request = read_request(run) if run is not None else None
+    own = [request.override] if request is not None and request.override is not None else []
+    return apply_overrides(base, stored + own)
+
+
+def matches_any(topic: str, patterns: tuple[str, ...] | list[str]) -> bool:
+    return any(fnmatch.fnmatchcase(topic, p) for p in patterns)
+
+
+def record_override(config: RebalancerConfig, run: RunFolder, approved_by: str | None) -> PoolOverride | None:
+    """Store the run's pool override once it is approved to execute (retry-safe: one per run)."""
+    request = read_request(run)
+    if request is None or request.override is None:
+        return None
+    return OverrideStore.of(config).record(request.override.model_copy(
+        update={"run_id": run.path.name, "approved_by": approved_by}))
