@@ -338,6 +338,29 @@ class LocalKafkaCluster:
         self._save(state)
         self.wait_ready(timeout_s, broker_ids=[broker_id])
 
+    def add_broker(self, broker_id: int, rack: str, timeout_s: float = 120.0) -> None:
+        """Start a new, empty broker in the running cluster (as an operator adds a machine)."""
+        state = self.load()
+        if any(n.node_id == broker_id for n in state.nodes):
+            raise ClusterError(f"node {broker_id} already exists in local cluster '{self.name}'")
+        node = Node(broker_id, "broker", free_ports(1)[0], rack)
+        state.nodes.append(node)
+        self._node_dir(node).mkdir(parents=True)
+        self._config_path(node).write_text(self._properties(state, node))
+        self._format(ClusterState(state.name, state.cluster_id, state.kafka_version, [node]))
+        self._launch(node)
+        self._save(state)
+        self.wait_ready(timeout_s, broker_ids=[broker_id])
+
+    def remove_broker(self, broker_id: int) -> None:
+        """Stop a broker added by add_broker and forget it (its registration stays fenced in the metadata)."""
+        state = self.load()
+        node = next(n for n in state.brokers if n.node_id == broker_id)
+        self._terminate([node], 60.0)
+        state.nodes.remove(node)
+        self._save(state)
+        shutil.rmtree(self._node_dir(node), ignore_errors=True)
+
     def status(self) -> list[dict]:
         state = self.load()
         return [{"node": n.name, "id": n.node_id, "rack": n.rack, "port": n.port, "pid": n.pid,

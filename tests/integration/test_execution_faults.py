@@ -12,7 +12,6 @@ import json
 import shutil
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections import Counter
@@ -23,7 +22,6 @@ from typing import Any
 
 import pytest
 import yaml
-from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from kafka_rebalancer.config import RebalancerConfig, load_config
@@ -33,6 +31,7 @@ from kafka_rebalancer.run_folder import RunFolder
 from kafka_rebalancer.snapshot import take_snapshot
 from tests.helpers import REPO, write_validated_plan
 from tests.integration.conftest import delete_topics, demo_config
+from tests.live_traffic import LiveTraffic
 from tools.demo_workload import TopicSpec, create_topics, produce
 
 pytestmark = [pytest.mark.kafka]
@@ -232,62 +231,12 @@ def test_partition_reassigned_by_hand_after_planning_is_skipped_as_drifted(scena
 
 
 def test_producers_and_consumers_lose_and_duplicate_nothing_during_execution(scenario: Scenario) -> None:
-    acked: list[bytes] = []
-    failed: list[str] = []
-    stop = threading.Event()
-
-    def on_delivery(err: Any, msg: Any) -> None:
-        (failed.append(str(err)) if err is not None else acked.append(msg.value()))
-
-    def produce_until_stopped() -> None:
-        producer = Producer({"bootstrap.servers": scenario.bootstrap, "acks": "all", "enable.idempotence": True,
-                             "linger.ms": 5, "log_level": 3})
-        n = 0
-        while not stop.is_set():
-            producer.produce(scenario.topic, value=f"live-{n:07d}".encode(), on_delivery=on_delivery)
-            producer.poll(0)
-            n += 1
-            time.sleep(0.002)
-        producer.flush(60)
-
-    consumed: list[bytes] = []
-
-    def consume_everything(deadline: list[float]) -> None:
-        from confluent_kafka import TopicPartition
-
-        consumer = Consumer({"bootstrap.servers": scenario.bootstrap, "group.id": f"faults-{uuid.uuid4().hex}",
-                             "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-        consumer.assign([TopicPartition(scenario.topic, p, 0) for p in range(PARTITIONS)])
-        try:
-            while time.monotonic() < deadline[0]:
-                for msg in consumer.consume(500, timeout=0.5):
-                    if msg.error() is None and msg.value().startswith(b"live-"):
-                        consumed.append(msg.value())
-                if stop.is_set() and not producer_thread.is_alive() and set(acked) <= set(consumed):
-                    return
-        finally:
-            consumer.close()
-
-    deadline = [time.monotonic() + 600]
-    producer_thread = threading.Thread(target=produce_until_stopped)
-    consumer_thread = threading.Thread(target=consume_everything, args=(deadline,))
-    producer_thread.start()
-    consumer_thread.start()
-    try:
-        time.sleep(1.0)
+    with LiveTraffic(scenario.bootstrap, {scenario.topic: PARTITIONS}) as traffic:
         result = run_execute(scenario.config, KafkaConnection(scenario.bootstrap), scenario.run, "all",
                              dry_run=False, throttle_bytes_per_s=THROTTLE)
         time.sleep(1.0)
-    finally:
-        stop.set()
-        producer_thread.join(90)
-        deadline[0] = min(deadline[0], time.monotonic() + 60)
-        consumer_thread.join(90)
     assert result["completed"] == PARTITIONS and result["skipped"] == []
-    assert failed == [] and len(acked) > 1000
-    duplicates = [value for value, count in Counter(consumed).items() if count > 1]
-    assert duplicates == []
-    assert set(acked) - set(consumed) == set(), "acknowledged messages were not consumed"
+    traffic.check()
     assert scenario.replicas() == {p: new for _, p, _, new in scenario.moves}
     assert_clean(scenario.bootstrap, scenario.topic)
 

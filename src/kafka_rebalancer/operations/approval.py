@@ -38,6 +38,10 @@ def estimated_seconds(changes: pd.DataFrame, throttle_bytes_per_s: int | None) -
     return max(incoming.values(), default=0) / throttle_bytes_per_s
 
 
+def _ids(brokers: Any) -> list[int]:
+    return [int(b) for b in brokers]
+
+
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "unknown (unthrottled)"
@@ -127,7 +131,7 @@ def approval_body(config: RebalancerConfig, run: RunFolder, facts: PlanFacts, wa
     largest = largest[largest["copies"] > 0].sort_values("size_bytes", ascending=False).head(LARGEST_MOVES)
     if len(largest):
         lines += ["", "Largest moves:", "", "| partition | replicas | size |", "|---|---|---|"]
-        lines += [f"| {r.topic}-{r.partition} | {[int(b) for b in r.old_replicas]} → {[int(b) for b in r.new_replicas]} | "
+        lines += [f"| {r.topic}-{r.partition} | {_ids(r.old_replicas)} → {_ids(r.new_replicas)} | "
                   f"{human_bytes(r.size_bytes)} |" for r in largest.itertuples(index=False)]
     skipped = s["skipped"]["by_reason"]
     if skipped:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -43,6 +42,21 @@ class RequestError(RebalancerError):
     """A manual operation's parameters are missing or wrong."""
 
 
+class PlanningScope(BaseModel):
+    """What the planner may do in this run (the nightly run: everything, every pool). Decided when the request is
+    made (against the pools before its own override) and kept in request.json."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pools: frozenset[str] | None = None  # pools planned (None: all)
+    balanced_pools: frozenset[str] | None = None  # pools whose bands are balanced; others do forced moves only
+    no_receive: frozenset[int] = frozenset()  # brokers no replica moves onto
+    no_give: frozenset[int] = frozenset()  # brokers that give replicas away only when forced
+    leadership: Literal["elect", "demote"] | None = None  # leadership only: no replica moves
+    demoted: frozenset[int] = frozenset()
+    topics: tuple[str, ...] = ()  # leadership only: these topic patterns (empty: every topic)
+
+
 class ManualRequest(BaseModel):
     """What a person asked for. Fields an action does not use must be empty."""
 
@@ -57,20 +71,7 @@ class ManualRequest(BaseModel):
     requested_by: str = Field(default_factory=current_user)
     requested_at: str = Field(default_factory=now_iso)
     override: PoolOverride | None = None  # the pool change this run records once approved
-
-
-@dataclass(frozen=True)
-class PlanningScope:
-    """What the planner may do in this run (the nightly run: everything, every pool)."""
-
-    pools: frozenset[str] | None = None  # pools planned (None: all)
-    balanced_pools: frozenset[str] | None = None  # pools whose bands are balanced; others do forced moves only
-    no_receive: frozenset[int] = frozenset()  # brokers no replica moves onto
-    no_give: frozenset[int] = frozenset()  # brokers that give replicas away only when forced
-    leadership: Literal["elect", "demote"] | None = None  # leadership only: no replica moves
-    demoted: frozenset[int] = frozenset()
-    topics: tuple[str, ...] = ()  # leadership only: these topic patterns (empty: every topic)
-    notes: tuple[str, ...] = field(default_factory=tuple)
+    scope: PlanningScope = Field(default_factory=PlanningScope)
 
 
 def _fail(action: str, name: str, message: str) -> RequestError:
@@ -213,14 +214,12 @@ def make_request(config: RebalancerConfig, **params: object) -> ManualRequest:
         first = exc.errors()[0]
         name = ".".join(map(str, first["loc"])) or "action"
         raise RequestError(f"parameter '{name}': {first['msg']} (got {first.get('input')!r})") from None
-    override, _ = ACTIONS[request.action](request, config)
-    return request.model_copy(update={"override": override})
+    override, scope = ACTIONS[request.action](request, config)
+    return request.model_copy(update={"override": override, "scope": scope})
 
 
-def scope_of(request: ManualRequest | None, config: RebalancerConfig) -> PlanningScope:
-    if request is None:
-        return PlanningScope()
-    return ACTIONS[request.action](request, config)[1]
+def scope_of(request: ManualRequest | None) -> PlanningScope:
+    return PlanningScope() if request is None else request.scope
 
 
 # -- the request in the run folder, and the config every step of the run uses ---------------------------------
@@ -230,8 +229,8 @@ def write_request(run: RunFolder, request: ManualRequest) -> None:
     path = run.path / REQUEST_FILE
     if path.exists():
         existing = read_request(run)
-        if existing is not None and existing.model_dump(exclude={"requested_at", "override"}) != \
-                request.model_dump(exclude={"requested_at", "override"}):
+        same = {"action", "broker_pool", "brokers", "topics", "reviewed_run_id", "reason"}
+        if existing is not None and existing.model_dump(include=same) != request.model_dump(include=same):
             raise RunFolderError(f"{path} already holds another request ({existing.action}); use a new run")
         return
     write_json(path, request.model_dump(mode="json"))

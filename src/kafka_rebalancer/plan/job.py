@@ -92,7 +92,7 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
     if request is not None and request.action == "execute-reviewed" and run.has(PLAN):
         log.info("execute-reviewed: the reviewed run's plan is kept as it is (not planned again)")
         return read_json(run.stage_path(PLAN) / "summary.json")
-    scope = scope_of(request, config)
+    scope = scope_of(request)
     progress = _Progress()
     snap = run.require(SNAPSHOT)
     manifest = read_json(snap / "manifest.json")

@@ -1,0 +1,219 @@
+"""Manual operations on the real local cluster, from the CLI, with producers (acks=all) and consumers running
+throughout: add-brokers, drain-brokers, execute-reviewed after a hand-made change, isolate-topics, demote-brokers
+and elect-leaders; after each pool change a nightly plan moves nothing back. The tests run in file order and
+share the cluster's state, as an operator's successive operations would."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
+from kafka_rebalancer.plan.artifacts import read_reassignment
+from tests.helpers import REPO, write_config
+from tests.integration.conftest import delete_topics
+from tests.live_traffic import LiveTraffic
+from tools.demo_workload import TopicSpec, create_topics, produce
+
+pytestmark = pytest.mark.kafka
+NEW_BROKER = 7
+TOPICS = [
+    TopicSpec("mo-pay", [[1, 2], [2, 1], [1, 3], [2, 1], [1, 2], [2, 1]], [512] * 6),
+    TopicSpec("mo-orders", [[1, 2] if p % 2 else [2, 1] for p in range(8)], [768, 512, 512, 384, 384, 256, 256, 256]),
+    TopicSpec("mo-clicks", [[4, 5], [5, 6], [6, 4], [4, 5], [5, 6], [6, 4], [4, 6], [5, 4], [6, 5]], [384] * 9),
+]
+NAMES = [t.name for t in TOPICS]
+
+
+@pytest.fixture(scope="module")
+def env(kafka_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    bootstrap = kafka_cluster.load().bootstrap_servers
+    create_topics(bootstrap, TOPICS)
+    produce(bootstrap, TOPICS)
+    root = tmp_path_factory.mktemp("manual")
+    body = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
+    body["capacity"]["cruise_control_file"] = str(REPO / "config" / "demo-capacity.json")
+    body.update({"run_root": str(root / "runs"), "budgets": {"max_replica_moves": 500},
+                 "topic_pools": [{"topics": "mo-pay*", "pool": "pool-a"}, {"topics": "mo-orders*", "pool": "pool-a"},
+                                 {"topics": "mo-clicks*", "pool": "pool-b"}]})
+    config_path = write_config(root / "config.yaml", body)
+    traffic = LiveTraffic(bootstrap, {t.name: len(t.assignment) for t in TOPICS}, prefix="manual-ops")
+    traffic.__enter__()
+    try:
+        yield {"bootstrap": bootstrap, "config_path": config_path, "cluster": kafka_cluster, "traffic": traffic}
+    finally:
+        traffic.stop()
+        if any(n.node_id == NEW_BROKER for n in kafka_cluster.load().brokers):
+            kafka_cluster.remove_broker(NEW_BROKER)
+        delete_topics(bootstrap, NAMES)
+
+
+def cli(env: dict, command: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    cmd = [str(Path(sys.executable).parent / "kafka-rebalancer"), command, "--config", str(env["config_path"]),
+           "--bootstrap-servers", env["bootstrap"], *args]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if check:
+        assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    return result
+
+
+def run_folder(output: str) -> Path:
+    return Path(re.search(r"Artifacts: `([^`]+)`", output).group(1))  # type: ignore[union-attr]
+
+
+def plan_of(run: Path) -> list[tuple[str, int, list[int], list[int]]]:
+    """(topic, partition, old replicas, new replicas) of every planned change."""
+    old = {(e.topic, e.partition): e.replicas for e in read_reassignment(run / "plan" / "rollback.json")}
+    return [(e.topic, e.partition, old[(e.topic, e.partition)], e.replicas)
+            for e in read_reassignment(run / "plan" / "plan.json")]
+
+
+def partitions(env: dict) -> dict[tuple[str, int], Any]:
+    with ClusterAdmin(KafkaConnection(env["bootstrap"])) as admin:
+        return {(p.topic, p.partition): p for p in admin.describe_partitions(NAMES)}
+
+
+def nightly_plan(env: dict, run_id: str) -> list[tuple[str, int, list[int], list[int]]]:
+    """What the next nightly run would do now (its snapshot and plan steps)."""
+    cli(env, "snapshot", "--run-id", run_id)
+    cli(env, "plan", "--run-id", run_id)
+    config = yaml.safe_load(Path(env["config_path"]).read_text())
+    return plan_of(Path(config["run_root"]) / "demo" / run_id)
+
+
+def assert_nothing_in_flight(env: dict) -> None:
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    with ClusterAdmin(KafkaConnection(env["bootstrap"])) as admin:
+        assert admin.list_reassignments() == {}
+    client = AdminClient({"bootstrap.servers": env["bootstrap"]})
+    for broker in (1, 2, 3, 4, 5, 6):
+        configs = client.describe_configs([ConfigResource("BROKER", str(broker))])
+        entries = next(iter(configs.values())).result()
+        for name in ("leader.replication.throttled.rate", "follower.replication.throttled.rate"):
+            assert name not in entries or entries[name].value in (None, ""), (broker, name)
+
+
+def test_add_brokers_moves_only_onto_the_new_broker(env: dict) -> None:
+    env["cluster"].add_broker(NEW_BROKER, "rack-a")
+    result = cli(env, "add-brokers", "--brokers", str(NEW_BROKER), "--pool", "pool-b", "--reason", "new machine",
+                 "--apply", "--yes")
+    run = run_folder(result.stdout)
+    moves = plan_of(run)
+    assert moves, "adding an empty broker to a loaded pool should move replicas onto it"
+    for topic, partition, old, new in moves:
+        assert set(new) - set(old) == {NEW_BROKER}, (topic, partition, old, new)
+        assert set(old) - set(new) <= {4, 5, 6}, (topic, partition, old, new)
+    now = partitions(env)
+    for topic, partition, _, new in moves:
+        assert now[(topic, partition)].replicas == new
+    summary = json.loads((run / "plan" / "summary.json").read_text())
+    assert summary["pools"]["pool-b"]["resources"]["replica_count"]["out_of_band_after"] == []
+    assert_nothing_in_flight(env)
+
+
+def test_drain_broker_leaves_it_empty_and_the_next_nightly_moves_nothing_back(env: dict) -> None:
+    result = cli(env, "drain", "--brokers", str(NEW_BROKER), "--reason", "being replaced", "--apply", "--yes")
+    assert "pool override recorded" in result.stdout
+    now = partitions(env)
+    assert [k for k, p in now.items() if NEW_BROKER in p.replicas] == []
+    assert [k for k, p in now.items() if p.leader == NEW_BROKER] == []
+    pools = cli(env, "pools").stdout
+    assert f"drained: broker {NEW_BROKER}" in pools
+    assert [m for m in nightly_plan(env, "after-drain") if NEW_BROKER in m[3]] == []
+    assert_nothing_in_flight(env)
+
+
+def test_execute_reviewed_skips_a_partition_changed_by_hand_and_executes_the_rest(env: dict) -> None:
+    dry = cli(env, "rebalance-pool", "--pool", "pool-a")
+    assert "dry run: nothing changed" in dry.stdout
+    reviewed = run_folder(dry.stdout)
+    moves = plan_of(reviewed)
+    assert len(moves) >= 2, moves
+    before = partitions(env)
+    assert all(before[(t, p)].replicas == old for t, p, old, _ in moves)  # the dry run changed nothing
+    topic, partition, old, new = moves[0]
+    # An operator moves one of its replicas elsewhere by hand: neither what the plan started from nor its target.
+    by_hand = next(replicas for b in (1, 2, 3, 5, 6) if b not in old
+                   for replicas in ([b, *old[1:]],) if replicas != new)
+    with ClusterAdmin(KafkaConnection(env["bootstrap"])) as admin:
+        admin.alter_reassignments({(topic, partition): by_hand})
+        deadline = time.monotonic() + 120
+        while admin.list_reassignments() and time.monotonic() < deadline:
+            time.sleep(0.5)
+    result = cli(env, "execute-reviewed", "--run-id", reviewed.name, "--apply", "--yes")
+    run = run_folder(result.stdout)
+    assert (run / "plan" / "plan.json").read_text() == (reviewed / "plan" / "plan.json").read_text()
+    drift = json.loads((run / "review" / "drift.json").read_text())["changed_since"]
+    assert [(d["topic"], d["partition"]) for d in drift] == [(topic, partition)]
+    now = partitions(env)
+    assert now[(topic, partition)].replicas == by_hand
+    for t, p, _, planned in moves[1:]:
+        assert now[(t, p)].replicas == planned, (t, p)
+    skipped = [json.loads(line) for f in (run / "execute").glob("*/execution_log.jsonl")
+               for line in f.read_text().splitlines()]
+    assert any(e["action"] == "skipped" and e.get("topic") == topic and e.get("partition") == partition
+               for e in skipped), skipped[-5:]
+    assert_nothing_in_flight(env)
+
+
+def test_execute_reviewed_refuses_an_unknown_or_too_old_plan(env: dict) -> None:
+    result = cli(env, "execute-reviewed", "--run-id", "no-such-run", "--apply", "--yes", check=False)
+    assert result.returncode == 2 and "no-such-run" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_isolate_topics_into_a_new_pool_isolates_both_ways(env: dict) -> None:
+    result = cli(env, "isolate", "--topics", "mo-pay*", "--pool", "pay", "--brokers", "3,4", "--reason",
+                 "payments on their own brokers", "--apply", "--yes")
+    assert "pool override recorded" in result.stdout
+    now = partitions(env)
+    for (topic, partition), p in now.items():
+        if topic == "mo-pay":
+            assert set(p.replicas) <= {3, 4}, (topic, partition, p.replicas)
+            assert len({3, 4} & set(p.replicas)) == 2  # two racks (c and a): rack-aware
+        else:
+            assert not set(p.replicas) & {3, 4}, (topic, partition, p.replicas)
+    assert [m for m in nightly_plan(env, "after-isolate") if m[0] == "mo-pay"] == []
+    listing = cli(env, "overrides", "list").stdout
+    assert "isolate-topics" in listing and "drain-brokers" in listing and "add-brokers" in listing
+    assert_nothing_in_flight(env)
+
+
+def test_demote_broker_moves_leadership_off_it_without_data_moves(env: dict) -> None:
+    before = partitions(env)
+    assert any(p.leader == 1 for p in before.values())
+    cli(env, "demote", "--brokers", "1", "--apply", "--yes")
+    after = partitions(env)
+    assert [k for k, p in after.items() if p.leader == 1] == []
+    assert {k: sorted(p.replicas) for k, p in after.items()} == {k: sorted(p.replicas) for k, p in before.items()}
+
+
+def test_elect_leaders_makes_every_preferred_replica_lead_without_data_moves(env: dict) -> None:
+    before = partitions(env)
+    # Reorder some replica lists without an election: their leaders are no longer the preferred ones.
+    reordered = {k: list(reversed(p.replicas)) for k, p in sorted(before.items())[:4] if len(p.replicas) > 1}
+    with ClusterAdmin(KafkaConnection(env["bootstrap"])) as admin:
+        admin.alter_reassignments(reordered)
+        deadline = time.monotonic() + 60
+        while admin.list_reassignments() and time.monotonic() < deadline:
+            time.sleep(0.5)
+    off = partitions(env)
+    assert any(off[k].leader != off[k].replicas[0] for k in reordered)
+    cli(env, "elect-leaders", "--apply", "--yes")
+    after = partitions(env)
+    assert all(p.leader == p.replicas[0] for p in after.values())
+    assert {k: sorted(p.replicas) for k, p in after.items()} == {k: sorted(p.replicas) for k, p in before.items()}
+
+
+def test_no_acknowledged_message_was_lost_or_duplicated(env: dict) -> None:
+    env["traffic"].stop()
+    env["traffic"].check()
