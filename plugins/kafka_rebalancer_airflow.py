@@ -132,7 +132,8 @@ def approval_decision(context: Any, run_dir: str) -> dict[str, Any]:
         return write_decision(run, facts.plan_hash, "auto-approved", None, "the plan changes nothing")
     dag_run = context["dag_run"]
     scheduled = str(getattr(dag_run.run_type, "value", dag_run.run_type)) == "scheduled"
-    refusals = unattended_refusals(config, facts, scheduled, dag_run.start_date or context["logical_date"])
+    refusals = unattended_refusals(config, facts, manual_operation="action" in context["params"],
+                                   scheduled=scheduled, started=dag_run.start_date or context["logical_date"])
     if not refusals:
         log.info("plan %s within the auto-approval limits: executing unattended", facts.plan_hash[:12])
         return write_decision(run, facts.plan_hash, "auto-approved", None, "within the auto-approval limits "

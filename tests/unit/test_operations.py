@@ -200,11 +200,16 @@ def test_auto_approval_limits_and_window(tmp_path: Path) -> None:
     assert len(passed) == 3 and "max_moved_bytes" in passed[0] and "max_duration" in passed[2]
     night = datetime(2026, 11, 23, 2, 0, tzinfo=UTC)  # 03:00 in Berlin
     afternoon = datetime(2026, 11, 23, 14, 0, tzinfo=UTC)
-    assert unattended_refusals(config, _facts(1, 1, 1), True, night) == []
-    assert "outside the execution window 01:00-06:00" in unattended_refusals(config, _facts(1, 1, 1), True,
-                                                                             afternoon)[0]
-    assert unattended_refusals(config, _facts(1, 1, 1), False, night) == [
-        "a person triggered this run: a person approves it"]
+    small, big = _facts(1, 1, 1), _facts(2 * 2**30, 1, 1)
+
+    def refusals(facts: PlanFacts, manual: bool, scheduled: bool, when: datetime) -> list[str]:
+        return unattended_refusals(config, facts, manual_operation=manual, scheduled=scheduled, started=when)
+
+    assert refusals(small, False, True, night) == []
+    assert "outside the execution window 01:00-06:00" in refusals(small, False, True, afternoon)[0]
+    assert refusals(small, False, False, afternoon) == []  # a person asked the nightly DAG to execute
+    assert "max_moved_bytes" in refusals(big, False, False, night)[0]
+    assert refusals(small, True, False, night) == ["a manual operation is always approved by a person"]
 
 
 def test_duration_estimate_is_the_busiest_receiver_at_the_throttle() -> None:

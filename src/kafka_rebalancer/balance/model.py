@@ -21,7 +21,8 @@ from kafka_rebalancer.model.resources import Resource, role_loads
 class PoolModel:
     """Brokers (B), replicas (R), partitions (P) and resources (K) of one pool.
 
-    brokers: broker_id, rack, alive, excluded, and the capacity column of every non-count resource.
+    brokers: broker_id, rack, alive, excluded, and the capacity column of every non-count resource; optional:
+    receives, gives (see __init__).
     replicas: topic, partition, broker_id, position, is_leader, in_isr, size_bytes, movable, must_move (optional),
     and the partition's traffic (replication_factor, bytes_in_per_s, bytes_out_per_s, cpu_leader_cores,
     cpu_follower_cores; optional: no traffic when absent).
@@ -34,6 +35,10 @@ class PoolModel:
         self.broker_ids = brokers["broker_id"].to_numpy(dtype=np.int64)
         self.index = {int(b): i for i, b in enumerate(self.broker_ids)}
         self.eligible = brokers["alive"].to_numpy(bool) & ~brokers["excluded"].to_numpy(bool)
+        # Roles of a manual operation (add-brokers): a broker that may not receive is never the target of a replica
+        # move; one that may not give keeps its replicas unless they must move. Absent: every broker does both.
+        self.receives = self.eligible & (brokers["receives"].to_numpy(bool) if "receives" in brokers else True)
+        self.gives = brokers["gives"].to_numpy(bool) if "gives" in brokers else np.ones(len(brokers), dtype=bool)
         # Brokers without rack information each count as a rack of their own (no false conflicts).
         self.rack_names = [r if isinstance(r, str) and r else f"\0broker-{b}"
                            for r, b in zip(brokers["rack"], self.broker_ids, strict=True)]

@@ -19,8 +19,9 @@
 Acceptance rule: for every balanced resource an action changes, the broker losing load stays at or above the
 band's lower edge and the one gaining stays at or below its upper edge and the capacity threshold, so fixing one
 resource never pushes another out of its band, nor a broker already outside further out. Placement rules: only
-alive, non-excluded brokers receive; no broker twice in a partition; rack diversity never below min(RF, racks
-in the pool) nor below what the partition has; only movable replicas move; budgets hold.
+alive, non-excluded brokers receive (and, in a manual operation, only those allowed to); no broker twice in a
+partition; rack diversity never below min(RF, racks in the pool) nor below what the partition has; only movable
+replicas move; budgets hold.
 """
 
 from __future__ import annotations
@@ -75,8 +76,9 @@ class Planner:
         self.budgets = budgets
         self.candidate_limit = candidate_limit
         self.moved = np.zeros(len(model.r_broker), dtype=bool)
-        self._movable_originals = [rs[model.r_movable[rs]] for rs in (model.replicas_on(b)
-                                                                       for b in range(len(model.broker_ids)))]
+        # A broker that may not give (a manual operation's role) offers no replica to balancing moves.
+        self._movable_originals = [rs[model.r_movable[rs] & model.gives[b]] for b, rs in
+                                   enumerate(model.replicas_on(b) for b in range(len(model.broker_ids)))]
         self.broker_moves = np.zeros(len(model.broker_ids), dtype=np.int64)
         self.moved_bytes = 0
         self.replica_moves = 0
@@ -114,12 +116,13 @@ class Planner:
         return self.budgets.max_moved_bytes is None or self.moved_bytes + extra <= self.budgets.max_moved_bytes
 
     # -- hard constraints and the acceptance rule ------------------------------------------------------
-    def _placement_ok(self, r: int, s: int, spread: bool = False) -> np.ndarray:
+    def _placement_ok(self, r: int, s: int, spread: bool = False, undo: bool = False) -> np.ndarray:
         """Mask over brokers that may hold replica r instead of s: alive, not excluded, not already holding the
         partition, and keeping its rack diversity (never below min(RF, racks in the pool), nor below what the
-        partition has now; with spread, the target must add a rack)."""
+        partition has now; with spread, the target must add a rack). `undo`: r goes back where it was, which a
+        broker that may not receive still allows."""
         m = self.model
-        ok = m.eligible.copy()
+        ok = (m.eligible if undo else m.receives).copy()
         ok[s] = False
         members = m.partition_brokers(r)
         ok[members] = False
@@ -140,7 +143,7 @@ class Planner:
         """_placement_ok_for over many replicas (each from the broker it is on) to one target, vectorised: the
         planner asks this for every candidate of a search."""
         m = self.model
-        if not len(rs) or not m.eligible[t]:
+        if not len(rs) or not m.receives[t]:
             return np.zeros(len(rs), dtype=bool)
         rows, valid = m.partition_row_matrix(rs)
         count = m.p_count[m.r_pindex[rs]]
@@ -160,7 +163,7 @@ class Planner:
         """_placement_ok for one replica and target."""
         m = self.model
         members = m.partition_brokers(r)
-        if not m.eligible[t] or t == s or t in members:
+        if not m.receives[t] or t == s or t in members:
             return False
         return int(m.rack[t]) not in self._racks_required(members, s)
 
@@ -240,7 +243,9 @@ class Planner:
         # a band (0 = lower edge, 1 = upper edge) after the move, so no resource fills up ahead of the others.
         after = (m.load[candidates] + m.r_load[r]) / m.capacity[candidates]
         span = np.where(np.isfinite(self.limit - self.lower), self.limit - self.lower, np.inf)
-        position = np.where(np.isfinite(span) & (span > 0), (after - self.lower) / np.where(span > 0, span, 1), 0.0)
+        with np.errstate(invalid="ignore"):  # resources without a band: infinite edges, masked out below
+            position = np.where(np.isfinite(span) & (span > 0), (after - self.lower) / np.where(span > 0, span, 1),
+                                0.0)
         t = int(candidates[np.lexsort((candidates, position.max(axis=1)))[0]])
         self._apply([(r, t)], None, forced=True)
         return True
@@ -567,7 +572,8 @@ class Planner:
                     if net is not None and takes(t, net) and self._exchange_ok(s, t, np.where(other, net, 0.0)):
                         self._apply_leadership([x, int(mine[0])], k)
                         return True
-        if not (m.r_movable[r] and not self.moved[r] and self._budget_left() and self._bytes_ok(int(m.r_size[r]))
+        if not (m.r_movable[r] and m.gives[s] and not self.moved[r] and self._budget_left()
+                and self._bytes_ok(int(m.r_size[r]))
                 and self._broker_budget_ok()[s] and self._loss_ok(s, np.where(other, m.r_load[r], 0.0))):
             return False
         targets = [int(t) for t in np.flatnonzero(self._placement_ok(r, s) & self._broker_budget_ok())
@@ -729,8 +735,8 @@ class Planner:
                         m.transfer_leadership(mv.replica)
                     later |= partitions
                 continue
-            if any(m.r_broker[mv.replica] != mv.target or not self._placement_ok(mv.replica, mv.target)[mv.source]
-                   for mv in group):
+            if any(m.r_broker[mv.replica] != mv.target
+                   or not self._placement_ok(mv.replica, mv.target, undo=True)[mv.source] for mv in group):
                 later |= partitions
                 continue
             for mv in group:

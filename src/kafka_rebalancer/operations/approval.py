@@ -2,7 +2,8 @@
 
 A validated plan executes only after a decision, recorded in the run folder (`approval/decision.json`) with the
 plan hash it approves: a person's (Airflow's approval step, or the CLI's confirmation), or the config's
-auto-approval for a scheduled run whose plan is within the limits and starts inside the execution window. The
+auto-approval for a nightly run whose plan is within the limits (and, when scheduled, that starts inside the
+execution window). The
 executor refuses a plan whose hash is not the approved one.
 """
 
@@ -90,14 +91,16 @@ def limits_passed(config: RebalancerConfig, facts: PlanFacts) -> list[str]:
     return passed
 
 
-def unattended_refusals(config: RebalancerConfig, facts: PlanFacts, scheduled: bool, started: datetime) -> list[str]:
-    """Why this run may not execute without a person (empty: it may). Only scheduled runs are ever auto-approved;
-    one that starts outside the execution window waits, whatever its size."""
-    if not scheduled:
-        return ["a person triggered this run: a person approves it"]
+def unattended_refusals(config: RebalancerConfig, facts: PlanFacts, *, manual_operation: bool, scheduled: bool,
+                        started: datetime) -> list[str]:
+    """Why this run may not execute without a person (empty: it may). A manual operation always asks. A nightly
+    run within every auto-approval limit goes on; a scheduled one only when it started inside the execution
+    window (unpausing the DAG in the afternoon must not start an unattended execution)."""
+    if manual_operation:
+        return ["a manual operation is always approved by a person"]
     reasons = limits_passed(config, facts)
     window = config.approval.window
-    if window is not None and not window.contains(started):
+    if scheduled and window is not None and not window.contains(started):
         reasons.append(f"the run started at {started.astimezone(window.zone()).strftime('%H:%M %Z')}, outside the "
                        f"execution window {window.start}-{window.end} {window.timezone}")
     return reasons
