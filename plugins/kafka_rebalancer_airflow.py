@@ -200,6 +200,27 @@ def cancel_task(context: Any) -> dict[str, Any]:
     return {pool: run_cancel(config, _connection(config), run, pool) for pool in pools}
 
 
+def overrides_task(context: Any) -> list[dict[str, Any]]:
+    """List the pool overrides, or revert one (params action, override_id); returns the store's overrides."""
+    from kafka_rebalancer.errors import RebalancerError
+    from kafka_rebalancer.operations.overrides import OverrideStore
+
+    params = context["params"]
+    store = OverrideStore.of(_config(context))  # also checks that every stored override still fits the config
+    if params["action"] == "revert":
+        if params.get("override_id") is None:
+            raise RebalancerError("action revert: parameter 'override_id' is required")
+        reverted = store.revert(int(params["override_id"]), _user(context))
+        log.info("reverted %s; the next run plans with the config's pools for it", reverted.describe())
+    overrides = store.read()
+    for o in overrides:
+        log.info("%s [%s] by %s, %s, run %s: %s", o.describe(), o.state, o.requested_by, o.created_at, o.run_id,
+                 o.reason)
+    if not overrides:
+        log.info("no pool overrides in %s", store.path)
+    return [o.model_dump(mode="json") for o in overrides]
+
+
 def verify_task(context: Any, run_dir: str) -> dict[str, Any]:
     from kafka_rebalancer.run_folder import RunFolder
     from kafka_rebalancer.verify import verify_run

@@ -265,6 +265,12 @@ class LocalKafkaCluster:
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         out.close()
         node.pid = proc.pid
+        # Until the child has exec'd java, /proc shows our own command line: wait, or a check right after this
+        # would take the starting broker for a dead one.
+        deadline = time.monotonic() + 10
+        while not _pid_alive(proc.pid, str(self._config_path(node))) and proc.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def wait_ready(self, timeout_s: float = 120.0, broker_ids: list[int] | None = None) -> None:
         """Wait until every (or the given) broker is registered and answers metadata requests."""

@@ -71,7 +71,8 @@ def facts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def test_dag_folder_imports_cleanly(facts: dict) -> None:
     assert facts["import_errors"] == {}
-    assert facts["dag_ids"] == ["kafka_rebalance_cancel", "kafka_rebalance_manual", "kafka_rebalance_nightly"]
+    assert facts["dag_ids"] == ["kafka_rebalance_cancel", "kafka_rebalance_manual", "kafka_rebalance_nightly",
+                                "kafka_rebalance_overrides"]
 
 
 def test_no_heavy_imports_at_the_top_of_dag_files(facts: dict) -> None:

@@ -29,7 +29,9 @@ NEW_BROKER = 7
 TOPICS = [
     TopicSpec("mo-pay", [[1, 2], [2, 1], [1, 3], [2, 1], [1, 2], [2, 1]], [512] * 6),
     TopicSpec("mo-orders", [[1, 2] if p % 2 else [2, 1] for p in range(8)], [768, 512, 512, 384, 384, 256, 256, 256]),
-    TopicSpec("mo-clicks", [[4, 5], [5, 6], [6, 4], [4, 5], [5, 6], [6, 4], [4, 6], [5, 4], [6, 5]], [384] * 9),
+    # Evenly spread over pool-b, in partitions small next to the band's width, so a new broker can be filled
+    # to the band by moves from the old ones alone.
+    TopicSpec("mo-clicks", [[[4, 5], [5, 6], [6, 4], [5, 4], [6, 5], [4, 6]][p % 6] for p in range(24)], [96] * 24),
 ]
 NAMES = [t.name for t in TOPICS]
 
@@ -41,8 +43,10 @@ def env(kafka_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     produce(bootstrap, TOPICS)
     root = tmp_path_factory.mktemp("manual")
     body = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
-    body["capacity"]["cruise_control_file"] = str(REPO / "config" / "demo-capacity.json")
+    # Equal brokers (the demo's broker 6 has twice the disk): a pool gaining a broker can then reach both bands.
+    body["cluster"]["bootstrap_servers"] = bootstrap
     body.update({"run_root": str(root / "runs"), "budgets": {"max_replica_moves": 500},
+                 "capacity": {"default": {"disk_bytes": "256MiB"}},
                  "topic_pools": [{"topics": "mo-pay*", "pool": "pool-a"}, {"topics": "mo-orders*", "pool": "pool-a"},
                                  {"topics": "mo-clicks*", "pool": "pool-b"}]})
     config_path = write_config(root / "config.yaml", body)
@@ -58,8 +62,7 @@ def env(kafka_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 
 def cli(env: dict, command: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    cmd = [str(Path(sys.executable).parent / "kafka-rebalancer"), command, "--config", str(env["config_path"]),
-           "--bootstrap-servers", env["bootstrap"], *args]
+    cmd = [str(Path(sys.executable).parent / "kafka-rebalancer"), command, "--config", str(env["config_path"]), *args]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     if check:
         assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]

@@ -234,3 +234,24 @@ def test_the_executor_needs_the_approved_hash(tmp_path: Path) -> None:
     with pytest.raises(ExecutionError, match="is not the approved one"):
         assert_approved(run, "b" * 64)
     assert read_request(run) is None
+
+
+def test_the_overrides_dag_task_lists_and_reverts(config_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from tests.helpers import REPO
+
+    monkeypatch.syspath_prepend(str(REPO / "plugins"))
+    from kafka_rebalancer_airflow import overrides_task
+
+    _, run = _request_run(config_path, "d1", action="drain-brokers", brokers=[2], reason="disk")
+    record_override(run_config(config_path, run), run, "alice")
+    dag_run = SimpleNamespace(triggering_user_name="bob")
+    listed = overrides_task({"params": {"action": "list", "config_path": str(config_path)}, "dag_run": dag_run})
+    assert [(o["id"], o["state"]) for o in listed] == [(1, "active")]
+    with pytest.raises(RebalancerError, match="'override_id' is required"):
+        overrides_task({"params": {"action": "revert", "config_path": str(config_path)}, "dag_run": dag_run})
+    reverted = overrides_task({"params": {"action": "revert", "override_id": 1, "config_path": str(config_path)},
+                               "dag_run": dag_run})
+    assert reverted[0]["state"] == "reverted" and reverted[0]["reverted_by"] == "bob"
+    assert run_config(config_path).pools["a"].brokers == [1, 2, 3]

@@ -487,7 +487,11 @@ class Planner:
         most = m.load[s, k] - band.lower * cap
         usage = m.usage[:, k]
         takers = np.flatnonzero(m.eligible & (usage < self.limit[k] - EPS))
-        takers = takers[np.argsort(usage[takers], kind="stable")][: self.candidate_limit // 4]
+        takers = takers[np.argsort(usage[takers], kind="stable")]
+        # A swap lands a replica on the taker and takes one from it: brokers a manual operation keeps from either
+        # are left out before the cut, so they do not crowd out the others (leadership goes anywhere eligible).
+        swap_takers = takers[m.receives[takers] & m.gives[takers]][: self.candidate_limit // 4]
+        takers = takers[: self.candidate_limit // 4]
         if m.resources[k].role_dependent:
             if self._lead_out(s, k, need, most):
                 return True
@@ -510,7 +514,7 @@ class Planner:
                 return True
         if m.resources[k].is_count:  # a swap leaves counts unchanged
             return False
-        for t in takers:
+        for t in swap_takers:
             room = self.limit[k] * m.capacity[t, k] - m.load[t, k]
             if self._swap(s, int(t), k, need, min(most, room)):
                 return True
@@ -592,6 +596,8 @@ class Planner:
         sources = np.flatnonzero(m.eligible & (usage > band.lower + EPS))
         sources = sources[sources != t]
         by_usage = sources[np.argsort(-usage[sources], kind="stable")]
+        # Replicas come only from brokers that may give (a manual operation's role); leaderships from any.
+        givers = by_usage[m.gives[by_usage]]
         if m.resources[k].role_dependent:
             if self._lead_in(t, k, need, most):
                 return True
@@ -601,9 +607,9 @@ class Planner:
                     self._lead_swap(int(s), t, k, need, min(most, m.load[s, k] - band.lower * m.capacity[s, k]))
                     for s in by_usage[: self.candidate_limit // 4]):
                 return True
-        if not self._broker_budget_ok()[t] or not self._budget_left():
+        if not m.receives[t] or not self._broker_budget_ok()[t] or not self._budget_left():
             return False
-        for s in by_usage[: self.candidate_limit // 2]:
+        for s in givers[: self.candidate_limit // 2]:
             if not self._broker_budget_ok()[s]:
                 continue
             rs = self._movable_on(int(s), k)
@@ -616,7 +622,7 @@ class Planner:
                 return True
         if m.resources[k].is_count:
             return False
-        for s in by_usage[: self.candidate_limit // 4]:
+        for s in givers[: self.candidate_limit // 4]:
             spare = m.load[s, k] - band.lower * m.capacity[s, k]
             if self._swap(int(s), t, k, need, min(most, spare)):
                 return True
@@ -627,6 +633,9 @@ class Planner:
         `need` without exceeding `most` (or comes as close as it can)."""
         m = self.model
         if most <= EPS or not self._budget_left(2) or not self._broker_budget_ok(2)[[giver, taker]].all():
+            return False
+        # Each broker gives one replica and receives the other's: both must be allowed both (manual roles).
+        if not (m.receives[[giver, taker]].all() and m.gives[[giver, taker]].all()):
             return False
         give = self._movable_on(giver, k)
         # The taker may hand back a replica that arrived earlier in the plan: only the final state is executed,

@@ -1,0 +1,34 @@
+"""List or revert the pool overrides that manual operations (isolate-topics, drain-brokers, add-brokers) recorded.
+
+Reverting changes no replica: the next run (nightly or manual) plans with the config's pools for those brokers
+and topics again, and moves what that requires.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import DAG, Param, get_current_context, task
+from kafka_rebalancer_pipeline import DEFAULT_CONFIG
+
+with DAG(
+    dag_id="kafka_rebalance_overrides",
+    description="List or revert the pool overrides of manual operations",
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    tags=["kafka", "rebalance", "manual"],
+    params={
+        "action": Param("list", enum=["list", "revert"], description="list: every override; revert: one of them"),
+        "override_id": Param(None, type=["null", "integer"], minimum=1,
+                             description="revert: the override's id (see the list)"),
+        "config_path": Param(DEFAULT_CONFIG, type="string", description="The kafka-rebalancer config file (YAML)"),
+    },
+) as dag:
+
+    @task(retries=0)
+    def overrides() -> list[dict]:
+        from kafka_rebalancer_airflow import overrides_task
+
+        return overrides_task(get_current_context())
+
+    overrides()
