@@ -11,7 +11,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export KAFKA_REBALANCER_JVM_ARCHIVE := $(abspath .cache/jvm/plan-driver.jsa)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv kafka-jars jvm-archive demo test test-unit lint bench cluster-up cluster-down cluster-status spark-up spark-down \
+.PHONY: help venv kafka-jars jvm-archive demo test test-unit lint bench cluster-up cluster-down airflow-up airflow-down cluster-status spark-up spark-down \
 	clean distclean
 PACKAGE_ZIP := dist/kafka_rebalancer.zip
 
@@ -54,6 +54,12 @@ bench: $(STAMP) jvm-archive ## plan synthetic clusters at three scales; writes b
 
 cluster-up: $(STAMP) kafka-jars ## start the local demo cluster and leave it running
 	$(PY) -m tools.local_kafka start --name demo
+
+airflow-up: $(STAMP) $(PACKAGE_ZIP) ## a local Airflow (UI and REST API on :8080) for the demo cluster's DAGs
+	$(PY) -m tools.airflow_services start --config config/demo.yaml --bootstrap "$$($(PY) -m tools.local_kafka bootstrap --name demo)"
+
+airflow-down: $(STAMP) ## stop the local Airflow
+	$(PY) -m tools.airflow_services stop
 
 cluster-down: $(STAMP) ## stop the local demo cluster
 	$(PY) -m tools.local_kafka stop --name demo

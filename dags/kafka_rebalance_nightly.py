@@ -32,6 +32,9 @@ with DAG(
                                   "only plan; execute: a person approves the plan at the approve step"),
         "throttle_bytes_per_s": Param(None, type=["null", "integer"], minimum=1,
                                       description="Replication throttle per broker; empty: the config's"),
+        "approval_timeout": Param(None, type=["null", "string"], pattern=r"^([0-9]+(\.[0-9]+)?\s*[smhd]\s*)+$",
+                                  description="How long the approve step waits for a person (e.g. 12h, 30m); "
+                                              "no answer rejects. Empty: the config's approval.response_timeout"),
         "resume_cancelled": Param(False, type="boolean",
                                   description="Execute pools of this run even though they were cancelled"),
     },

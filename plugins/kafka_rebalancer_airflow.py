@@ -142,7 +142,17 @@ def approval_decision(context: Any, run_dir: str) -> dict[str, Any]:
         log.info("waiting for a person: %s", why)
     return {"state": "waiting", "body": approval_body(config, run, facts, refusals),
             "subject": f"Execute plan {facts.plan_hash[:12]} on {config.cluster.name}?",
-            "response_timeout": config.approval.response_timedelta()}
+            "response_timeout": _response_timeout(context, config)}
+
+
+def _response_timeout(context: Any, config: Any) -> Any:
+    """The run's approval_timeout param, else the config's approval.response_timeout."""
+    from datetime import timedelta
+
+    from kafka_rebalancer.config import parse_duration
+
+    given = context["params"].get("approval_timeout")
+    return timedelta(seconds=parse_duration(given)) if given else config.approval.response_timedelta()
 
 
 def record_answer(context: Any, run_dir: str, *, approved: bool, by: str | None, timed_out: bool) -> dict[str, Any]:
@@ -155,7 +165,7 @@ def record_answer(context: Any, run_dir: str, *, approved: bool, by: str | None,
     run = RunFolder(run_dir)
     digest = PlanFacts.read(config, run).plan_hash
     if timed_out:
-        why = f"no answer within {config.approval.response_timedelta()}: rejected, the cluster was not touched"
+        why = f"no answer within {_response_timeout(context, config)}: rejected, the cluster was not touched"
     else:
         why = f"{'approved' if approved else 'rejected'} by {by or 'unknown user'}"
     log.info("plan %s: %s", digest[:12], why)

@@ -43,13 +43,16 @@ def ensure_database(env: dict[str, str]) -> None:
         raise RuntimeError(f"airflow db migrate failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
 
 
+def connections(kafka_connection_id: str, bootstrap: str, spark_master: str = "local[2]") -> dict[str, dict]:
+    """The Airflow connections the DAGs use: the Kafka cluster and the Spark master."""
+    return {kafka_connection_id: {"conn_type": "kafka", "extra": {"bootstrap.servers": bootstrap}},
+            "spark_rebalancer": {"conn_type": "spark", "host": spark_master,
+                                 "extra": {"spark-binary": "spark-submit"}}}
+
+
 def write_connections(path: Path, kafka_connection_id: str, bootstrap: str, spark_master: str = "local[2]") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({
-        kafka_connection_id: {"conn_type": "kafka", "extra": {"bootstrap.servers": bootstrap}},
-        "spark_rebalancer": {"conn_type": "spark", "host": spark_master,
-                             "extra": {"spark-binary": "spark-submit"}},
-    }, indent=2))
+    path.write_text(json.dumps(connections(kafka_connection_id, bootstrap, spark_master), indent=2))
     return path
 
 

@@ -6,6 +6,7 @@ Each cluster lives in `.state/kafka/<name>/` (configs, data, logs, `cluster.json
 
     python -m tools.local_kafka start [--name demo] [--brokers 6]
     python -m tools.local_kafka status [--name demo]
+    python -m tools.local_kafka bootstrap [--name demo]   # prints the bootstrap servers of a running cluster
     python -m tools.local_kafka stop [--name demo]
 """
 
@@ -376,7 +377,7 @@ class LocalKafkaCluster:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.local_kafka", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["fetch", "start", "stop", "status"])
+    parser.add_argument("command", choices=["fetch", "start", "stop", "status", "bootstrap"])
     parser.add_argument("--name", default="demo", help="cluster name (folder under .state/kafka)")
     parser.add_argument("--brokers", type=int, default=6)
     args = parser.parse_args(argv)
@@ -394,6 +395,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"{time.monotonic() - t0:.0f}s: bootstrap {state.bootstrap_servers}; logs in {cluster.dir}")
         elif args.command == "stop":
             cluster.stop()
+        elif args.command == "bootstrap":
+            if not cluster.is_running():
+                raise ClusterError(f"local cluster '{args.name}' is not running (make cluster-up)")
+            print(cluster.load().bootstrap_servers)
         else:
             for row in cluster.status():
                 print(f"{row['node']:<12} id={row['id']:<4} rack={row['rack'] or '-':<7} "

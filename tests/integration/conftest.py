@@ -24,6 +24,26 @@ def delete_topics(bootstrap: str, names: list[str], timeout_s: float = 60.0) -> 
         time.sleep(0.3)
 
 
+def assert_untouched_by_execution(bootstrap: str, topics: list[str]) -> None:
+    """No reassignment in flight and no replication throttle left on any broker or on these topics."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
+
+    with ClusterAdmin(KafkaConnection(bootstrap)) as admin:
+        assert admin.list_reassignments() == {}
+    client = AdminClient({"bootstrap.servers": bootstrap})
+    # One broker per call (the client's rule); the topics together.
+    calls = [[ConfigResource("BROKER", str(b))] for b in client.list_topics(timeout=10).brokers]
+    calls.append([ConfigResource("TOPIC", topic) for topic in topics])
+    for resources in calls:
+        for resource, future in client.describe_configs(resources).items():
+            entries = future.result()
+            for name in ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                         "leader.replication.throttled.replicas", "follower.replication.throttled.replicas"):
+                assert name not in entries or entries[name].value in (None, ""), (resource, name, entries[name])
+
+
 def demo_config(tmp_path: Path, **overrides: Any) -> Path:
     """The demo config, with run folders under tmp_path."""
     body = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())

@@ -20,7 +20,7 @@ import yaml
 from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
 from kafka_rebalancer.plan.artifacts import read_reassignment
 from tests.helpers import REPO, write_config
-from tests.integration.conftest import delete_topics
+from tests.integration.conftest import assert_untouched_by_execution, delete_topics
 from tests.live_traffic import LiveTraffic
 from tools.demo_workload import TopicSpec, create_topics, produce
 
@@ -94,16 +94,7 @@ def nightly_plan(env: dict, run_id: str) -> list[tuple[str, int, list[int], list
 
 
 def assert_nothing_in_flight(env: dict) -> None:
-    from confluent_kafka.admin import AdminClient, ConfigResource
-
-    with ClusterAdmin(KafkaConnection(env["bootstrap"])) as admin:
-        assert admin.list_reassignments() == {}
-    client = AdminClient({"bootstrap.servers": env["bootstrap"]})
-    for broker in (1, 2, 3, 4, 5, 6):
-        configs = client.describe_configs([ConfigResource("BROKER", str(broker))])
-        entries = next(iter(configs.values())).result()
-        for name in ("leader.replication.throttled.rate", "follower.replication.throttled.rate"):
-            assert name not in entries or entries[name].value in (None, ""), (broker, name)
+    assert_untouched_by_execution(env["bootstrap"], NAMES)
 
 
 def test_add_brokers_moves_only_onto_the_new_broker(env: dict) -> None:
