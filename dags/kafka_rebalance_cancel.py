@@ -24,8 +24,9 @@ with DAG(
     params={
         "config_path": Param(os.environ.get("KAFKA_REBALANCER_CONFIG", str(REPO / "config" / "rebalancer.yaml")),
                              type="string", description="The kafka-rebalancer config file (YAML)"),
-        "run_id": Param(type="string", minLength=1,
-                        description="The run_id of the kafka_rebalance_nightly run to cancel"),
+        "run_id": Param(None, type=["null", "string"], minLength=1,
+                        description="The run_id of the nightly or manual run to cancel; empty: every run whose "
+                                    "reassignments are in flight (else the one that executed last)"),
         "broker_pool": Param("all", type="string", description="One broker pool, or all"),
     },
 ) as dag:

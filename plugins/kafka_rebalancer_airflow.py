@@ -197,17 +197,27 @@ def execute_task(context: Any, run_dir: str, broker_pool: str) -> dict[str, Any]
 
 
 def cancel_task(context: Any) -> dict[str, Any]:
-    """Cancel the executions of one run (params run_id, broker_pool) and clear their throttles."""
-    from kafka_rebalancer.execute.executor import run_cancel
-    from kafka_rebalancer.run_folder import RunFolder
+    """Cancel the executions of one run (params run_id, broker_pool) and clear their throttles; without a
+    run_id, of every run whose reassignments are in flight. Whatever changed in the config since the plan."""
+    from kafka_rebalancer.execute.executor import run_cancel, run_pools
+    from kafka_rebalancer.kafka_admin import ClusterAdmin
+    from kafka_rebalancer.runs import existing_run, runs_to_cancel
 
     config = _config(context)
     params = context["params"]
-    run = RunFolder(config.run_dir(params["run_id"]))
-    if not run.path.is_dir():
-        raise FileNotFoundError(f"no run folder {run.path} for run_id {params['run_id']!r}")
-    pools = sorted(config.pools) if params["broker_pool"] == "all" else [params["broker_pool"]]
-    return {pool: run_cancel(config, _connection(config), run, pool) for pool in pools}
+    connection = _connection(config)
+    if params.get("run_id"):
+        runs = [existing_run(config, params["run_id"])]
+    else:
+        with ClusterAdmin(connection) as admin:
+            admin.check_reachable()
+            runs = runs_to_cancel(config, admin.list_reassignments())
+    results: dict[str, Any] = {}
+    for run in runs:
+        pools = run_pools(run) if params["broker_pool"] == "all" else [params["broker_pool"]]
+        log.info("cancelling run %s, pools %s", run.path.name, ", ".join(pools))
+        results[run.path.name] = {pool: run_cancel(config, connection, run, pool) for pool in pools}
+    return results
 
 
 def overrides_task(context: Any) -> list[dict[str, Any]]:

@@ -26,7 +26,8 @@ confirming on the terminal or with --yes):
     kafka-rebalancer pools          --config C             effective pools, and where each broker and rule
                                                            comes from (config or an override)
 
-Without --run-id, every step after `snapshot` works on the cluster's latest run.
+Without --run-id, every step after `snapshot` works on the cluster's latest run whose snapshot completed; `cancel`
+works on the runs whose reassignments are in flight (else the run that executed last, for its throttles).
 """
 
 from __future__ import annotations
@@ -39,18 +40,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kafka_rebalancer.config import RebalancerConfig, safe_run_id
-from kafka_rebalancer.errors import RebalancerError, RunFolderError
+from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.errors import KafkaUnreachableError, RebalancerError
 from kafka_rebalancer.kafka_admin import KafkaConnection
 from kafka_rebalancer.operations import cli as operations_cli
 from kafka_rebalancer.operations.request import run_config
 from kafka_rebalancer.run_folder import RunFolder
+from kafka_rebalancer.runs import existing_run, mark_latest, runs_to_cancel
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-LATEST = "LATEST"
-
+# Exit codes (README: "Exit codes"): 0 done; 2 bad input, or refused before or while changing the cluster (the
+# message says which, and what was left); 3 no broker answered. argparse's usage errors are 2 as well.
+EXIT_REFUSED, EXIT_UNREACHABLE = 2, 3
 
 def connection_for(config: RebalancerConfig, bootstrap: str | None) -> KafkaConnection:
     servers = bootstrap or config.cluster.bootstrap_servers
@@ -60,22 +63,29 @@ def connection_for(config: RebalancerConfig, bootstrap: str | None) -> KafkaConn
     return KafkaConnection(servers, dict(config.cluster.client_config), config.cluster.request_timeout_s)
 
 
-def _run(config: RebalancerConfig, run_id: str | None, create: bool = False) -> RunFolder:
-    cluster_dir = config.run_root / config.cluster.name
-    if run_id is None and create:
-        run_id = "cli__" + datetime.now(UTC).strftime("%Y-%m-%dT%H-%M-%SZ")
-    if run_id is None:
-        latest = cluster_dir / LATEST
-        if not latest.exists():
-            raise RunFolderError(f"no runs yet under {cluster_dir}; run `kafka-rebalancer snapshot` first")
-        run_id = latest.read_text().strip()
+def _new_run(config: RebalancerConfig, run_id: str | None) -> RunFolder:
+    run_id = run_id or "cli__" + datetime.now(UTC).strftime("%Y-%m-%dT%H-%M-%SZ")
     run = RunFolder(config.run_dir(run_id))
-    if create:
-        run.path.mkdir(parents=True, exist_ok=True)
-        (cluster_dir / LATEST).write_text(safe_run_id(run_id) + "\n")
-    elif not run.path.exists():
-        raise RunFolderError(f"no run folder {run.path}")
+    run.path.mkdir(parents=True, exist_ok=True)
     return run
+
+
+def positive_int(text: str) -> int:
+    """argparse type of counts and rates: a zero or negative throttle is a mistake, not "the default"."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {value}")
+    return value
+
+
+def _chosen_pools(given: list[str] | None, known: list[str], where: str) -> list[str]:
+    unknown = sorted(set(given or []) - set(known))
+    if unknown:
+        raise RebalancerError(f"--pool {', '.join(unknown)}: no such pool in {where}; pools: {', '.join(known)}")
+    return given or known
 
 
 def _spark(master: str) -> SparkSession:
@@ -108,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--pool", action="append", help="only this pool (repeatable); default: all pools")
         if name == "execute":
             p.add_argument("--apply", action="store_true", help="really execute; without it, a dry run")
-            p.add_argument("--throttle-bytes-per-s", type=int,
+            p.add_argument("--throttle-bytes-per-s", type=positive_int,
                            help="replication throttle per broker; default: execution.throttle_bytes_per_s")
             p.add_argument("--resume-cancelled", action="store_true",
                            help="execute a pool of this run even though it was cancelled")
@@ -132,9 +142,12 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         return _dispatch(args)
+    except KafkaUnreachableError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     except RebalancerError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_REFUSED
 
 
 def _assign(args: argparse.Namespace) -> int:
@@ -171,12 +184,15 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "status":
         _status(config, connection_for(config, args.bootstrap_servers))
         return 0
-    run = _run(config, args.run_id, create=args.command == "snapshot")
+    if args.command == "cancel":
+        return _cancel(args, config)
+    run = _new_run(config, args.run_id) if args.command == "snapshot" else existing_run(config, args.run_id)
     config = run_config(args.config, run)
     if args.command == "snapshot":
         from kafka_rebalancer.snapshot import take_snapshot
 
         manifest = take_snapshot(config, connection_for(config, args.bootstrap_servers), run)
+        mark_latest(config, run)
         print(f"{run.path}: {manifest['rows']} (hash {manifest['content_hash'][:12]})")
     elif args.command == "plan":
         summary = _plan_locally(config, run, args.spark_master)
@@ -189,8 +205,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     elif args.command == "execute":
         from kafka_rebalancer.execute.executor import run_execute
 
+        pools = _chosen_pools(args.pool, sorted(config.pools), f"the config {config.source_file}")
         connection = connection_for(config, args.bootstrap_servers)
-        for pool in args.pool or sorted(config.pools):
+        for pool in pools:
             result = run_execute(config, connection, run, pool, dry_run=not args.apply,
                                  throttle_bytes_per_s=args.throttle_bytes_per_s,
                                  resume_cancelled=args.resume_cancelled)
@@ -199,20 +216,34 @@ def _dispatch(args: argparse.Namespace) -> int:
             else:
                 print(f"{pool}: {result['completed']}/{result['moves']} moves complete, "
                       f"{len(result['skipped'])} skipped")
-    elif args.command == "cancel":
-        from kafka_rebalancer.execute.executor import run_cancel
-
-        connection = connection_for(config, args.bootstrap_servers)
-        for pool in args.pool or sorted(config.pools):
-            result = run_cancel(config, connection, run, pool)
-            print(f"{pool}: cancelled {len(result['cancelled'])} reassignment(s), throttles "
-                  + ("cleared" if result["throttles_cleared"] else "NOT all cleared (a broker down?)")
-                  + (f"; still in progress: {result['still_in_progress']}" if result["still_in_progress"] else ""))
     else:  # verify
         from kafka_rebalancer.verify import verify_run
 
         summary = verify_run(config, connection_for(config, args.bootstrap_servers), run)
         print(f"out of band: {summary['out_of_band_before']} before, {summary['out_of_band_after']} after")
+    return 0
+
+
+def _cancel(args: argparse.Namespace, config: RebalancerConfig) -> int:
+    """The brake: the given run, else every run whose reassignments are in flight (else the run that executed
+    last, for its throttles). Depends on nothing but the run folder and the cluster."""
+    from kafka_rebalancer.execute.executor import run_cancel, run_pools
+    from kafka_rebalancer.kafka_admin import ClusterAdmin
+
+    connection = connection_for(config, args.bootstrap_servers)
+    if args.run_id is not None:
+        runs = [existing_run(config, args.run_id)]
+    else:
+        with ClusterAdmin(connection) as admin:
+            admin.check_reachable()
+            runs = runs_to_cancel(config, admin.list_reassignments())
+    for run in runs:
+        print(f"cancelling run {run.path.name}")
+        for pool in _chosen_pools(args.pool, run_pools(run), f"run {run.path.name}"):
+            result = run_cancel(config, connection, run, pool)
+            print(f"{pool}: cancelled {len(result['cancelled'])} reassignment(s), throttles "
+                  + ("cleared" if result["throttles_cleared"] else "NOT all cleared (a broker down?)")
+                  + (f"; still in progress: {result['still_in_progress']}" if result["still_in_progress"] else ""))
     return 0
 
 

@@ -93,7 +93,7 @@ def test_unreachable_bootstrap_names_the_address_and_the_wait() -> None:
 
 def test_cli_reports_bad_input_without_a_traceback(cli_env: dict, tmp_path: Path) -> None:
     result = cli(cli_env, "snapshot", "--bootstrap-servers", "127.0.0.1:1", check=False)
-    assert result.returncode == 2 and "error: no Kafka broker at 127.0.0.1:1" in result.stderr
+    assert result.returncode == 3 and "error: no Kafka broker at 127.0.0.1:1" in result.stderr
     assert "Traceback" not in result.stderr
     bad = tmp_path / "bad.yaml"
     bad.write_text("cluster: {name: x}\npools: {a: {brokers: [1]}}\ntopic_pools: [{topics: 'x*', pool: b}]\n")

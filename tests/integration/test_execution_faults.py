@@ -187,11 +187,20 @@ def test_stopped_target_broker_fails_the_run_naming_the_stuck_moves_then_cancel_
         with ClusterAdmin(KafkaConnection(scenario.bootstrap)) as admin:
             assert admin.throttle_configs(live, [scenario.topic]) == {}
 
-        cancel = subprocess.run([sys.executable, "-m", "kafka_rebalancer.cli", "cancel", "--config",
-                                 str(scenario.config_path), "--run-id", scenario.run.path.name,
-                                 "--bootstrap-servers", scenario.bootstrap], capture_output=True, text=True,
-                                timeout=180)
+        # The brake works whatever changed in the config since the plan (which changes the plan's hash), and
+        # without --run-id it finds the run whose reassignment is in flight.
+        planned_config = scenario.config_path.read_text()
+        changed = yaml.safe_load(planned_config)
+        changed["budgets"] = {"max_replica_moves": 7}
+        scenario.config_path.write_text(yaml.safe_dump(changed))
+        try:
+            cancel = subprocess.run([sys.executable, "-m", "kafka_rebalancer.cli", "cancel", "--config",
+                                     str(scenario.config_path), "--bootstrap-servers", scenario.bootstrap],
+                                    capture_output=True, text=True, timeout=180)
+        finally:
+            scenario.config_path.write_text(planned_config)
         assert cancel.returncode == 0, cancel.stderr[-3000:]
+        assert f"cancelling run {scenario.run.path.name}" in cancel.stdout
         assert "cancelled 1 reassignment(s)" in cancel.stdout
         replicas = scenario.replicas()
         assert replicas[0] == scenario.moves[0][2]  # cancelled: the original replicas, in their order

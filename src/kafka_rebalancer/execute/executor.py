@@ -29,7 +29,7 @@ from kafka_rebalancer.execute.throttle import Throttle, throttle_for
 from kafka_rebalancer.kafka_admin import PartitionInfo
 from kafka_rebalancer.plan.artifacts import parse_reassignment, plan_hash
 from kafka_rebalancer.quality.suite import assert_validated
-from kafka_rebalancer.run_folder import EXECUTE, PLAN, RunFolder, read_json, write_json
+from kafka_rebalancer.run_folder import EXECUTE, PLAN, SNAPSHOT, RunFolder, read_json, write_json
 from kafka_rebalancer.snapshot.store import read_snapshot
 
 log = logging.getLogger(__name__)
@@ -144,13 +144,19 @@ def order_moves(moves: list[PartitionMove], order: str, disk_utilisation: Mappin
 
 
 def load_pool_plan(config: RebalancerConfig, run: RunFolder, pool: str) -> PoolPlan:
-    """The validated plan's moves for one pool (by the topic's pool in the snapshot), in plan order."""
+    """The validated plan's moves for one pool (by the topic's pool in the snapshot), in plan order; refused
+    unless the plan, its snapshot and the config are still the ones validated."""
     plan_dir = run.require(PLAN)
     summary = read_json(plan_dir / "summary.json")
-    plan_text = (plan_dir / "plan.json").read_text()
-    digest = plan_hash(plan_text, summary["snapshot_hash"], config.fingerprint())
+    digest = plan_hash((plan_dir / "plan.json").read_text(), summary["snapshot_hash"], config.fingerprint())
     assert_validated(run, digest)
-    plan = parse_reassignment(plan_text, str(plan_dir / "plan.json"))
+    return read_pool_plan(run, pool, digest)
+
+
+def read_pool_plan(run: RunFolder, pool: str, digest: str) -> PoolPlan:
+    """One pool's moves as the run folder holds them, without checking them against the config."""
+    plan_dir = run.require(PLAN)
+    plan = parse_reassignment((plan_dir / "plan.json").read_text(), str(plan_dir / "plan.json"))
     rollback = {(r.topic, r.partition): r.replicas
                 for r in parse_reassignment((plan_dir / "rollback.json").read_text(), str(plan_dir / "rollback.json"))}
     snapshot, _ = read_snapshot(run)
@@ -165,6 +171,17 @@ def load_pool_plan(config: RebalancerConfig, run: RunFolder, pool: str) -> PoolP
     pool_topics = sorted(snapshot.partitions.loc[snapshot.partitions["topic_pool"] == pool, "topic"].unique())
     return PoolPlan(digest, moves, {(r.topic, r.partition): tuple(r.replicas) for r in plan}, pool_topics,
                     utilisation)
+
+
+def run_pools(run: RunFolder) -> list[str]:
+    """The pools a run planned for (its snapshot's topic pools) and any pool it started executing: what a
+    cancel of the whole run covers, whatever pools the config names now."""
+    pools = {p.name for p in run.stage_path(EXECUTE).iterdir() if p.is_dir() and not p.name.startswith(".")} \
+        if run.has(EXECUTE) else set()
+    if run.has(SNAPSHOT):
+        snapshot, _ = read_snapshot(run)
+        pools |= set(snapshot.partitions["topic_pool"].dropna())
+    return sorted(pools)
 
 
 def reassignment_target(state: Mapping[str, list[int]]) -> frozenset[int]:
@@ -466,9 +483,18 @@ def cancel_pool(config: RebalancerConfig, cluster: Cluster, run: RunFolder, pool
                 sleep: Callable[[float], None] = time.sleep,
                 clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
     """Stop the pool's execution: mark it cancelled (a running executor starts nothing more and exits), cancel
-    its reassignments in progress (Kafka then keeps the original replicas), clear the throttles, record it."""
-    plan = load_pool_plan(config, run, pool)
+    its reassignments in progress (Kafka then keeps the original replicas), clear the throttles, record it.
+
+    The brake never depends on the plan still matching the config: it stops what the run folder's plan started,
+    under the hash the plan was made with, whatever changed since."""
     out_dir = run.stage_path(f"{EXECUTE}/{pool}")
+    if not run.has(PLAN):  # nothing of this run can be executing; the marker still stops a later start
+        xlog = ExecutionLog(out_dir / "execution_log.jsonl", pool, "")
+        write_json(out_dir / CANCEL_MARKER, {"requested_at": datetime.now(UTC).isoformat(timespec="seconds")})
+        xlog.append("cancel_requested", note="the run has no plan")
+        return {"pool": pool, "plan_hash": None, "cancelled": [], "refused": {}, "still_in_progress": [],
+                "order_restored": [], "throttles_cleared": True, "note": "the run has no plan: nothing started"}
+    plan = read_pool_plan(run, pool, read_json(run.stage_path(PLAN) / "summary.json")["plan_hash"])
     xlog = ExecutionLog(out_dir / "execution_log.jsonl", pool, plan.digest)
     write_json(out_dir / CANCEL_MARKER, {"requested_at": datetime.now(UTC).isoformat(timespec="seconds")})
     xlog.append("cancel_requested")
