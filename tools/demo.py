@@ -59,7 +59,7 @@ def main() -> int:
             print(f"the run failed; task logs in {log_file}, artifacts in {run_dir}", file=sys.stderr)
             return 1
 
-        step("before -> after, per pool (band = the balance band of DESIGN §4)")
+        step("before -> after, per pool (band = the balance band, README: How a plan is made)")
         print((run_dir / "verify" / "report.txt").read_text())
         summary = json.loads((run_dir / "plan" / "summary.json").read_text())
         totals = summary["totals"]

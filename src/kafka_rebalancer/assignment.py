@@ -1,4 +1,4 @@
-"""Kafka's own replica placement: `AdminUtils.assignReplicasToBrokers` (DESIGN §6, seeds 000 and 004).
+"""Kafka's own replica placement: `AdminUtils.assignReplicasToBrokers` (README: How a plan is made, seeds 000 and 004).
 
 A line-for-line port of Kafka's algorithm (Scala `kafka.admin.AdminUtils` through 3.x, Java
 `org.apache.kafka.admin.AdminUtils` in kafka-server-common up to 4.0): for the same arguments and the same two

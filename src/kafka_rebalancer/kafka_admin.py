@@ -2,7 +2,7 @@
 
 confluent-kafka is used wherever it has the call (cluster and topic descriptions with ISR, preferred leader
 elections, configs). It lacks AlterPartitionReassignments, ListPartitionReassignments and DescribeLogDirs, so
-exactly those go through kafka-python, built from the same connection settings (DESIGN §7).
+exactly those go through kafka-python, built from the same connection settings (README: Execution).
 """
 
 from __future__ import annotations

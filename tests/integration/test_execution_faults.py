@@ -1,4 +1,4 @@
-"""The executor under faults, on the session's real local Kafka cluster (DESIGN §7, issue 4).
+"""The executor under faults, on the session's real local Kafka cluster (README: Execution, issue 4).
 
 Each test gets a fresh topic with data and a validated plan that moves a replica of every partition (written
 by hand so the moves are known exactly; the snapshot is real). A low replication throttle keeps the moves in

@@ -1,4 +1,4 @@
-"""Kafka's own placement (DESIGN §6): the seeds' examples, Kafka's messages, and a differential test against
+"""Kafka's own placement: the seeds' examples, Kafka's messages, and a differential test against
 Kafka's AdminUtils itself (kafka-server-common 4.0.0, run in one JVM)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The balance band (DESIGN §4) with the patent's worked numbers."""
+"""The balance band (README: How a plan is made) with the patent's worked numbers."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The per-pool planner: seed 001's pre-check windows with heterogeneous capacities, the acceptance rule and
-every hard constraint the planner owns (DESIGN §5)."""
+every hard constraint the planner owns (README: How a plan is made)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The balance band (DESIGN §4, seed 001).
+"""The balance band (README: How a plan is made, seed 001).
 
 For a pool and a resource: `m` is the mean usage over the pool's brokers that may receive replicas, the
 allowed float is `f = threshold - 1`, and the band is `[m(1-f), m(1+f)]`.

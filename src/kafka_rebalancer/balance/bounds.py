@@ -1,6 +1,6 @@
 """A lower bound on the bytes any plan must copy to bring a pool inside its bands.
 
-DESIGN §5's bound is per resource, in the resource's unit: `LB = max(sum of excess above the band, sum of
+The lower bound is per resource, in the resource's unit: `LB = max(sum of excess above the band, sum of
 deficit below it)`. The plan's cost is bytes, though, and fixing network in or replica counts also copies bytes.
 So, per broker and resource, a minimum in bytes:
 - disk: the excess (or deficit) itself;

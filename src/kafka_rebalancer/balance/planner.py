@@ -1,4 +1,4 @@
-"""Choosing the actions for one pool (DESIGN §5, seed 001's pre-check generalised).
+"""Choosing the actions for one pool (README: How a plan is made, seed 001's pre-check generalised).
 
 1. Hard constraints first, as forced moves: replicas on dead brokers are drained, replicas outside their topic's
    pool are brought home, partitions whose replicas share racks although the pool has enough racks get them

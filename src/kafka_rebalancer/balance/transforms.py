@@ -47,7 +47,7 @@ def conform(frame: DataFrame, schema: TableSchema) -> DataFrame:
 def planner_replicas(replicas: DataFrame, partitions: DataFrame, brokers: DataFrame) -> DataFrame:
     """Every replica with its partition's facts and traffic, its broker's pool, and what may happen to it.
 
-    ISR safety (DESIGN §5, seed 002): a partition without a leader, or with a live replica outside the ISR, is
+    ISR safety (seed 002): a partition without a leader, or with a live replica outside the ISR, is
     never moved (`status` "skip", with `skip_reason`). Otherwise "drain" when replicas sit on dead brokers (only
     those move), "home" when replicas sit outside the topic's pool (those must move), else "move". `movable`,
     `must_move` and `plan_pool` (the pool whose planner decides: the topic's, or the broker's for a skipped
@@ -193,7 +193,7 @@ def _resource_settings(spark: Any, config: RebalancerConfig) -> DataFrame:
 
 
 def bands(load: DataFrame, config: RebalancerConfig, incoming: DataFrame | None = None) -> DataFrame:
-    """The band per (pool, resource) from the brokers that may receive replicas (DESIGN §4), counting the load
+    """The band per (pool, resource) from the brokers that may receive replicas, counting the load
     that must arrive or leave (`incoming_load`). Schema BANDS."""
     totals = load.where("eligible").groupBy("broker_pool", "resource").agg(
         F.count(F.lit(1)).cast("int").alias("n_brokers"), exact_sum("load").alias("total_load"),
@@ -204,7 +204,7 @@ def bands(load: DataFrame, config: RebalancerConfig, incoming: DataFrame | None 
     # One projection per step (each withColumn is analysed on its own, which adds up on the driver).
     mean = F.when(F.col("total_capacity") > 0, F.col("total_load") / F.col("total_capacity")).otherwise(0.0)
     t = totals.join(_resource_settings(load.sparkSession, config), "resource").select("*", mean.alias("mean"))
-    # The formula is the same for every resource; counts round their edges (DESIGN §4).
+    # The formula is the same for every resource; counts round their edges (README: How a plan is made).
     plain = band_edges(F.col("mean"), F.col("threshold"), F.col("margin"), is_count=False)
     counts = band_edges(F.col("mean"), F.col("threshold"), F.col("margin"), is_count=True, ceil=F.ceil,
                         floor=F.floor)
@@ -241,7 +241,7 @@ def brokers_to_fix(load: DataFrame, band_table: DataFrame) -> DataFrame:
 
 def candidate_moves(fix: DataFrame, load: DataFrame, band_table: DataFrame, movable_replicas: DataFrame,
                     resources: list[Resource], per_broker: int = 50, partners: int = 2) -> DataFrame:
-    """Seed 001's pre-check against the snapshot, with heterogeneous capacities (DESIGN §5). CANDIDATES.
+    """Seed 001's pre-check against the snapshot, with heterogeneous capacities. CANDIDATES.
 
     Over-loaded s: replicas of s whose load l keeps (load_s - l)/cap_s inside the band, to a broker t whose
     (load_t + l)/cap_t lands inside it. Under-loaded t: replicas of another broker s whose load lands t inside

@@ -1,4 +1,4 @@
-"""Executing one pool's part of a validated plan with the Kafka Admin API (DESIGN §7).
+"""Executing one pool's part of a validated plan with the Kafka Admin API (README: Execution).
 
 Before anything touches the cluster the executor takes the pool's lock, so a second execution refuses. It
 refuses too while a reassignment it did not start is in progress. Leadership-only changes go first, in batches

@@ -1,5 +1,5 @@
 """The execution log: one JSON line per action, appended and flushed as it happens, so a rerun of the execute
-task knows exactly what an earlier attempt did (DESIGN §7)."""
+task knows exactly what an earlier attempt did (README: Execution)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The replication throttle for a set of moves, as Kafka's own reassignment tool sets it (DESIGN §7): the rate
+"""The replication throttle for a set of moves, as Kafka's own reassignment tool sets it (README: Execution): the rate
 on every broker a move touches, and per moving topic the replicas it applies to: the existing replicas on the
 leader side (they serve the copy) and the new replicas on the follower side (they fetch it)."""
 

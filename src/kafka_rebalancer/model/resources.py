@@ -1,7 +1,7 @@
 """The resources a pool is balanced on, and how each replica contributes to a broker's load.
 
 A resource is measured per broker as `usage = load / capacity`; for counts the capacity is 1 and the usage is
-the count itself (DESIGN §4). Each resource names the replicas-table column holding a replica's load in its
+the count itself. Each resource names the replicas-table column holding a replica's load in its
 current role, so the load aggregation is the same code for every resource (Spark and pandas alike).
 
 Some loads depend on the replica's role. From a partition's traffic (bytes in from producers, bytes out to

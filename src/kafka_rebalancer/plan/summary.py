@@ -1,4 +1,4 @@
-"""The plan summary (DESIGN §8): hash, counts, bytes, before and predicted-after usage per broker and resource,
+"""The plan summary: hash, counts, bytes, before and predicted-after usage per broker and resource,
 band status, the lower bound LB and `moved / LB` per pool and resource, skipped partitions with reasons."""
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def build_summary(*, config: RebalancerConfig, manifest: dict[str, Any], plan_ha
                   lower_bound_bytes: dict[str, float]) -> dict[str, Any]:
     before = band_status(load_before, bands)
     after = band_status(load_after, bands)
-    # DESIGN §5: per (pool, resource), LB = max(sum of excess above the band, sum of deficit below it).
+    # Per (pool, resource), LB = max(sum of excess above the band, sum of deficit below it).
     counted = before[before["counted"]]
     excess = (counted["load"] - counted["upper"] * counted["capacity"]).clip(lower=0)
     deficit = (counted["lower"] * counted["capacity"] - counted["load"]).clip(lower=0)
