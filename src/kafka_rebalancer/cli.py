@@ -9,6 +9,8 @@
                                                            stop the run's reassignments, clear throttles
     kafka-rebalancer verify   --config C [--run-id ID]     fresh snapshot, band status before/after
     kafka-rebalancer status   --config C                   band status of the cluster now, reassignments
+    kafka-rebalancer runs     --config C [--limit N]       the cluster's runs (CLI and Airflow), newest first
+    kafka-rebalancer show     --config C [RUN]             a run's summary: bands, largest moves, validation, execution
     kafka-rebalancer assign   --brokers 1,2,3 --partitions N --replication-factor R [--racks 1:a,2:b,3:c]
                               [--fixed-start-index I] [--start-partition-id P] [--topic T]
                                                            Kafka's own placement, as reassignment JSON
@@ -127,6 +129,12 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--bootstrap-servers", help="overrides cluster.bootstrap_servers")
 
     operations_cli.add_parsers(sub, common)
+    runs = sub.add_parser("runs", help="the cluster's runs, newest first (CLI and Airflow alike)")
+    runs.add_argument("--config", required=True, type=Path)
+    runs.add_argument("--limit", type=positive_int, default=30)
+    show = sub.add_parser("show", help="a run's summary: bands before -> after, largest moves, validation, execution")
+    show.add_argument("--config", required=True, type=Path)
+    show.add_argument("run_id", nargs="?", help="default: the latest run whose snapshot completed")
     assign = sub.add_parser("assign", help="Kafka's assignReplicasToBrokers, printed as reassignment JSON")
     assign.add_argument("--brokers", required=True, help="broker ids in order, e.g. 1,2,3")
     assign.add_argument("--partitions", required=True, type=int)
@@ -181,6 +189,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return operations_cli.operate(args, lambda c: connection_for(c, args.bootstrap_servers), _plan_locally,
                                       _confirm)
     config = run_config(args.config)
+    if args.command in ("runs", "show"):
+        return _review(args, config)
     if args.command == "status":
         _status(config, connection_for(config, args.bootstrap_servers))
         return 0
@@ -221,6 +231,28 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         summary = verify_run(config, connection_for(config, args.bootstrap_servers), run)
         print(f"out of band: {summary['out_of_band_before']} before, {summary['out_of_band_after']} after")
+    return 0
+
+
+def _review(args: argparse.Namespace, config: RebalancerConfig) -> int:
+    from rich.console import Console
+
+    from kafka_rebalancer.report.overview import list_runs
+    from kafka_rebalancer.report.show import runs_table, show_run
+
+    console = Console(width=None if sys.stdout.isatty() else 200, markup=False, highlight=False)
+    if args.command == "runs":
+        runs = list_runs(config.run_root, config.cluster.name)
+        if not runs:
+            print(f"no runs under {config.run_root / config.cluster.name}")
+        runs_table(console, runs[:args.limit])
+        return 0
+    if args.run_id is None:  # the newest run, by the CLI or by Airflow
+        runs = list_runs(config.run_root, config.cluster.name)
+        if not runs:
+            raise RebalancerError(f"no runs under {config.run_root / config.cluster.name}")
+        args.run_id = runs[0].run_id
+    show_run(console, existing_run(config, args.run_id))
     return 0
 
 

@@ -79,6 +79,10 @@ def test_cli_plans_validates_and_dry_runs_without_touching_the_cluster(cli_env: 
     latest = (cli_env["config"].run_root / cli_env["config"].cluster.name / "LATEST").read_text().strip()
     dry = json.loads((cli_env["config"].run_dir(latest) / "execute" / "pool-a" / "dry_run.json").read_text())
     assert dry["dry_run"] and dry["moves"] and all(m["would"] == "start" for m in dry["moves"])
+    listed = next(row.split() for row in cli(cli_env, "runs").stdout.splitlines() if row.startswith(latest))
+    assert {"cli", "nightly", "dry-run", "dry", "run"} <= set(listed), listed
+    shown = cli(cli_env, "show").stdout
+    assert f"run {latest}" in shown and "execution pool-a: dry run only" in shown
 
 
 def test_status_shows_band_status_per_pool(cli_env: dict) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -91,3 +92,20 @@ def test_brokers_are_inside_their_bands_or_the_summary_says_why(dag_run: dict) -
 def test_every_message_is_still_consumable(dag_run: dict) -> None:
     total = consume_and_check(dag_run["bootstrap"], dag_run["manifest"])
     assert total == sum(p["count"] for t in dag_run["manifest"].values() for p in t.values())
+
+
+def test_runs_and_show_read_the_dag_run_from_its_folder(dag_run: dict) -> None:
+    config_path = str(dag_run["config"].source_file)
+    binary = str(Path(sys.executable).parent / "kafka-rebalancer")
+    runs = subprocess.run([binary, "runs", "--config", config_path], capture_output=True, text=True, timeout=120)
+    assert runs.returncode == 0, runs.stderr
+    line = next(row for row in runs.stdout.splitlines() if row.startswith(dag_run["run_dir"].name))
+    summary = json.loads((dag_run["run_dir"] / "plan" / "summary.json").read_text())
+    for cell in ("airflow", "nightly", "execute", "verified", "auto-approved", str(summary["totals"]["replica_moves"])):
+        assert cell in line.split(), (cell, line)
+    show = subprocess.run([binary, "show", "--config", config_path, dag_run["run_dir"].name], capture_output=True,
+                          text=True, timeout=120)
+    assert show.returncode == 0, show.stderr
+    for text in ("pool pool-a:", "pool pool-b:", "largest moves", "validation: passed", "execution pool-a:",
+                 f"plan {summary['plan_hash']}"):
+        assert text in show.stdout, (text, show.stdout[-3000:])

@@ -1,0 +1,136 @@
+"""One line per run, read from its folder alone (runs made by the CLI and by Airflow look the same): what
+triggered it, what it was asked to do, how far it got, what it moves, and what it left out of band. The CLI's
+`runs` and the Airflow runs page show these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from kafka_rebalancer.run_folder import EXECUTE, PLAN, SNAPSHOT, VALIDATION, VERIFY, RunFolder, read_json
+
+APPROVAL, REPORT = "approval", "report"
+TRIGGERS = {"scheduled": "scheduled", "manual": "airflow", "cli": "cli", "asset_triggered": "asset",
+            "backfill": "backfill"}
+
+
+@dataclass(frozen=True)
+class RunOverview:
+    run_id: str
+    cluster: str
+    started_at: str  # ISO time of the snapshot, else of the folder
+    trigger: str  # scheduled | airflow | cli | ...
+    action: str  # nightly, or the manual operation
+    mode: str  # dry-run | execute | - (not decided yet)
+    status: str  # how far the run got
+    replica_moves: int | None
+    leadership_moves: int | None
+    moved_bytes: int | None
+    out_of_band_before: int | None
+    out_of_band_after: int | None  # measured by verify, else as planned
+    out_of_band_after_measured: bool
+    approval: str  # approved by X | auto-approved | rejected by X | timed out | dry run | -
+    plan_hash: str | None
+    report: str | None  # path of report/index.html when it exists
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run_overview(run: RunFolder) -> RunOverview:
+    summary = _json(run, f"{PLAN}/summary.json")
+    totals = (summary or {}).get("totals", {})
+    verified = _json(run, f"{VERIFY}/summary.json")
+    decision = _json(run, f"{APPROVAL}/decision.json")
+    request = _json(run, "request.json")
+    manifest = _json(run, f"{SNAPSHOT}/manifest.json")
+    report = run.stage_path(REPORT) / "index.html"
+    return RunOverview(
+        run_id=run.path.name, cluster=run.path.parent.name,
+        started_at=(manifest or {}).get("taken_at") or _mtime(run.path),
+        trigger=TRIGGERS.get(run.path.name.split("__", 1)[0], "other"),
+        action=(request or {}).get("action") or "nightly",
+        mode=_mode(run, decision), status=run_status(run),
+        replica_moves=totals.get("replica_moves"), leadership_moves=totals.get("leadership_moves"),
+        moved_bytes=totals.get("moved_bytes"), out_of_band_before=totals.get("out_of_band_before"),
+        out_of_band_after=(verified or totals).get("out_of_band_after"),
+        out_of_band_after_measured=verified is not None,
+        approval=_approval(decision), plan_hash=(summary or {}).get("plan_hash"),
+        report=str(report) if report.exists() else None)
+
+
+def run_status(run: RunFolder) -> str:
+    """How far the run got, from the stages it completed (the latest that says something wins)."""
+    if not run.has(SNAPSHOT):
+        return "no snapshot"
+    if not run.has(PLAN):
+        return "snapshot only"
+    validation = _json(run, f"{VALIDATION}/report.json")
+    if validation is None:
+        return "planned"
+    if not validation.get("success"):
+        return "validation failed"
+    decision = _json(run, f"{APPROVAL}/decision.json")
+    executions = _executions(run)
+    if not executions:
+        if decision is None:
+            return "validated"
+        return {"dry-run": "dry run", "rejected": "rejected"}.get(decision["state"], "approved")
+    if any(e["cancelled"] for e in executions):
+        return "cancelled"
+    executed = [e for e in executions if not e["dry_run"]]
+    if not executed:
+        return "dry run"
+    if any(e["result"] is None for e in executed):
+        return "executing or failed"
+    return "verified" if run.has(VERIFY) else "executed"
+
+
+def list_runs(run_root: Path, cluster: str | None = None) -> list[RunOverview]:
+    """Every run folder under run_root (one cluster, or all), newest first."""
+    clusters = [run_root / cluster] if cluster else sorted(p for p in run_root.iterdir() if p.is_dir()) \
+        if run_root.is_dir() else []
+    runs = [run_overview(RunFolder(folder)) for cluster_dir in clusters if cluster_dir.is_dir()
+            for folder in cluster_dir.iterdir() if folder.is_dir() and not folder.name.startswith(".")]
+    return sorted(runs, key=lambda r: (r.started_at, r.run_id), reverse=True)
+
+
+def _executions(run: RunFolder) -> list[dict[str, Any]]:
+    if not run.has(EXECUTE):
+        return []
+    return [{"pool": d.name, "result": _json(run, f"{EXECUTE}/{d.name}/result.json"),
+             "dry_run": (d / "dry_run.json").exists() and not (d / "execution_log.jsonl").exists(),
+             "cancelled": (d / "cancel.json").exists()}
+            for d in sorted(run.stage_path(EXECUTE).iterdir()) if d.is_dir() and not d.name.startswith(".")]
+
+
+def _mode(run: RunFolder, decision: dict[str, Any] | None) -> str:
+    if decision is not None:
+        return "dry-run" if decision["state"] == "dry-run" else "execute"
+    executions = _executions(run)
+    if executions:
+        return "dry-run" if all(e["dry_run"] for e in executions) else "execute"
+    return "-"
+
+
+def _approval(decision: dict[str, Any] | None) -> str:
+    if decision is None:
+        return "-"
+    state = decision["state"]
+    if state == "rejected" and any(w.startswith("no answer") for w in decision.get("why", [])):
+        return "timed out"
+    if state in ("approved", "rejected"):
+        return f"{state} by {decision.get('by') or 'unknown'}"
+    return {"dry-run": "dry run"}.get(state, state)
+
+
+def _json(run: RunFolder, relative: str) -> Any:
+    path = run.path / relative
+    return read_json(path) if path.exists() else None
+
+
+def _mtime(path: Path) -> str:
+    return datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat(timespec="seconds")

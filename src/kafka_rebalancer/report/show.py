@@ -1,0 +1,159 @@
+"""The CLI's `runs` and `show`: rich tables on a terminal, plain aligned columns otherwise (pipes, logs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from kafka_rebalancer.balance.status import band_status
+from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD, BROKER_LOAD_AFTER, PARTITION_CHANGES
+from kafka_rebalancer.report.overview import RunOverview, run_overview
+from kafka_rebalancer.report.tables import human_bytes
+from kafka_rebalancer.run_folder import EXECUTE, PLAN, VALIDATION, RunFolder, read_json, read_table
+
+TOP_MOVES = 10
+SKIPPED_SHOWN = 10
+
+
+def _table(console: Console, title: str | None, columns: list[str]) -> Table:
+    table = Table(title=title, box=box.SIMPLE_HEAD if console.is_terminal else None, title_justify="left",
+                  pad_edge=False, show_edge=False)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    return table
+
+
+def runs_table(console: Console, runs: list[RunOverview]) -> None:
+    table = _table(console, None, ["run", "started", "trigger", "action", "mode", "status", "moves", "bytes",
+                                   "out of band", "approval", "report"])
+    for r in runs:
+        moves = "-" if r.replica_moves is None else f"{r.replica_moves}" + (
+            f" (+{r.leadership_moves} leader)" if r.leadership_moves else "")
+        band = "-" if r.out_of_band_before is None else \
+            f"{r.out_of_band_before} -> {r.out_of_band_after}" + ("" if r.out_of_band_after_measured else " planned")
+        table.add_row(r.run_id, r.started_at, r.trigger, r.action, r.mode, r.status, moves,
+                      "-" if r.moved_bytes is None else human_bytes(r.moved_bytes), band, r.approval,
+                      r.report or "-")
+    console.print(table)
+
+
+def show_run(console: Console, run: RunFolder) -> None:
+    """The run's summary: what it is, per pool the band table before -> after, the largest moves, skipped
+    partitions, validation and execution."""
+    overview = run_overview(run)
+    console.print(f"run {overview.run_id} ({overview.cluster}): {overview.trigger} {overview.action}, "
+                  f"mode {overview.mode}, status {overview.status}, approval {overview.approval}")
+    console.print(f"folder {run.path}" + (f"; plan {overview.plan_hash}" if overview.plan_hash else ""))
+    if not run.has(PLAN):
+        console.print("no plan yet")
+        return
+    plan_dir = run.stage_path(PLAN)
+    summary = read_json(plan_dir / "summary.json")
+    bands = read_table(plan_dir, BANDS)
+    before = band_status(read_table(plan_dir, BROKER_LOAD), bands)
+    after = band_status(read_table(plan_dir, BROKER_LOAD_AFTER), bands)
+    for broker_pool, facts in summary["pools"].items():
+        _pool_table(console, broker_pool, facts, before[before["broker_pool"] == broker_pool],
+                    after[after["broker_pool"] == broker_pool])
+    _top_moves(console, read_table(plan_dir, PARTITION_CHANGES))
+    _skipped(console, summary)
+    _validation(console, run)
+    _execution(console, run, overview)
+
+
+def _pool_table(console: Console, broker_pool: str, facts: dict[str, Any], before: pd.DataFrame,
+                after: pd.DataFrame) -> None:
+    resources = list(facts["resources"])
+    bound = facts.get("moved_over_lb")
+    title = (f"pool {broker_pool}: {facts['replica_moves']} replica moves, {facts['leadership_moves']} leadership, "
+             f"{human_bytes(facts['moved_bytes'])}" + (f", moved/LB {bound:.2f}" if bound is not None else ""))
+    table = _table(console, title, ["broker", *(f"{r} (band)" for r in resources)])
+    predicted = after.set_index(["broker_id", "resource"])
+    for broker_id, rows in before.groupby("broker_id", sort=True):
+        cells = [str(broker_id)]
+        for resource in resources:
+            row = rows[rows["resource"] == resource]
+            if row.empty:
+                cells.append("-")
+                continue
+            b = row.iloc[0]
+            a = predicted.loc[(broker_id, resource)] if (broker_id, resource) in predicted.index else b
+            cells.append(f"{_usage(resource, b)} -> {_usage(resource, a)} ({_usage(resource, b, 'lower')}.."
+                         f"{_usage(resource, b, 'upper')}) {_inside(b)} -> {_inside(a)}")
+        table.add_row(*cells)
+    console.print(table)
+
+
+def _usage(resource: str, row: pd.Series, column: str = "usage") -> str:
+    value = float(row[column])
+    return f"{value:.1%}" if resource in ("disk", "network_in", "network_out", "cpu") else f"{value:.0f}"
+
+
+def _inside(row: pd.Series) -> str:
+    if not row["counted"]:
+        return "n/a"
+    return "in" if row["inside"] else "OUT"
+
+
+def _top_moves(console: Console, changes: pd.DataFrame) -> None:
+    if changes.empty:
+        console.print("no partition changes")
+        return
+    moved = changes.assign(copied=[size * len(set(new) - set(old)) for size, old, new in
+                                   zip(changes["size_bytes"], changes["old_replicas"], changes["new_replicas"],
+                                       strict=True)])
+    top = moved.sort_values(["copied", "topic", "partition"], ascending=[False, True, True]).head(TOP_MOVES)
+    table = _table(console, f"largest moves ({len(top)} of {len(changes)} partition changes)",
+                   ["pool", "partition", "replicas", "bytes to copy", "leader"])
+    for row in top.itertuples(index=False):
+        old, new = [int(b) for b in row.old_replicas], [int(b) for b in row.new_replicas]
+        table.add_row(row.broker_pool, f"{row.topic}-{row.partition}", f"{old} -> {new}", human_bytes(row.copied),
+                      f"{old[0]} -> {new[0]}" if old[0] != new[0] else "")
+    console.print(table)
+
+
+def _skipped(console: Console, summary: dict[str, Any]) -> None:
+    skipped = summary["skipped"]
+    if not skipped["partitions"]:
+        return
+    table = _table(console, f"skipped partitions ({summary['totals']['skipped_partitions']})",
+                   ["partition", "pool", "reason"])
+    for entry in skipped["partitions"][:SKIPPED_SHOWN]:
+        table.add_row(f"{entry['topic']}-{entry['partition']}", str(entry["broker_pool"] or "-"), entry["reason"])
+    console.print(table)
+
+
+def _validation(console: Console, run: RunFolder) -> None:
+    path = run.stage_path(VALIDATION) / "report.json"
+    if not path.exists():
+        console.print("validation: not run")
+        return
+    report = read_json(path)
+    if report["success"]:
+        console.print(f"validation: passed {report['expectations']} expectations")
+        return
+    console.print(f"validation: FAILED {len(report['failures'])} of {report['expectations']} expectations")
+    for failure in report["failures"]:
+        console.print(f"  {failure}")
+
+
+def _execution(console: Console, run: RunFolder, overview: RunOverview) -> None:
+    if not run.has(EXECUTE):
+        console.print("execution: not run" + (f" ({overview.approval})" if overview.approval != "-" else ""))
+        return
+    for folder in sorted(p for p in run.stage_path(EXECUTE).iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if (folder / "cancel.json").exists():
+            cancel = read_json(folder / "cancel.json")
+            console.print(f"execution {folder.name}: cancelled ({len(cancel['cancelled'])} reassignment(s) stopped)")
+        elif (folder / "result.json").exists():
+            result = read_json(folder / "result.json")
+            console.print(f"execution {folder.name}: {result['completed']}/{result['moves']} moves complete, "
+                          f"{len(result['skipped'])} skipped")
+        elif (folder / "execution_log.jsonl").exists():
+            console.print(f"execution {folder.name}: started, not finished (see {folder / 'execution_log.jsonl'})")
+        else:
+            console.print(f"execution {folder.name}: dry run only")

@@ -1,0 +1,54 @@
+"""A run's one-line overview (the CLI's `runs`, the Airflow runs page) follows the run through its stages."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kafka_rebalancer.operations.approval import write_decision
+from kafka_rebalancer.report.overview import list_runs, run_overview
+from kafka_rebalancer.run_folder import RunFolder, write_json
+from tests.unit.test_executor import CONFIG, prepared_run
+
+
+def test_the_status_follows_the_stages(config_factory: Callable[..., Any], tmp_path: Path) -> None:
+    config = config_factory(CONFIG)
+    empty = RunFolder(tmp_path / "c1" / "cli__empty")
+    empty.path.mkdir(parents=True)
+    assert run_overview(empty).status == "no snapshot"
+    run = prepared_run(config, tmp_path / "a")
+    assert (run_overview(run).status, run_overview(run).mode, run_overview(run).approval) == ("validated", "-", "-")
+    write_decision(run, "h", "rejected", None, "no answer within 0:00:05: rejected, the cluster was not touched")
+    assert (run_overview(run).status, run_overview(run).approval) == ("rejected", "timed out")
+    write_decision(run, "h", "approved", "ann", "approved by ann")
+    assert (run_overview(run).status, run_overview(run).approval) == ("approved", "approved by ann")
+    pool_dir = run.path / "execute" / "a"
+    pool_dir.mkdir(parents=True)
+    (pool_dir / "execution_log.jsonl").write_text("{}\n")
+    assert run_overview(run).status == "executing or failed"
+    write_json(pool_dir / "result.json", {"completed": 4, "moves": 4, "skipped": []})
+    assert run_overview(run).status == "executed"
+    (run.path / "verify").mkdir()
+    assert run_overview(run).status == "verified"
+    write_json(pool_dir / "cancel.json", {"cancelled": []})
+    assert run_overview(run).status == "cancelled"
+
+
+def test_a_cli_dry_run_and_the_newest_first_listing(config_factory: Callable[..., Any], tmp_path: Path) -> None:
+    config = config_factory(CONFIG)
+    older = prepared_run(config, tmp_path / "older")
+    newer = prepared_run(config, tmp_path / "newer")
+    (newer.path / "execute" / "a").mkdir(parents=True)
+    write_json(newer.path / "execute" / "a" / "dry_run.json", {"dry_run": True, "moves": []})
+    root = tmp_path / "runs"
+    (root / "c1").mkdir(parents=True)
+    older.path.rename(root / "c1" / "scheduled__2026-01-01")
+    newer.path.rename(root / "c1" / "cli__2026-01-02")
+    listed = list_runs(root, "c1")
+    assert len(listed) == 2 and [r.started_at for r in listed] == sorted((r.started_at for r in listed), reverse=True)
+    by_id = {r.run_id: r for r in listed}
+    assert (by_id["cli__2026-01-02"].trigger, by_id["cli__2026-01-02"].status, by_id["cli__2026-01-02"].mode) == \
+        ("cli", "dry run", "dry-run")
+    assert by_id["scheduled__2026-01-01"].trigger == "scheduled"
+    assert by_id["scheduled__2026-01-01"].replica_moves is None  # the test plan's summary has no totals
