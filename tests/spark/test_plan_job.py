@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -91,12 +92,19 @@ def test_skipped_partitions_have_reasons(baseline: tuple) -> None:
     assert summary["skipped"]["by_reason"] == {"under-replicated": len(under)}
 
 
-def test_same_snapshot_and_config_give_the_same_plan_bytes(spark: Any, baseline: tuple) -> None:
+def test_same_snapshot_and_config_give_the_same_plan_bytes(spark: Any, baseline: tuple,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
     config, run, summary = baseline
     first = (run.stage_path(PLAN) / "plan.json").read_bytes()
-    again = run_plan(spark, config, run)
+    with caplog.at_level(logging.INFO, logger="kafka_rebalancer.plan.job"):
+        again = run_plan(spark, config, run)
     assert (run.stage_path(PLAN) / "plan.json").read_bytes() == first
     assert again["plan_hash"] == summary["plan_hash"]
+    # The log's closing account uses the artifacts' own counts.
+    totals = summary["totals"]
+    closing = caplog.records[-1].getMessage()
+    assert f"{totals['partitions_changed']} partitions change: {totals['replica_moves']} replica moves" in closing
+    assert str(run.stage_path(PLAN)) in closing
 
 
 def test_spark_and_pandas_agree_on_load_and_bands(spark: Any, baseline: tuple) -> None:

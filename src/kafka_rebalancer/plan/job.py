@@ -50,6 +50,7 @@ from kafka_rebalancer.operations.request import PlanningScope, read_request, sco
 from kafka_rebalancer.plan.artifacts import dumps, plan_hash, reassignment_document
 from kafka_rebalancer.plan.changes import load_after, moved_amounts, partition_changes, trim_to_budgets
 from kafka_rebalancer.plan.summary import build_summary
+from kafka_rebalancer.report.tables import human_bytes
 from kafka_rebalancer.run_folder import PLAN, SNAPSHOT, RunFolder, read_json, write_json, write_table
 
 log = logging.getLogger(__name__)
@@ -134,8 +135,9 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
             planned = _leadership_plan(planner_input, scope)
         moves = trim_to_budgets(planned["moves"], config.budgets)
         dropped = len(planned["moves"]) - len(moves)
-        progress(f"planned {int((moves['action'] == 'replica').sum())} replica moves and "
-                 f"{int((moves['action'] == 'leadership').sum())} leadership transfers in {len(settings.brokers)} "
+        # Planner steps, not the plan's counts: a replica the planner moves twice is copied once (summary below).
+        progress(f"the planner took {int((moves['action'] == 'replica').sum())} replica steps and "
+                 f"{int((moves['action'] == 'leadership').sum())} leadership steps in {len(settings.brokers)} "
                  f"pools ({dropped} dropped by the run's budgets)")
         skipped_pdf, statuses = skipped_and_statuses.result()
         candidates_pdf = candidates.result()
@@ -167,8 +169,13 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
             lower_bound_bytes=planned["lower_bound_bytes"])
         summary["plan_seconds"] = round(time.monotonic() - started, 3)
         write_json(out / "summary.json", summary)
-    log.info("plan %s: %d partitions change, %d bytes to move; written to %s", digest[:12],
-             len(changes), int(moves["size_bytes"].sum()), run.stage_path(PLAN))
+    totals = summary["totals"]
+    log.info("plan %s: read %d replicas of %d partitions; %d partitions change: %d replica moves (%s), %d "
+             "leadership transfers; brokers out of band %d -> %d (predicted); %d partitions skipped; artifacts in %s",
+             digest[:12], int(manifest["rows"]["replicas"]), int(manifest["rows"]["partitions"]),
+             totals["partitions_changed"], totals["replica_moves"], human_bytes(totals["moved_bytes"]),
+             totals["leadership_moves"], totals["out_of_band_before"], totals["out_of_band_after"],
+             totals["skipped_partitions"], run.stage_path(PLAN))
     return summary
 
 
