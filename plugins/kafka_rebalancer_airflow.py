@@ -12,7 +12,10 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
+from kafka_rebalancer.log_setup import quiet_libraries
+
 log = logging.getLogger(__name__)
+quiet_libraries()  # before the tasks import great-expectations, whose import alone logs dozens of lines
 
 
 class KafkaClusterHook(BaseHook):

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import KafkaUnreachableError, RebalancerError
 from kafka_rebalancer.kafka_admin import KafkaConnection
+from kafka_rebalancer.log_setup import quiet_libraries
 from kafka_rebalancer.operations import cli as operations_cli
 from kafka_rebalancer.operations.request import run_config
 from kafka_rebalancer.run_folder import RunFolder
@@ -146,8 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("py4j", "kafka", "great_expectations"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    quiet_libraries()
     try:
         return _dispatch(args)
     except KafkaUnreachableError as exc:

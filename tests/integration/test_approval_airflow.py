@@ -117,6 +117,12 @@ def test_manual_operation_waits_for_approval_then_executes_exactly_the_approved_
     for entry in plan:
         assert now[(entry.topic, entry.partition)] == entry.replicas
     assert_untouched_by_execution(airflow["bootstrap"], TOPICS)
+    # The task logs are the product's account of each step, not its libraries' chatter.
+    for task_id, chatter in (("snapshot", "Closing transport"), ("validate", "Skipping registering function"),
+                             ("plan", "resolves to a loopback address")):
+        task_log = services.task_log(MANUAL, run_id, task_id)
+        assert chatter not in task_log, (task_id, task_log[-3000:])
+    assert "partitions change" in services.task_log(MANUAL, run_id, "plan")
 
 
 def test_manual_pool_change_nobody_answers_times_out_and_leaves_nothing(airflow: dict) -> None:
