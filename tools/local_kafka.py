@@ -4,10 +4,16 @@ The broker jars come from Maven Central through `tools/kafka/pom.xml` and are ca
 Each cluster lives in `.state/kafka/<name>/` (configs, data, logs, `cluster.json` with ports and pids), so
 `stop` and `status` work from another process than the one that started it.
 
-    python -m tools.local_kafka start [--name demo] [--brokers 6]
+    python -m tools.local_kafka start [--name demo] [--brokers 6] [--secured]
     python -m tools.local_kafka status [--name demo]
     python -m tools.local_kafka bootstrap [--name demo]   # prints the bootstrap servers of a running cluster
     python -m tools.local_kafka stop [--name demo]
+
+A secured cluster (`--secured`) has the KRaft StandardAuthorizer with allow.everyone.if.no.acl.found=false, and
+brokers that only listen for SASL_PLAINTEXT with SCRAM-SHA-512 (clients and brokers alike); the controller
+listener takes SASL PLAIN. The only user at first is the super user `admin`, whose generated password lives in
+`.state/kafka/<name>/admin.secret` (mode 0600; `admin_config()` reads it); create further users with
+`add_user` and grant them ACLs as admin.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import contextlib
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -34,6 +41,9 @@ LIBS = REPO / ".cache" / "kafka-libs"
 STATE_ROOT = REPO / ".state" / "kafka"
 CONTROLLER_ID = 100
 RACKS = ("rack-a", "rack-b", "rack-c")
+ADMIN_USER = "admin"
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 LOG4J2 = """\
 status = warn
@@ -72,6 +82,7 @@ class ClusterState:
     cluster_id: str
     kafka_version: str
     nodes: list[Node] = field(default_factory=list)
+    secured: bool = False
 
     @property
     def brokers(self) -> list[Node]:
@@ -129,6 +140,19 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
+def scram_client_config(username: str, password: str) -> dict[str, str]:
+    """librdkafka settings to log in to a secured local cluster as this user."""
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": SCRAM_MECHANISM, "sasl.username": username,
+            "sasl.password": password}
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (it may hold a password)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
 def _pid_alive(pid: int | None, marker: str) -> bool:
     """True if pid runs and its command line mentions marker (guards against a recycled pid)."""
     if not pid:
@@ -167,6 +191,21 @@ class LocalKafkaCluster:
     def _config_path(self, node: Node) -> Path:
         return self._node_dir(node) / "server.properties"
 
+    @property
+    def admin_secret_file(self) -> Path:
+        """The super user's password (mode 0600), on a secured cluster."""
+        return self.dir / "admin.secret"
+
+    def _client_config(self, state: ClusterState) -> dict[str, str]:
+        config = {"bootstrap.servers": state.bootstrap_servers}
+        if state.secured:
+            config.update(scram_client_config(ADMIN_USER, self.admin_secret_file.read_text().strip()))
+        return config
+
+    def admin_config(self) -> dict[str, str]:
+        """librdkafka settings of the super user (on an unsecured cluster just the bootstrap servers)."""
+        return self._client_config(self.load())
+
     def is_running(self) -> bool:
         try:
             state = self.load()
@@ -184,6 +223,10 @@ class LocalKafkaCluster:
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "log.dirs": self._node_dir(node) / "data",
         }
+        listener = "PLAINTEXT"
+        if state.secured:
+            common.update(self._security_properties(node))
+            listener = "SASL_PLAINTEXT"
         if node.role == "controller":
             props = {**common, "process.roles": "controller",
                      "listeners": f"CONTROLLER://127.0.0.1:{node.port}"}
@@ -191,9 +234,9 @@ class LocalKafkaCluster:
             props = {
                 **common,
                 "process.roles": "broker",
-                "listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
-                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
-                "inter.broker.listener.name": "PLAINTEXT",
+                "listeners": f"{listener}://127.0.0.1:{node.port}",
+                "advertised.listeners": f"{listener}://127.0.0.1:{node.port}",
+                "inter.broker.listener.name": listener,
                 "broker.rack": node.rack,
                 "num.network.threads": 2,
                 "num.io.threads": 4,
@@ -211,6 +254,32 @@ class LocalKafkaCluster:
             }
         return "".join(f"{k}={v}\n" for k, v in props.items())
 
+    def _security_properties(self, node: Node) -> dict[str, str]:
+        """Authorizer, SCRAM on the broker listener (brokers log in to each other as admin) and PLAIN on the
+        controller listener: KRaft controllers cannot take SCRAM, whose credentials live in the metadata they
+        serve; so the controller checks admin's PLAIN login against its static JAAS user list."""
+        password = self.admin_secret_file.read_text().strip()
+        plain = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+                 f'username="{ADMIN_USER}" password="{password}"')
+        props = {
+            "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+            "sasl.mechanism.controller.protocol": "PLAIN",
+            "authorizer.class.name": AUTHORIZER,
+            "allow.everyone.if.no.acl.found": "false",
+            "super.users": f"User:{ADMIN_USER}",
+        }
+        if node.role == "controller":
+            props["sasl.enabled.mechanisms"] = "PLAIN"
+            props["listener.name.controller.plain.sasl.jaas.config"] = f'{plain} user_{ADMIN_USER}="{password}";'
+        else:
+            props["sasl.enabled.mechanisms"] = SCRAM_MECHANISM
+            props["sasl.mechanism.inter.broker.protocol"] = SCRAM_MECHANISM
+            props["listener.name.controller.plain.sasl.jaas.config"] = f"{plain};"
+            props[f"listener.name.sasl_plaintext.{SCRAM_MECHANISM.lower()}.sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                f'username="{ADMIN_USER}" password="{password}";')
+        return props
+
     def _java_cmd(self, node: Node, main: list[str]) -> list[str]:
         return [
             "java", "-Xms128m", "-Xmx512m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
@@ -220,8 +289,9 @@ class LocalKafkaCluster:
         ]
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def start(self, n_brokers: int = 6, timeout_s: float = 180.0) -> ClusterState:
-        """Start a fresh cluster (any previous data of this name is wiped) and wait until all brokers serve."""
+    def start(self, n_brokers: int = 6, timeout_s: float = 180.0, secured: bool = False) -> ClusterState:
+        """Start a fresh cluster (any previous data of this name is wiped) and wait until all brokers serve;
+        `secured`: SASL/SCRAM and ACLs, see the module's doc."""
         fetch_jars()
         if self.is_running():
             raise ClusterError(f"local cluster '{self.name}' is already running; stop it first")
@@ -229,15 +299,17 @@ class LocalKafkaCluster:
         shutil.rmtree(self.dir, ignore_errors=True)
         self.dir.mkdir(parents=True)
         (self.dir / "log4j2.properties").write_text(LOG4J2)
+        if secured:
+            _write_private(self.admin_secret_file, secrets.token_urlsafe(24) + "\n")
         ports = free_ports(n_brokers + 1)
         # "=" form on the command line: a base64 id may start with "-", which argparse takes for an option.
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         nodes = [Node(CONTROLLER_ID, "controller", ports[0], None)]
         nodes += [Node(i, "broker", ports[i], RACKS[(i - 1) % len(RACKS)]) for i in range(1, n_brokers + 1)]
-        state = ClusterState(self.name, cluster_id, kafka_version(), nodes)
+        state = ClusterState(self.name, cluster_id, kafka_version(), nodes, secured)
         for node in nodes:
             self._node_dir(node).mkdir(parents=True)
-            self._config_path(node).write_text(self._properties(state, node))
+            _write_private(self._config_path(node), self._properties(state, node))
         self._format(state)
         for node in nodes:
             self._launch(node)
@@ -251,14 +323,29 @@ class LocalKafkaCluster:
 
     def _format(self, state: ClusterState) -> None:
         procs = []
+        argfiles = []
         for node in state.nodes:
-            cmd = self._java_cmd(node, ["kafka.tools.StorageTool", "format", f"--cluster-id={state.cluster_id}",
-                                        "-c", str(self._config_path(node)), "--ignore-formatted"])
+            main = ["kafka.tools.StorageTool", "format", f"--cluster-id={state.cluster_id}",
+                    "-c", str(self._config_path(node)), "--ignore-formatted"]
+            if state.secured and node.role == "controller":
+                # The admin credential goes into the first metadata; through a java @argfile, so the password
+                # stays off the process list.
+                password = self.admin_secret_file.read_text().strip()
+                argfile = self._node_dir(node) / "format.args"
+                _write_private(argfile, "\n".join(
+                    [*main, "--add-scram", f"{SCRAM_MECHANISM}=[name={ADMIN_USER},password={password}]"]) + "\n")
+                argfiles.append(argfile)
+                main = [f"@{argfile}"]
+            cmd = self._java_cmd(node, main)
             procs.append((node, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
-        for node, proc in procs:
-            out, _ = proc.communicate(timeout=120)
-            if proc.returncode != 0:
-                raise ClusterError(f"formatting {node.name} failed:\n{out[-2000:]}")
+        try:
+            for node, proc in procs:
+                out, _ = proc.communicate(timeout=120)
+                if proc.returncode != 0:
+                    raise ClusterError(f"formatting {node.name} failed:\n{out[-2000:]}")
+        finally:
+            for argfile in argfiles:
+                argfile.unlink(missing_ok=True)
 
     def _launch(self, node: Node) -> None:
         out = open(self._node_dir(node) / "stdout.log", "ab")  # noqa: SIM115 - handed to the child process
@@ -280,7 +367,7 @@ class LocalKafkaCluster:
         state = self.load()
         wanted = set(broker_ids if broker_ids is not None else [b.node_id for b in state.brokers])
         # log_level 0: brokers refuse connections until they are up; that is expected, not worth logging.
-        admin = AdminClient({"bootstrap.servers": state.bootstrap_servers, "socket.timeout.ms": 3000, "log_level": 0})
+        admin = AdminClient({**self._client_config(state), "socket.timeout.ms": 3000, "log_level": 0})
         deadline = time.monotonic() + timeout_s
         seen: set[int] = set()
         while time.monotonic() < deadline:
@@ -353,8 +440,8 @@ class LocalKafkaCluster:
         node = Node(broker_id, "broker", free_ports(1)[0], rack)
         state.nodes.append(node)
         self._node_dir(node).mkdir(parents=True)
-        self._config_path(node).write_text(self._properties(state, node))
-        self._format(ClusterState(state.name, state.cluster_id, state.kafka_version, [node]))
+        _write_private(self._config_path(node), self._properties(state, node))
+        self._format(ClusterState(state.name, state.cluster_id, state.kafka_version, [node], state.secured))
         self._launch(node)
         self._save(state)
         self.wait_ready(timeout_s, broker_ids=[broker_id])
@@ -368,6 +455,39 @@ class LocalKafkaCluster:
         self._save(state)
         shutil.rmtree(self._node_dir(node), ignore_errors=True)
 
+    def add_user(self, name: str, password: str, timeout_s: float = 60.0) -> None:
+        """Create (or reset) a SCRAM user of a secured cluster, as admin; returns once every broker takes its
+        login (each applies the credential from the metadata on its own)."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import (
+            AdminClient,
+            ScramCredentialInfo,
+            ScramMechanism,
+            UserScramCredentialUpsertion,
+        )
+
+        state = self.load()
+        if not state.secured:
+            raise ClusterError(f"local cluster '{self.name}' is not secured: it has no users")
+        upsert = UserScramCredentialUpsertion(name, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                              password.encode())
+        admin = AdminClient(self.admin_config())  # a name for it: the futures fail once the client is gone
+        for future in admin.alter_user_scram_credentials([upsert]).values():
+            future.result()
+        deadline = time.monotonic() + timeout_s
+        for broker in state.brokers:
+            client = AdminClient({**scram_client_config(name, password), "log_level": 0,
+                                  "bootstrap.servers": f"127.0.0.1:{broker.port}"})
+            while True:
+                try:
+                    client.list_topics(timeout=3)
+                    break
+                except KafkaException:
+                    if time.monotonic() > deadline:
+                        raise ClusterError(f"broker {broker.node_id} refuses the login of user {name!r} after "
+                                           f"{timeout_s:.0f}s") from None
+                    time.sleep(0.3)
+
     def status(self) -> list[dict]:
         state = self.load()
         return [{"node": n.name, "id": n.node_id, "rack": n.rack, "port": n.port, "pid": n.pid,
@@ -380,6 +500,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["fetch", "start", "stop", "status", "bootstrap"])
     parser.add_argument("--name", default="demo", help="cluster name (folder under .state/kafka)")
     parser.add_argument("--brokers", type=int, default=6)
+    parser.add_argument("--secured", action="store_true",
+                        help="start: SASL/SCRAM listeners and ACLs; admin's password in .state/kafka/NAME/admin.secret")
     args = parser.parse_args(argv)
     cluster = LocalKafkaCluster(args.name)
     try:
@@ -390,9 +512,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"local cluster '{args.name}' already running: {cluster.load().bootstrap_servers}")
                 return 0
             t0 = time.monotonic()
-            state = cluster.start(args.brokers)
+            state = cluster.start(args.brokers, secured=args.secured)
             print(f"local cluster '{args.name}' (Kafka {state.kafka_version}, KRaft) ready in "
                   f"{time.monotonic() - t0:.0f}s: bootstrap {state.bootstrap_servers}; logs in {cluster.dir}")
+            if state.secured:
+                print(f"SASL_PLAINTEXT with {SCRAM_MECHANISM} only; super user {ADMIN_USER!r}, password in "
+                      f"{cluster.admin_secret_file}")
         elif args.command == "stop":
             cluster.stop()
         elif args.command == "bootstrap":

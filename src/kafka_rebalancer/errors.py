@@ -38,3 +38,7 @@ class ExecutionError(RebalancerError):
 
 class ExecutionCancelled(ExecutionError):
     """An operator cancelled the pool's execution; retrying must not undo that."""
+
+
+class PermissionDenied(RebalancerError):
+    """The Kafka user lacks an ACL a step needs; the message names it and how to grant it."""

@@ -3,6 +3,9 @@
 confluent-kafka is used wherever it has the call (cluster and topic descriptions with ISR, preferred leader
 elections, configs). It lacks AlterPartitionReassignments, ListPartitionReassignments and DescribeLogDirs, so
 exactly those go through kafka-python, built from the same connection settings (README: Execution).
+
+A call the broker refuses for want of an ACL raises PermissionDenied naming the permission (kafka_rebalancer.
+permissions); the connection's secrets (sasl.password, ssl.key.password) stay out of every message and repr.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_rebalancer.errors import ExecutionError, KafkaUnreachableError
+from kafka_rebalancer.permissions import CLUSTER, GROUP, TOPIC, Need, denial
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +37,20 @@ _KAFKA_PYTHON_KEYS = {
     "ssl.key.password": "ssl_password",
     "client.id": "client_id",
 }
+_SECRET_KEYS = frozenset({"sasl.password", "ssl.key.password", "sasl_plain_password", "ssl_password"})
+
+
+class _RedactSecrets(logging.Filter):
+    """kafka-python logs its whole configuration (the record's one argument), password included, at DEBUG when
+    a client starts."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, Mapping):
+            record.args = {k: "[redacted]" if k in _SECRET_KEYS else v for k, v in record.args.items()}
+        return True
+
+
+logging.getLogger("kafka.admin.client").addFilter(_RedactSecrets())
 
 
 @dataclass(frozen=True)
@@ -40,7 +58,7 @@ class KafkaConnection:
     """Where and how to reach a cluster: librdkafka-style settings, as an Airflow Kafka connection holds them."""
 
     bootstrap_servers: str
-    client_config: Mapping[str, Any] = field(default_factory=dict)
+    client_config: Mapping[str, Any] = field(default_factory=dict, repr=False)  # may hold a password
     request_timeout_s: float = 30.0
 
     def confluent_config(self) -> dict[str, Any]:
@@ -82,6 +100,16 @@ class PartitionInfo:
     leader: int  # -1 when the partition has no leader
 
 
+def _error_code(exc: Exception) -> Any:
+    """The KafkaError code of a confluent-kafka exception (None for another exception)."""
+    error = exc.args[0] if exc.args else None
+    return error.code() if hasattr(error, "code") else None
+
+
+def _op_names(operations: list[Any] | None) -> frozenset[str] | None:
+    return None if operations is None else frozenset(op.name for op in operations)
+
+
 def _config_batches(topics: list[Any], brokers: list[Any]) -> list[list[Any]]:
     """Config requests for a broker go to that broker: librdkafka takes one broker resource per call."""
     return ([topics] if topics else []) + [[b] for b in brokers]
@@ -91,11 +119,25 @@ class ClusterAdmin:
     """The admin calls the product makes, on one cluster."""
 
     def __init__(self, connection: KafkaConnection) -> None:
+        self.connection = connection
+        self._login_error: str | None = None
+        self._admin = self._client()
+        self._legacy: Any = None
+
+    def _client(self) -> Any:
         from confluent_kafka.admin import AdminClient
 
-        self.connection = connection
-        self._admin = AdminClient(connection.confluent_config())
-        self._legacy: Any = None
+        return AdminClient({**self.connection.confluent_config(), "error_cb": self._on_error})
+
+    def _on_error(self, error: Any) -> None:
+        """librdkafka reports a refused login only here (served by poll); the calls themselves just time out."""
+        from confluent_kafka import KafkaError
+
+        if error.code() == KafkaError._AUTHENTICATION:
+            self._login_error = error.str()
+
+    def _denied(self, *needs: Need) -> Exception:
+        return denial(self.connection, list(needs))
 
     # -- reachability --------------------------------------------------------------------------
     def check_reachable(self, timeout_s: float | None = None) -> None:
@@ -106,6 +148,11 @@ class ClusterAdmin:
         try:
             self._admin.list_topics(timeout=timeout_s)
         except KafkaException as exc:
+            self._admin.poll(0)  # serves the error callback
+            if self._login_error:
+                raise KafkaUnreachableError(
+                    f"Kafka at {self.connection.bootstrap_servers} refused the login ({self._login_error}); check "
+                    "the connection's sasl.username and sasl.password") from exc
             raise KafkaUnreachableError(
                 f"no Kafka broker at {self.connection.bootstrap_servers} answered within "
                 f"{time.monotonic() - started:.0f}s ({exc})") from exc
@@ -125,10 +172,8 @@ class ClusterAdmin:
     def _renew_client(self, exc: Exception) -> None:
         """A fresh confluent-kafka client. Topic descriptions and config changes go to the broker the cached
         metadata names as controller; when that broker dies the name can outlive it for minutes."""
-        from confluent_kafka.admin import AdminClient
-
         log.warning("admin call failed (%s); retrying once with fresh metadata", exc)
-        self._admin = AdminClient(self.connection.confluent_config())
+        self._admin = self._client()
 
     def close(self) -> None:
         if self._legacy is not None:
@@ -152,7 +197,7 @@ class ClusterAdmin:
         return sorted(metadata.topics)
 
     def describe_partitions(self, topics: Iterable[str] | None = None) -> list[PartitionInfo]:
-        from confluent_kafka import KafkaException, TopicCollection
+        from confluent_kafka import KafkaError, KafkaException, TopicCollection
 
         names = sorted(topics) if topics is not None else self.topic_names()
         if not names:
@@ -160,7 +205,17 @@ class ClusterAdmin:
         def describe() -> list[Any]:
             futures = self._admin.describe_topics(TopicCollection(names),
                                                   request_timeout=self.connection.request_timeout_s)
-            return [futures[name].result() for name in names]
+            out, denied = [], []
+            for name in names:
+                try:
+                    out.append(futures[name].result())
+                except KafkaException as exc:
+                    if _error_code(exc) != KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                        raise
+                    denied.append(name)
+            if denied:
+                raise self._denied(Need("DESCRIBE", TOPIC, "to read the partitions' replicas and ISR", tuple(denied)))
+            return out
 
         try:
             descriptions = describe()
@@ -175,6 +230,30 @@ class ClusterAdmin:
                     leader=p.leader.id if p.leader is not None else -1))
         return sorted(out, key=lambda p: (p.topic, p.partition))
 
+    def authorized_operations(self, topics: Iterable[str]) -> tuple[
+            frozenset[str] | None, dict[str, frozenset[str] | None]]:
+        """The operations (AclOperation names) this client may perform on the cluster and on each topic, as the
+        brokers evaluate the ACLs. None where Kafka does not tell: on a resource the client may not DESCRIBE.
+        Topics that do not exist are left out."""
+        from confluent_kafka import KafkaError, KafkaException, TopicCollection
+
+        timeout = self.connection.request_timeout_s
+        cluster = self._admin.describe_cluster(include_authorized_operations=True, request_timeout=timeout).result()
+        names = sorted(set(topics))
+        out: dict[str, frozenset[str] | None] = {}
+        if names:
+            futures = self._admin.describe_topics(TopicCollection(names), include_authorized_operations=True,
+                                                  request_timeout=timeout)
+            for name in names:
+                try:
+                    out[name] = _op_names(futures[name].result().authorized_operations)
+                except KafkaException as exc:
+                    if _error_code(exc) == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                        out[name] = None
+                    elif _error_code(exc) != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                        raise
+        return _op_names(cluster.authorized_operations), out
+
     def offsets(self, partitions: Iterable[tuple[str, int]], which: str) -> dict[tuple[str, int], int]:
         """The earliest or latest offset of each partition."""
         from confluent_kafka import TopicPartition
@@ -188,29 +267,44 @@ class ClusterAdmin:
         return {(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}
 
     def committed_offsets(self) -> dict[str, dict[tuple[str, int], int]]:
-        """Every consumer group's committed offsets."""
-        from confluent_kafka import ConsumerGroupTopicPartitions
+        """Every consumer group's committed offsets. A client with DESCRIBE on the cluster lists every group; one
+        it may not DESCRIBE then raises PermissionDenied (without it, Kafka lists only the groups it may)."""
+        from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
 
         groups = self._admin.list_consumer_groups(request_timeout=self.connection.request_timeout_s).result()
         out: dict[str, dict[tuple[str, int], int]] = {}
+        denied = []
         for listing in groups.valid:
             future = self._admin.list_consumer_group_offsets(
                 [ConsumerGroupTopicPartitions(listing.group_id)],
                 request_timeout=self.connection.request_timeout_s)[listing.group_id]
-            out[listing.group_id] = {(tp.topic, tp.partition): tp.offset
-                                     for tp in future.result().topic_partitions if tp.offset >= 0}
+            try:
+                out[listing.group_id] = {(tp.topic, tp.partition): tp.offset
+                                         for tp in future.result().topic_partitions if tp.offset >= 0}
+            except KafkaException as exc:
+                if _error_code(exc) != KafkaError.GROUP_AUTHORIZATION_FAILED:
+                    raise
+                denied.append(listing.group_id)
+        if denied:
+            raise self._denied(Need("DESCRIBE", GROUP, "to read committed offsets for the sampled traffic metrics",
+                                    tuple(sorted(denied))))
         return out
 
     def elect_preferred_leaders(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], str | None]:
         """Preferred leader election; value None when done or not needed, else the error text."""
-        from confluent_kafka import ElectionType, KafkaError, TopicPartition
+        from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 
         tps = [TopicPartition(t, p) for t, p in partitions]
         if not tps:
             return {}
         # No request_timeout here: confluent-kafka 2.16 documents it but its C binding rejects any keyword
         # argument to elect_leaders (SystemError); socket.timeout.ms bounds the call instead.
-        result = self._admin.elect_leaders(ElectionType.PREFERRED, tps).result()
+        try:
+            result = self._admin.elect_leaders(ElectionType.PREFERRED, tps).result()
+        except KafkaException as exc:
+            if _error_code(exc) == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+                raise self._denied(Need("ALTER", CLUSTER, "to elect preferred leaders")) from exc
+            raise
         out: dict[tuple[str, int], str | None] = {}
         for tp, err in result.items():
             ok = err is None or err.code() == KafkaError.ELECTION_NOT_NEEDED
@@ -222,7 +316,7 @@ class ClusterAdmin:
                         topic_replicas: Mapping[str, tuple[str, str] | None]) -> None:
         """Set the throttle configs (a value) or remove them (None): per broker the leader and follower rates, per
         topic the leader and follower throttled replicas ("partition:broker,...")."""
-        from confluent_kafka import KafkaException
+        from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
         def entries(names: tuple[str, ...], values: tuple[str, ...] | None) -> list[Any]:
@@ -237,7 +331,9 @@ class ClusterAdmin:
                    for b, rate in sorted(broker_rate.items())]
         topics = [ConfigResource(ResourceType.TOPIC, t, incremental_configs=entries(TOPIC_THROTTLE_CONFIGS, v))
                   for t, v in sorted(topic_replicas.items())]
-        errors = []
+        refusals = (KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED)
+        errors: list[str] = []
+        denied: list[Any] = []
         for batch in _config_batches(topics, brokers):  # topics first: a dead broker does not hold them up
             for attempt in (1, 2):
                 futures = self._admin.incremental_alter_configs(batch,
@@ -247,13 +343,23 @@ class ClusterAdmin:
                     try:
                         future.result()
                     except KafkaException as exc:
-                        failed.append((resource, exc))
+                        if _error_code(exc) in refusals:  # final: a retry would be refused as well
+                            denied.append(resource)
+                        else:
+                            failed.append((resource, exc))
                 if failed and attempt == 1:
                     self._renew_client(failed[0][1])
                     batch = [resource for resource, _ in failed]
                     continue
                 errors += [f"{r.restype.name.lower()} {r.name}: {exc}" for r, exc in failed]
                 break
+        needs = []
+        if any(r.restype == ResourceType.BROKER for r in denied):
+            needs.append(Need("ALTER_CONFIGS", CLUSTER, "to change the replication throttle rate on the brokers"))
+        if denied_topics := tuple(sorted(r.name for r in denied if r.restype == ResourceType.TOPIC)):
+            needs.append(Need("ALTER_CONFIGS", TOPIC, "to change the throttled replicas", denied_topics))
+        if needs:
+            raise self._denied(*needs)
         if errors:
             raise ExecutionError(f"changing replication throttles failed for {len(errors)} resource(s): {errors}")
 
@@ -278,6 +384,10 @@ class ClusterAdmin:
     def describe_log_dirs(self, broker_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
         """Per broker: {"replicas": {(topic, partition): size_bytes}, "total_bytes", "usable_bytes"}."""
         raw = self._kafka_python().describe_log_dirs(brokers=list(broker_ids))
+        # Refused, a broker answers with no log dir at all (kafka-python drops the error code), while it always
+        # has one otherwise, offline ones included.
+        if any(not entry["log_dirs"] for entry in raw):
+            raise self._denied(Need("DESCRIBE", CLUSTER, "to read the replicas' sizes on the brokers"))
         out: dict[int, dict[str, Any]] = {}
         for entry in raw:
             sizes: dict[tuple[str, int], int] = {}
@@ -296,13 +406,16 @@ class ClusterAdmin:
                                          "usable_bytes": usable or None}
         return out
 
-    def _legacy_call(self, call: Callable[[Any], Any]) -> Any:
+    def _legacy_call(self, call: Callable[[Any], Any], need: Need) -> Any:
         """A kafka-python admin call, retried once on a fresh client: kafka-python keeps the controller id it
-        found at connect time, so a call fails as long as the client lives once that broker has died."""
-        from kafka.errors import KafkaError
+        found at connect time, so a call fails as long as the client lives once that broker has died. Refused
+        for want of `need`, it raises PermissionDenied at once."""
+        from kafka.errors import AuthorizationError, KafkaError
 
         try:
             return call(self._kafka_python())
+        except AuthorizationError as exc:
+            raise self._denied(need) from exc
         except KafkaError as exc:
             log.warning("admin call failed (%s); retrying once with a fresh kafka-python client", exc)
             self.close()
@@ -310,7 +423,8 @@ class ClusterAdmin:
 
     def list_reassignments(self) -> dict[tuple[str, int], dict[str, list[int]]]:
         raw = self._legacy_call(lambda client: client.list_partition_reassignments(
-            timeout_ms=int(self.connection.request_timeout_s * 1000)))
+            timeout_ms=int(self.connection.request_timeout_s * 1000)),
+            Need("DESCRIBE", CLUSTER, "to list the reassignments in progress"))
         return {(tp.topic, tp.partition): v for tp, v in raw.items()}
 
     def alter_reassignments(self, targets: Mapping[tuple[str, int], list[int] | None]) -> dict[tuple[str, int], str]:
@@ -321,5 +435,6 @@ class ClusterAdmin:
             return {}
         raw = self._legacy_call(lambda client: client.alter_partition_reassignments(
             {TopicPartition(t, p): replicas for (t, p), replicas in targets.items()},
-            timeout_ms=int(self.connection.request_timeout_s * 1000)))
+            timeout_ms=int(self.connection.request_timeout_s * 1000)),
+            Need("ALTER", CLUSTER, "to start or cancel reassignments"))
         return {(tp.topic, tp.partition): err.__name__ for tp, err in raw.items() if err is not None}
