@@ -183,7 +183,7 @@ def record_answer(context: Any, run_dir: str, *, approved: bool, by: str | None,
 def execute_task(context: Any, run_dir: str, broker_pool: str) -> dict[str, Any]:
     from airflow.exceptions import AirflowFailException
 
-    from kafka_rebalancer.errors import ExecutionCancelled
+    from kafka_rebalancer.errors import ExecutionCancelled, PermissionDenied
     from kafka_rebalancer.execute.executor import run_execute
     from kafka_rebalancer.run_folder import RunFolder
 
@@ -196,7 +196,34 @@ def execute_task(context: Any, run_dir: str, broker_pool: str) -> dict[str, Any]
                              resume_cancelled=bool(params.get("resume_cancelled")), require_approval=True)
     except ExecutionCancelled as exc:
         raise AirflowFailException(str(exc)) from exc  # no retry: a retry would undo the operator's cancel
+    except PermissionDenied as exc:
+        raise AirflowFailException(str(exc)) from exc  # no retry: a retry does not grant an ACL
     return result
+
+
+def report_task(context: Any) -> str | None:
+    """The run's report from whatever its folder holds, however far the run got; then the task fails if another
+    task of the run failed, so the run's state stays what happened (this task is the run's last)."""
+    from airflow.exceptions import AirflowFailException
+
+    from kafka_rebalancer.report.run_report import write_report
+    from kafka_rebalancer.run_folder import RunFolder
+
+    run = RunFolder(_config(context).run_dir(context["run_id"]))
+    path = None
+    if run.path.is_dir():
+        path = write_report(run)
+        log.info("report of run %s: %s", context["run_id"], path)
+    else:
+        log.info("run %s made no run folder (it failed before its snapshot): no report", context["run_id"])
+    ti = context["ti"]
+    states = ti.get_task_states(dag_id=ti.dag_id, run_ids=[context["run_id"]]).get(context["run_id"], {})
+    failed = sorted(task for task, state in states.items()
+                    if state in ("failed", "upstream_failed") and task != ti.task_id)
+    if failed:
+        raise AirflowFailException(f"the run failed at {', '.join(failed)}; what it did is in "
+                                   f"{path or 'the task logs'}")
+    return str(path) if path else None
 
 
 def cancel_task(context: Any) -> dict[str, Any]:

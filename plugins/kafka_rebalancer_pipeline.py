@@ -1,11 +1,12 @@
 """The rebalancing pipeline's tasks, wired once for every DAG that runs it (nightly and manual):
 
-    snapshot -> plan (Spark) -> validate (great-expectations) -> approve -> execute[pool] -> verify
+    snapshot -> plan (Spark) -> validate (great-expectations) -> approve -> execute[pool] -> verify -> report
 
 `approve` is the standard provider's ApprovalOperator (it shows up under the UI's required actions), taught to
 decide first: a dry run stops there (execute and verify are skipped), a scheduled run within the auto-approval
 limits and the execution window goes on unattended, anything else waits for a person, whose answer (or the
-timeout, which rejects) is recorded in the run folder with the plan hash it approves.
+timeout, which rejects) is recorded in the run folder with the plan hash it approves. `report` runs last
+whatever happened and writes the run's report/index.html.
 
 Light at parse time: the kafka_rebalancer package is imported inside the tasks.
 """
@@ -115,7 +116,13 @@ def rebalance_tasks() -> None:
 
         return verify_task(get_current_context(), run_dir)
 
+    @task(trigger_rule="all_done", retries=0)  # whatever happened upstream: it reports what exists
+    def report() -> str | None:
+        from kafka_rebalancer_airflow import report_task
+
+        return report_task(get_current_context())
+
     run_dir = snapshot()
     pools = validate(run_dir)
     run_dir >> plan >> pools >> approve
-    approve >> execute.partial(run_dir=run_dir).expand(broker_pool=pools) >> verify(run_dir)
+    approve >> execute.partial(run_dir=run_dir).expand(broker_pool=pools) >> verify(run_dir) >> report()

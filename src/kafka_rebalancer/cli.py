@@ -11,6 +11,7 @@
     kafka-rebalancer status   --config C                   band status of the cluster now, reassignments
     kafka-rebalancer runs     --config C [--limit N]       the cluster's runs (CLI and Airflow), newest first
     kafka-rebalancer show     --config C [RUN]             a run's summary: bands, largest moves, validation, execution
+    kafka-rebalancer report   --config C [RUN]             (re)build the run's report/index.html, print its path
     kafka-rebalancer assign   --brokers 1,2,3 --partitions N --replication-factor R [--racks 1:a,2:b,3:c]
                               [--fixed-start-index I] [--start-partition-id P] [--topic T]
                                                            Kafka's own placement, as reassignment JSON
@@ -135,7 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     runs.add_argument("--limit", type=positive_int, default=30)
     show = sub.add_parser("show", help="a run's summary: bands before -> after, largest moves, validation, execution")
     show.add_argument("--config", required=True, type=Path)
-    show.add_argument("run_id", nargs="?", help="default: the latest run whose snapshot completed")
+    show.add_argument("run_id", nargs="?", help="default: the newest run")
+    report = sub.add_parser("report", help="(re)build a run's report/index.html and print its path")
+    report.add_argument("--config", required=True, type=Path)
+    report.add_argument("run_id", nargs="?", help="default: the newest run")
     assign = sub.add_parser("assign", help="Kafka's assignReplicasToBrokers, printed as reassignment JSON")
     assign.add_argument("--brokers", required=True, help="broker ids in order, e.g. 1,2,3")
     assign.add_argument("--partitions", required=True, type=int)
@@ -189,7 +193,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return operations_cli.operate(args, lambda c: connection_for(c, args.bootstrap_servers), _plan_locally,
                                       _confirm)
     config = run_config(args.config)
-    if args.command in ("runs", "show"):
+    if args.command in ("runs", "show", "report"):
         return _review(args, config)
     if args.command == "status":
         _status(config, connection_for(config, args.bootstrap_servers))
@@ -240,7 +244,7 @@ def _review(args: argparse.Namespace, config: RebalancerConfig) -> int:
     from kafka_rebalancer.report.overview import list_runs
     from kafka_rebalancer.report.show import runs_table, show_run
 
-    console = Console(width=None if sys.stdout.isatty() else 200, markup=False, highlight=False)
+    console = Console(width=None if sys.stdout.isatty() else 1000, markup=False, highlight=False)  # pipes: no wrap
     if args.command == "runs":
         runs = list_runs(config.run_root, config.cluster.name)
         if not runs:
@@ -252,7 +256,13 @@ def _review(args: argparse.Namespace, config: RebalancerConfig) -> int:
         if not runs:
             raise RebalancerError(f"no runs under {config.run_root / config.cluster.name}")
         args.run_id = runs[0].run_id
-    show_run(console, existing_run(config, args.run_id))
+    run = existing_run(config, args.run_id)
+    if args.command == "report":
+        from kafka_rebalancer.report.run_report import write_report
+
+        print(write_report(run))
+        return 0
+    show_run(console, run)
     return 0
 
 

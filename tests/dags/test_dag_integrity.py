@@ -32,6 +32,7 @@ PROBE = textwrap.dedent("""
                              "retries": t.retries, "downstream": sorted(t.downstream_task_ids),
                              "map_index_template": getattr(t, "map_index_template", None),
                              "conn_id": getattr(t, "_conn_id", None),
+                             "trigger_rule": getattr(t.trigger_rule, "value", t.trigger_rule),
                              "spark_conf": getattr(t, "conf", None)}} for t in dag.tasks}}
     tasks = tasks_of(dag)
     manual = bag.dags["kafka_rebalance_manual"]
@@ -100,12 +101,15 @@ def test_cancel_dag_is_manual_only_and_never_retries(facts: dict) -> None:
 
 def test_tasks_wiring_and_retries(facts: dict) -> None:
     tasks = facts["tasks"]
-    assert set(tasks) == {"snapshot", "plan", "validate", "approve", "execute", "verify"}
+    assert set(tasks) == {"snapshot", "plan", "validate", "approve", "execute", "verify", "report"}
     assert tasks["plan"]["type"] == "SparkSubmitOperator" and tasks["plan"]["conn_id"] == "spark_rebalancer"
     assert tasks["snapshot"]["downstream"] == ["execute", "plan", "validate", "verify"]
     assert tasks["plan"]["downstream"] == ["validate"]
     assert tasks["validate"]["downstream"] == ["approve", "execute"]
     assert tasks["approve"]["downstream"] == ["execute"] and tasks["execute"]["downstream"] == ["verify"]
+    # The report runs last whatever happened upstream (a failed, rejected or dry run is reported too).
+    assert tasks["verify"]["downstream"] == ["report"] and tasks["report"]["downstream"] == []
+    assert tasks["report"]["trigger_rule"] == "all_done" and tasks["report"]["retries"] == 0
     assert "ApprovalOperator" in tasks["approve"]["bases"] and tasks["approve"]["retries"] == 0
     assert tasks["execute"]["map_index_template"] == "{{ broker_pool }}"
     for idempotent in ("snapshot", "plan", "execute", "verify"):

@@ -88,6 +88,8 @@ def test_unpaused_nightly_outside_the_window_and_over_the_limit_waits_and_reject
         services.set_paused(NIGHTLY, True)
     states = services.task_states(NIGHTLY, run_id)
     assert states["verify"] == "skipped" and all(s == "skipped" for t, s in states.items() if t.startswith("execute"))
+    assert states["report"] == "success"  # a rejected run is reported too
+    assert "rejected by approver" in (config.run_dir(run_id) / "report" / "index.html").read_text()
     task_log = services.task_log(NIGHTLY, run_id, "approve")
     assert re.search(r"waiting for a person: \d+ replica moves, over max_replica_moves 1", task_log), task_log[-3000:]
     answer = decision(config, run_id)

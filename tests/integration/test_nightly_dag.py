@@ -43,7 +43,8 @@ def test_every_stage_left_its_artifacts(dag_run: dict) -> None:
     run_dir: Path = dag_run["run_dir"]
     for path in ("snapshot/manifest.json", "snapshot/replicas.parquet", "plan/plan.json", "plan/rollback.json",
                  "plan/summary.json", "plan/bands.parquet", "plan/candidates.parquet", "validation/report.json",
-                 "execute/pool-a/execution_log.jsonl", "execute/pool-b/result.json", "verify/report.txt"):
+                 "execute/pool-a/execution_log.jsonl", "execute/pool-b/result.json", "verify/report.txt",
+                 "report/index.html"):
         assert (run_dir / path).exists(), path
     assert json.loads((run_dir / "validation" / "report.json").read_text())["success"]
     assert "rendered_map_index='pool-a'" in dag_run["log"] and "rendered_map_index='pool-b'" in dag_run["log"]

@@ -128,3 +128,14 @@ def test_a_zero_negative_or_wordy_throttle_is_refused(config_file: Path, throttl
         main(["execute", "--config", str(config_file), "--throttle-bytes-per-s", throttle])
     assert exit_info.value.code == 2
     assert "--throttle-bytes-per-s" in capsys.readouterr().err
+
+
+def test_the_hash_guard_refuses_before_any_network_call(config_factory: Callable[..., Any], tmp_path: Path) -> None:
+    from kafka_rebalancer.execute.executor import run_execute
+    from kafka_rebalancer.kafka_admin import KafkaConnection
+
+    config = config_factory(CONFIG)
+    run = prepared_run(config, tmp_path, validated=False)
+    unreachable = KafkaConnection("127.0.0.1:1", request_timeout_s=30)  # a wait here would be 30 s
+    with pytest.raises(ValidationFailed, match="failed validation"):
+        run_execute(config, unreachable, run, "a", dry_run=False)

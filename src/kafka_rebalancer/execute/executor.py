@@ -592,17 +592,23 @@ def run_execute(config: RebalancerConfig, connection: Any, run: RunFolder, pool:
     `require_approval`, only the plan whose hash the run's approval step recorded executes (checked before any
     cluster call)."""
     from kafka_rebalancer.kafka_admin import ClusterAdmin
+    from kafka_rebalancer.permissions import check_permissions, execution_needs
 
+    plan = load_pool_plan(config, run, pool)  # the hash guard needs no network: it refuses before any wait
     if require_approval and not dry_run:
         from kafka_rebalancer.operations.approval import assert_approved
 
-        assert_approved(run, load_pool_plan(config, run, pool).digest)
+        assert_approved(run, plan.digest)
     if dry_run:
         with ClusterAdmin(connection) as admin:
             admin.check_reachable()
             return dry_run_pool(config, admin, run, pool)
     with _pool_lock(config, run, pool), ClusterAdmin(connection) as admin:  # the lock before any cluster call
         admin.check_reachable()
+        # A missing ACL refused before the first change, not halfway through with throttles set.
+        rate = throttle_bytes_per_s or config.execution.throttle_bytes_per_s
+        throttle = throttle_for(plan.moves, rate) if rate else Throttle(None)
+        check_permissions(admin, execution_needs(plan.moves, plan.pool_topics, throttle), f"to execute {pool}")
         return _execute_locked(config, admin, run, pool, throttle_bytes_per_s, resume_cancelled, time.sleep,
                                time.monotonic)
 
