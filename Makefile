@@ -11,7 +11,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export KAFKA_REBALANCER_JVM_ARCHIVE := $(abspath .cache/jvm/plan-driver.jsa)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv kafka-jars jvm-archive demo test test-unit lint bench cluster-up cluster-down airflow-up airflow-down cluster-status spark-up spark-down \
+.PHONY: help venv kafka-jars jvm-archive browser demo test test-unit lint bench cluster-up cluster-down airflow-up airflow-down cluster-status spark-up spark-down \
 	clean distclean
 PACKAGE_ZIP := dist/kafka_rebalancer.zip
 
@@ -39,12 +39,15 @@ jvm-archive: $(STAMP) ## class-data archive of the plan job's driver JVM (once p
 demo: $(STAMP) $(PACKAGE_ZIP) kafka-jars jvm-archive ## local cluster + skewed workload + one nightly DAG run that plans and executes
 	$(PY) -m tools.demo
 
-test: $(STAMP) $(PACKAGE_ZIP) kafka-jars jvm-archive ## the whole test suite (starts and stops its own local Kafka cluster)
+browser: $(STAMP) ## Debian's Chromium for the report's browser tests (apt-get, once)
+	$(PY) -m tools.browser ensure
+
+test: $(STAMP) $(PACKAGE_ZIP) kafka-jars jvm-archive browser ## the whole test suite (starts and stops its own local Kafka cluster)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
 
-test-unit: $(STAMP) ## only the tests that need neither Kafka nor Airflow
-	$(PY) -m pytest -m "not kafka and not airflow"
+test-unit: $(STAMP) ## only the tests that need neither Kafka, Airflow nor a browser
+	$(PY) -m pytest -m "not kafka and not airflow and not browser"
 
 lint: $(STAMP) ## ruff
 	$(VENV)/bin/ruff check .

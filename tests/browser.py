@@ -1,0 +1,53 @@
+"""Opening a run report in a real headless Chromium (Debian's, driven by Playwright): its charts rendered, its
+moves table filters, no console errors; a screenshot is kept under .state/test-output/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.helpers import REPO
+from tools.browser import chromium_path
+
+SCREENSHOTS = REPO / ".state" / "test-output"
+
+
+def check_report_in_browser(report: Path, name: str) -> dict[str, Any]:
+    """What the page showed: charts drawn, moves rows before/after filtering, console errors, screenshot."""
+    from playwright.sync_api import sync_playwright
+
+    executable = chromium_path()
+    assert executable, "Chromium is not installed: `python -m tools.browser ensure` (make test does it)"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    errors: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(report.resolve().as_uri(), wait_until="load")
+            page.wait_for_timeout(500)
+            charts = page.eval_on_selector_all(
+                ".js-plotly-plot", "els => els.map(e => { const r = e.getBoundingClientRect(); "
+                "return {w: r.width, h: r.height, marks: e.querySelectorAll('svg path, svg rect').length}; })")
+            visible_rows = "() => [...document.querySelectorAll('#moves tbody tr')]" \
+                           ".filter(r => r.offsetParent !== null).length"
+            rows_before = page.evaluate(visible_rows)
+            first_topic = page.evaluate("() => document.querySelector('#moves tbody tr td')?.textContent ?? ''")
+            filtered = None
+            if rows_before:
+                page.fill("#moves-filter", first_topic)
+                page.wait_for_timeout(300)
+                filtered = page.evaluate(visible_rows)
+                page.fill("#moves-filter", "no-such-topic-anywhere")
+                page.wait_for_timeout(300)
+                nothing = page.evaluate(visible_rows)
+                assert nothing == 0, f"filtering for a missing topic left {nothing} rows"
+                page.fill("#moves-filter", "")
+            screenshot = SCREENSHOTS / f"{name}.png"
+            page.screenshot(path=str(screenshot), full_page=True)
+        finally:
+            browser.close()
+    return {"charts": charts, "rows": rows_before, "filtered_rows": filtered, "first_topic": first_topic,
+            "errors": errors, "screenshot": screenshot}

@@ -1,0 +1,35 @@
+"""The report of a run whose plan failed validation, opened in a real headless Chromium: the failed expectation
+and the rows that broke it are on the page, the charts render, the moves table filters, no console errors.
+(The report of a real DAG run is opened by tests/integration/test_nightly_dag.py.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kafka_rebalancer.errors import ValidationFailed
+from kafka_rebalancer.quality.suite import validate_plan
+from kafka_rebalancer.report.run_report import write_report
+from tests.browser import check_report_in_browser
+from tests.unit.test_run_report import SMALL, make_cluster, replica_moves, write_plan
+
+pytestmark = pytest.mark.browser
+
+
+def test_a_failed_validation_report_renders_in_chromium(tmp_path: Path) -> None:
+    config, tables, run = make_cluster(tmp_path, SMALL, "scheduled__2026-11-23T02_00_00_00_00")
+    moves = replica_moves(tables, 30)
+    first = moves.iloc[0]
+    moves.loc[0, "target_broker"] = tables.brokers.loc[tables.brokers["broker_pool"] != first["broker_pool"],
+                                                       "broker_id"].iloc[0]  # a broker of the other pool
+    write_plan(run, config, tables, moves)
+    with pytest.raises(ValidationFailed):
+        validate_plan(config, run)
+    report = write_report(run)
+    assert "FAILED" in report.read_text()
+    shown = check_report_in_browser(report, "failed-validation-run")
+    assert shown["errors"] == [], shown["errors"]
+    assert shown["charts"] and all(c["w"] > 0 and c["h"] > 0 and c["marks"] > 0 for c in shown["charts"])
+    assert shown["rows"] > 0 and 0 < shown["filtered_rows"] <= shown["rows"]
+    assert shown["screenshot"].stat().st_size > 10_000
