@@ -50,7 +50,8 @@ def main() -> int:
         connections = write_connections(STATE / "airflow-connections.json", config.cluster.airflow_connection_id,
                                         bootstrap)
 
-        step("running the nightly DAG once: snapshot -> plan (Spark) -> validate (GX) -> execute[pool] -> verify")
+        step("running the nightly DAG once: snapshot -> plan (Spark) -> validate (GX) -> approve -> execute[pool] "
+             "-> verify -> report")
         log_file = STATE / "dag-run.log"
         result = run_dag(env, connections, {"mode": "execute"}, log_file)
         print(f"DAG run {result['run_id']}: {result['state']} (log: {log_file})")
@@ -79,6 +80,8 @@ def main() -> int:
                 print(f"  {path.relative_to(run_dir)}")
         print("  (+ Parquet tables: snapshot, bands, brokers to fix, candidates, moves, ...)")
         print(f"done in {time.monotonic() - started:.0f}s")
+        print(f"\nthe run's report (open it in a browser): {run_dir / 'report' / 'index.html'}\n"
+              f"the same in the terminal: kafka-rebalancer show --config {CONFIG} {result['run_id']}")
         return 0
     finally:
         if os.environ.get("KEEP_CLUSTER") == "1":
