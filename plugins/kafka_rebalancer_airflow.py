@@ -15,6 +15,7 @@ from airflow.sdk import BaseHook
 from kafka_rebalancer.log_setup import quiet_libraries
 
 log = logging.getLogger(__name__)
+REPORTS_URL_PREFIX = "/kafka-rebalancer"  # the runs page and reports (kafka_rebalancer_ui.py), on the API server
 quiet_libraries()  # before the tasks import great-expectations, whose import alone logs dozens of lines
 
 
@@ -143,9 +144,19 @@ def approval_decision(context: Any, run_dir: str) -> dict[str, Any]:
                               "and the execution window")
     for why in refusals:
         log.info("waiting for a person: %s", why)
-    return {"state": "waiting", "body": approval_body(config, run, facts, refusals),
+    from kafka_rebalancer.report.run_report import write_report
+
+    report = write_report(run)  # the person reviews the plan in it before answering
+    log.info("report for the review: %s", report)
+    body = approval_body(config, run, facts, refusals) + \
+        f"\n\n[The run's report: usage, band, every move]({report_url(context['run_id'])}) ({report})"
+    return {"state": "waiting", "body": body,
             "subject": f"Execute plan {facts.plan_hash[:12]} on {config.cluster.name}?",
             "response_timeout": _response_timeout(context, config)}
+
+
+def report_url(run_id: str) -> str:
+    return f"{REPORTS_URL_PREFIX}/report/{run_id}"
 
 
 def _response_timeout(context: Any, config: Any) -> Any:

@@ -135,6 +135,10 @@ class AirflowServices:
         return self._token
 
     def request(self, method: str, path: str, body: Any = None, *, auth: bool = True) -> Any:
+        text = self.request_text(method, path, body, auth=auth)
+        return json.loads(text) if text else None
+
+    def request_text(self, method: str, path: str, body: Any = None, *, auth: bool = True) -> str:
         headers = {"Content-Type": "application/json"}
         if auth:
             headers["Authorization"] = f"Bearer {self.token()}"
@@ -142,10 +146,16 @@ class AirflowServices:
         req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=30) as response:
-                text = response.read().decode()
+                return response.read().decode()
         except urllib.error.HTTPError as exc:
             raise AirflowError(f"{method} {path}: HTTP {exc.code} {exc.read().decode()[:1000]}") from exc
-        return json.loads(text) if text else None
+
+    def status_without_login(self, path: str) -> int:
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=30) as response:
+                return response.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
 
     def wait_for_dag(self, dag_id: str, timeout_s: float = 180) -> None:
         """Until the DAG processor has parsed the DAG and it has no import error."""

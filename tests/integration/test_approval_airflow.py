@@ -4,7 +4,8 @@ through Airflow's REST API as an operator's script would, on the real local clus
 - unpausing the nightly DAG starts its latest missed run: outside the execution window and over the
   auto-approval limit it waits at the gate, whose body names both; rejected, it leaves the cluster untouched;
 - a manual operation waits at the gate; approved through the REST API, it executes exactly the approved plan;
-- a manual pool change nobody answers times out: rejected, the cluster untouched, no pool override recorded.
+- a manual pool change nobody answers times out: rejected, the cluster untouched, no pool override recorded;
+- the plugin's runs page lists the runs and serves their reports, to logged-in users only.
 The tests run in file order on one Airflow."""
 
 from __future__ import annotations
@@ -105,6 +106,8 @@ def test_manual_operation_waits_for_approval_then_executes_exactly_the_approved_
     waiting = services.wait_for_input(MANUAL, run_id)
     digest = plan_digest(config, run_id)
     assert digest in waiting["body"] and "pool-b" in waiting["body"]
+    assert f"/kafka-rebalancer/report/{run_id}" in waiting["body"]  # reviewed before the answer
+    assert (config.run_dir(run_id) / "report" / "index.html").exists()
     assert services.task_states(MANUAL, run_id)["approve"] == "awaiting_input"
     services.respond(MANUAL, run_id, "approve", ["Approve"])
     assert services.wait_for_run(MANUAL, run_id) == "success", services.task_states(MANUAL, run_id)
@@ -139,6 +142,26 @@ def test_manual_pool_change_nobody_answers_times_out_and_leaves_nothing(airflow:
     assert OverrideStore.of(config).read() == []
     assert cluster_assignment(airflow["bootstrap"]) == before
     assert_untouched_by_execution(airflow["bootstrap"], TOPICS)
+
+
+def test_runs_page_lists_the_runs_and_serves_their_reports_to_logged_in_users_only(airflow: dict) -> None:
+    services, config = airflow["services"], airflow["config"]
+    plugins = services.request("GET", "/api/v2/plugins")["plugins"]
+    views = [v for p in plugins if p["name"] == "kafka_rebalancer_ui" for v in p["external_views"]]
+    assert views and views[0]["href"] == "/kafka-rebalancer/" and views[0]["url_route"] == "kafka-rebalancer"
+    page = services.request_text("GET", "/kafka-rebalancer/")
+    run_ids = [p.name for p in (config.run_root / config.cluster.name).iterdir() if p.is_dir()]
+    assert len(run_ids) == 3 and all(run_id in page for run_id in run_ids), page[-3000:]
+    links = re.findall(r'href="(/kafka-rebalancer/report/[^"]+)"', page)
+    assert len(links) == 3, page[-3000:]
+    report = services.request_text("GET", links[0])
+    assert report.startswith("<!DOCTYPE html>") or report.lower().startswith("<!doctype html>")
+    assert "plotly" in report
+    # Without a login the page is refused exactly as the UI's own API is.
+    ui_refusal = services.status_without_login("/api/v2/dags")
+    assert ui_refusal in (401, 403)
+    assert services.status_without_login("/kafka-rebalancer/") == ui_refusal
+    assert services.status_without_login(links[0]) == ui_refusal
 
 
 def _first_run(services: AirflowServices, dag_id: str, timeout_s: float = 120) -> str:
