@@ -72,10 +72,12 @@ def runs_page() -> str:
 
 @runs_app.get("/report/{run_id}")
 def run_report(run_id: str) -> FileResponse:
+    from kafka_rebalancer.config import safe_run_id
+
     if not RUN_ID.match(run_id):
         raise HTTPException(404, "no such run")
     run_root = _run_root()
-    for report in sorted(run_root.glob(f"*/{run_id}/report/index.html")):
+    for report in sorted(run_root.glob(f"*/{safe_run_id(run_id)}/report/index.html")):  # folder names are safe
         if report.resolve().is_relative_to(run_root.resolve()):
             return FileResponse(report, media_type="text/html")
     raise HTTPException(404, f"run {run_id} has no report yet (kafka-rebalancer report --config C {run_id})")

@@ -157,6 +157,10 @@ def test_runs_page_lists_the_runs_and_serves_their_reports_to_logged_in_users_on
     report = services.request_text("GET", links[0])
     assert report.startswith("<!DOCTYPE html>") or report.lower().startswith("<!doctype html>")
     assert "plotly" in report
+    nightly_run = services.runs(NIGHTLY)[0]["dag_run_id"]  # an Airflow run id (with ':'), as the task link uses
+    task_links = services.request("GET", f"/api/v2/dags/{NIGHTLY}/dagRuns/{nightly_run}/taskInstances/plan/links")
+    link = task_links["extra_links"]["Run report"]
+    assert link == f"/kafka-rebalancer/report/{nightly_run}" and "plotly" in services.request_text("GET", link)
     # Without a login the page is refused exactly as the UI's own API is.
     ui_refusal = services.status_without_login("/api/v2/dags")
     assert ui_refusal in (401, 403)
