@@ -11,6 +11,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import math
 import os
 import re
 from datetime import datetime, time, timedelta
@@ -54,7 +55,9 @@ def parse_byte_size(value: Any) -> int:
     if isinstance(value, str):
         m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", value)
         if m and m.group(2).lower() in _UNITS:
-            return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+            size = float(m.group(1)) * _UNITS[m.group(2).lower()]
+            if math.isfinite(size):  # hundreds of digits overflow a float
+                return int(size)
     raise ValueError(f"expected a byte size such as 1073741824 or '1GiB', got {value!r}")
 
 
@@ -99,7 +102,7 @@ class BrokerCapacity(_Strict):
     disk_bytes: ByteSize | None = Field(default=None, gt=0)
     nw_in_bytes_per_s: ByteSize | None = Field(default=None, gt=0)
     nw_out_bytes_per_s: ByteSize | None = Field(default=None, gt=0)
-    cpu_cores: float | None = Field(default=None, gt=0)
+    cpu_cores: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
 
 class CapacitySettings(_Strict):
@@ -351,6 +354,31 @@ def _format_validation_error(file: str, exc: ValidationError) -> ConfigError:
     return ConfigError(file, _loc(first["loc"]), message + more)
 
 
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: Any, line: int, first_line: int) -> None:
+        self.key, self.line, self.first_line = key, line, first_line
+        super().__init__(f"key {key!r} on line {line} was given before on line {first_line}")
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML keeps the last of two equal keys; a config edited by hand must not silently lose the first."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first_line: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` merges defaults the mapping may override
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                seen = first_line.get(key)
+            except TypeError:  # an unhashable key: the base class reports it
+                continue
+            if seen is not None:
+                raise _DuplicateKey(key, key_node.start_mark.line + 1, seen)
+            first_line[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_pools_file(path: Path) -> dict[str, dict[str, list[int]]]:
     """Cruise Control `brokerSets.json`: {"brokerSets": [{"brokerSetId": ..., "brokerIds": [...]}]}."""
     try:
@@ -379,7 +407,10 @@ def load_config(path: str | Path) -> RebalancerConfig:
     except OSError as exc:
         raise ConfigError(file, "", f"cannot read config file: {exc.strerror}") from exc
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: plain data only
+    except _DuplicateKey as exc:
+        raise ConfigError(file, str(exc.key), f"line {exc.line}: key given twice (first on line {exc.first_line}), "
+                                              f"expected each key once per mapping") from None
     except yaml.YAMLError as exc:
         raise ConfigError(file, "", f"not valid YAML: {exc}") from exc
     if not isinstance(raw, dict):

@@ -1,7 +1,7 @@
 """The run folder: one per DAG run and cluster; every stage owns one sub-folder of it.
 
 A stage writes into a hidden staging folder and renames it into place only when everything is written, so a
-reader never sees a half-written stage, and a retried stage simply redoes its own folder (DESIGN §2).
+reader never sees a half-written stage, and a retried stage simply redoes its own folder (README: Artifacts of a run).
 """
 
 from __future__ import annotations
@@ -78,14 +78,38 @@ def write_table(folder: Path, schema: TableSchema, frame: pd.DataFrame) -> Path:
 
 def read_table(folder: Path, schema: TableSchema) -> pd.DataFrame:
     """A table written by write_table or by Spark (a folder of part files), checked against its schema."""
+    import pyarrow as pa
+
     path = folder / f"{schema.name}.parquet"
     if not path.exists():
         raise RunFolderError(f"missing table {path}")
-    table = pq.read_table(path)
-    missing = [n for n in schema.names if n not in table.column_names]
+    as_written = (f"expected the '{schema.name}' table as the step that wrote it left it (truncated or corrupt? "
+                  "re-run that step)")
+    try:
+        table = pq.read_table(path)
+        names = table.column_names
+    except (OSError, pa.ArrowException, ValueError) as exc:  # ValueError: a damaged name that is not UTF-8
+        raise RunFolderError(f"{path}: not a readable Parquet file ({exc}), {as_written}") from None
+    missing = [n for n in schema.names if n not in names]
     if missing:
         raise RunFolderError(f"{path}: columns {missing} missing (schema '{schema.name}')")
-    return table.select(schema.names).cast(schema.arrow()).to_pandas()
+    columns = []
+    for field in schema.arrow():
+        if len(table.schema.get_all_field_indices(field.name)) > 1:
+            raise RunFolderError(f"{path}: column {field.name}: given twice, expected one column of that name")
+        column = table.column(field.name)
+        if not field.nullable and column.null_count:
+            raise RunFolderError(f"{path}: column {field.name}: {column.null_count} empty value(s), expected a "
+                                 f"value ({field.type}) in every row")
+        try:
+            columns.append(column.cast(field.type))
+        except pa.ArrowException as exc:
+            raise RunFolderError(f"{path}: column {field.name}: {column.type} values that do not convert ({exc}), "
+                                 f"expected {field.type}") from None
+    try:
+        return pa.Table.from_arrays(columns, schema=schema.arrow()).to_pandas()
+    except (pa.ArrowException, ValueError) as exc:  # e.g. text that is not UTF-8: damaged bytes inside the file
+        raise RunFolderError(f"{path}: values that cannot be read ({exc}), {as_written}") from None
 
 
 def write_json(path: Path, obj: Any) -> None:

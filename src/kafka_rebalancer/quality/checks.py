@@ -41,8 +41,10 @@ def _distance(status: pd.DataFrame) -> pd.Series:
 
 def build_checks(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[Reassignment],
                  rollback: list[Reassignment], bands: pd.DataFrame) -> CheckTables:
-    brokers = snapshot.brokers.set_index("broker_id")
-    parts = snapshot.partitions.set_index(["topic", "partition"])
+    # Duplicate rows are counted, not trusted: the suite flags them, and lookups take the first row.
+    brokers = snapshot.brokers.drop_duplicates("broker_id").set_index("broker_id")
+    rows_per_key = snapshot.partitions.groupby(["topic", "partition"]).size()
+    parts = snapshot.partitions.drop_duplicates(["topic", "partition"]).set_index(["topic", "partition"])
     old_by_key = {(r.topic, r.partition): r.replicas for r in rollback}
     pool_brokers = {pool: set(s.brokers) for pool, s in config.pools.items()}
     eligible_racks = {pool: {brokers.at[b, "rack"] for b in ids if b in brokers.index and brokers.at[b, "alive"]}
@@ -64,6 +66,8 @@ def build_checks(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[
         required = min(len(snap), len(eligible_racks.get(pool, ())), racks(snap)) if known else 0
         rows.append({
             "topic": r.topic, "partition": r.partition, "broker_pool": pool, "in_snapshot": known,
+            "snapshot_rows": int(rows_per_key.get(key, 0)),
+            "size_bytes": int(parts.at[key, "size_bytes"]) if known else 0,
             "rf_before": len(snap), "rf_after": len(new),
             "old_matches_snapshot": old == snap,
             "no_duplicate_broker": len(set(new)) == len(new),
@@ -79,9 +83,10 @@ def build_checks(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[
             "replica_moves": len(added),
         })
     partitions = pd.DataFrame(rows, columns=[
-        "topic", "partition", "broker_pool", "in_snapshot", "rf_before", "rf_after", "old_matches_snapshot",
-        "no_duplicate_broker", "targets_in_pool", "targets_alive", "racks_before", "racks_after", "racks_required",
-        "isr_safe", "has_leader", "topic_not_excluded", "no_excluded_broker", "moved_bytes", "replica_moves"])
+        "topic", "partition", "broker_pool", "in_snapshot", "snapshot_rows", "size_bytes", "rf_before", "rf_after",
+        "old_matches_snapshot", "no_duplicate_broker", "targets_in_pool", "targets_alive", "racks_before",
+        "racks_after", "racks_required", "isr_safe", "has_leader", "topic_not_excluded", "no_excluded_broker",
+        "moved_bytes", "replica_moves"])
 
     resources = config.resource_list()
     before = band_status(broker_load_frame(snapshot.brokers, snapshot.replicas, resources), bands)

@@ -46,6 +46,21 @@ SUITE: list[tuple[str, str, dict[str, Any], str]] = [
      "excluded brokers untouched"),
     ("brokers", "ExpectColumnValuesToBeInSet", {"column": "inside_or_closer", **_TRUE},
      "every broker inside its band, or closer to it, for every balanced resource"),
+    # The data itself, in case a bad snapshot slipped past the row checks: these would otherwise pass the plan on.
+    ("partitions", "ExpectCompoundColumnsToBeUnique", {"column_list": ["topic", "partition"]},
+     "one plan row per partition"),
+    ("partitions", "ExpectColumnValuesToBeBetween", {"column": "snapshot_rows", "max_value": 1},
+     "one snapshot row per planned partition"),
+    ("partitions", "ExpectColumnValuesToBeBetween", {"column": "size_bytes", "min_value": 0},
+     "partition sizes not negative"),
+    ("partitions", "ExpectColumnValuesToBeBetween", {"column": "moved_bytes", "min_value": 0},
+     "moved bytes not negative"),
+    ("brokers", "ExpectCompoundColumnsToBeUnique", {"column_list": ["broker_id", "resource"]},
+     "one row per broker and resource (no duplicate broker rows)"),
+    ("brokers", "ExpectColumnValuesToBeBetween", {"column": "usage_before", "min_value": 0},
+     "no negative broker load before the plan (negative sizes or rates)"),
+    ("brokers", "ExpectColumnValuesToBeBetween", {"column": "usage_after", "min_value": 0},
+     "no negative broker load after the plan (negative sizes or rates)"),
 ]
 _INDEX = {"partitions": ["topic", "partition"], "brokers": ["broker_id", "resource"], "totals": ["plan"]}
 

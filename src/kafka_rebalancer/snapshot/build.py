@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,7 +13,8 @@ from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.kafka_admin import BrokerInfo, PartitionInfo
 from kafka_rebalancer.model.resources import CPU, NETWORK_IN, NETWORK_OUT, role_loads
 from kafka_rebalancer.model.schemas import BROKERS
-from kafka_rebalancer.snapshot.capacity import CAPACITY_FIELDS, resolve_capacities
+from kafka_rebalancer.snapshot.capacity import CAPACITY_FIELDS, CruiseControlCapacity, resolve_capacities
+from kafka_rebalancer.snapshot.checks import check_snapshot_tables
 from kafka_rebalancer.snapshot.metrics import Traffic
 
 # What the cluster reports about partitions and replicas; traffic columns are added by with_traffic.
@@ -55,11 +57,14 @@ def with_traffic(partitions: pd.DataFrame, replicas: pd.DataFrame, traffic: Traf
 
 def build_snapshot_tables(config: RebalancerConfig, cluster_brokers: list[BrokerInfo],
                           partitions: list[PartitionInfo], log_dirs: dict[int, dict[str, Any]],
-                          traffic: Traffic | None = None) -> SnapshotTables:
+                          traffic: Traffic | None = None,
+                          cruise_control: CruiseControlCapacity | None = None) -> SnapshotTables:
+    """The snapshot tables, checked row by row (SnapshotError); `cruise_control`: the config's capacity file if
+    already read."""
     alive = {b.broker_id: b for b in cluster_brokers}
     pool_of = config.broker_pool_of()
     excluded_brokers = set(config.exclude.brokers)
-    warnings: list[str] = []
+    warnings = _unmatched_topic_rules(config, {p.topic for p in partitions})
 
     replica_rows = []
     partition_rows = []
@@ -83,6 +88,8 @@ def build_snapshot_tables(config: RebalancerConfig, cluster_brokers: list[Broker
     partitions_df, replicas = with_traffic(pd.DataFrame(partition_rows, columns=_PARTITION_FACTS),
                                            pd.DataFrame(replica_rows, columns=_REPLICA_FACTS),
                                            traffic or Traffic(), config)
+    if traffic is not None and traffic.bytes_in:
+        warnings += _uncovered_by_traffic(partitions_df, traffic)
 
     broker_ids = sorted(set(alive) | set(pool_of) | set(replicas["broker_id"].tolist()))
     for b in broker_ids:
@@ -91,7 +98,7 @@ def build_snapshot_tables(config: RebalancerConfig, cluster_brokers: list[Broker
         if b in alive and b not in pool_of:
             warnings.append(f"broker {b} is in the cluster but in no pool: it is neither balanced nor a target")
     totals = {b: log_dirs.get(b, {}).get("total_bytes") for b in broker_ids}
-    capacities = resolve_capacities(config, [b for b in broker_ids if b in pool_of], totals)
+    capacities = resolve_capacities(config, [b for b in broker_ids if b in pool_of], totals, cruise_control)
     used = replicas.groupby("broker_id")["size_bytes"].sum().to_dict() if len(replicas) else {}
     broker_rows = []
     for b in broker_ids:
@@ -104,4 +111,27 @@ def build_snapshot_tables(config: RebalancerConfig, cluster_brokers: list[Broker
             **{column: capacities[column].get(b, 0.0) for column in CAPACITY_FIELDS}})
     brokers = pd.DataFrame(broker_rows, columns=BROKERS.names)
     brokers["disk_capacity_bytes"] = brokers["disk_capacity_bytes"].astype("int64")
+    check_snapshot_tables(brokers, replicas, partitions_df,
+                          {name: f"cluster {config.cluster.name}: {name}" for name in ("brokers", "replicas",
+                                                                                        "partitions")},
+                          [r.name for r in config.resource_list()])
     return SnapshotTables(brokers, replicas, partitions_df, warnings)
+
+
+def _uncovered_by_traffic(partitions: pd.DataFrame, traffic: Traffic) -> list[str]:
+    """Partitions the metrics do not list plan as idle: say so, a renamed topic or a stale export looks the same."""
+    balanced = partitions[~partitions["excluded"].astype(bool)]
+    missing = [(t, p) for t, p in zip(balanced["topic"], balanced["partition"], strict=True)
+               if (t, p) not in traffic.bytes_in]
+    if not missing:
+        return []
+    topic, partition = missing[0]
+    return [f"traffic metrics have no rates for {len(missing)} of {len(balanced)} partitions (e.g. {topic!r} "
+            f"partition {partition}): they count as idle"]
+
+
+def _unmatched_topic_rules(config: RebalancerConfig, topics: set[str]) -> list[str]:
+    """A rule that matches no topic is most likely a typo: its topics fall to the default pool, or to none."""
+    return [f"topic_pools[{i}]: pattern {rule.topics!r} (pool {rule.pool!r}) matches no topic on the cluster"
+            for i, rule in enumerate(config.topic_pools)
+            if not any(fnmatch.fnmatchcase(topic, rule.topics) for topic in topics)]

@@ -8,6 +8,7 @@ only as a percentage cannot be used for the cpu resource. brokerId "-1" is the d
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +45,7 @@ def _number(file: str, field: str, value: object) -> float:
     except (TypeError, ValueError):
         raise ConfigError(file, field, f"expected a number (as Cruise Control writes it, e.g. \"100000\"), "
                                        f"got {value!r}") from None
-    if number <= 0:
+    if not math.isfinite(number) or number <= 0:
         raise ConfigError(file, field, f"expected a positive capacity, got {value!r}")
     return number
 
@@ -70,9 +71,14 @@ def read_cruise_control_capacity(path: str | Path) -> CruiseControlCapacity:
             broker_id = int(item["brokerId"])
         except (TypeError, ValueError):
             raise ConfigError(file, f"{where}.brokerId", f"expected an integer id, got {item['brokerId']!r}") from None
+        if broker_id in entries:  # otherwise the last entry would silently win
+            raise ConfigError(file, f"{where}.brokerId", f"broker {broker_id} has a second entry, expected one "
+                                                         f"entry per broker")
         capacity, values = item["capacity"], {}
         disk = capacity.get("DISK")
         if isinstance(disk, dict):  # JBOD: one capacity per log dir
+            if not disk:
+                raise ConfigError(file, f"{where}.capacity.DISK", "no log dirs, expected a capacity per log dir")
             values["disk_bytes"] = sum(_number(file, f"{where}.capacity.DISK.{d}", v) for d, v in disk.items()) * MIB
         elif disk is not None:
             values["disk_bytes"] = _number(file, f"{where}.capacity.DISK", disk) * MIB
@@ -88,13 +94,20 @@ def read_cruise_control_capacity(path: str | Path) -> CruiseControlCapacity:
     return CruiseControlCapacity(file, entries, cpu_as_percent)
 
 
-def resolve_capacities(config: RebalancerConfig, broker_ids: list[int],
-                       log_dir_totals: dict[int, int | None]) -> dict[str, dict[int, float]]:
+def read_capacity_file(config: RebalancerConfig) -> CruiseControlCapacity | None:
+    """The config's Cruise Control capacity file, read and checked; None when the config names none."""
+    if config.capacity.cruise_control_file is None:
+        return None
+    return read_cruise_control_capacity(config.capacity.cruise_control_file)
+
+
+def resolve_capacities(config: RebalancerConfig, broker_ids: list[int], log_dir_totals: dict[int, int | None],
+                       cruise_control: CruiseControlCapacity | None = None) -> dict[str, dict[int, float]]:
     """Capacity per brokers-table column and broker; first match wins: the config's entry for the broker, the
     Cruise Control file (the broker's entry, then its default), the config's default, and for disk the log dirs'
-    totals (if enabled). A configured resource without a capacity for some broker is an error naming them."""
-    cc = (read_cruise_control_capacity(config.capacity.cruise_control_file)
-          if config.capacity.cruise_control_file else None)
+    totals (if enabled). A configured resource without a capacity for some broker is an error naming them.
+    `cruise_control`: the config's capacity file if already read (read here otherwise)."""
+    cc = cruise_control or read_capacity_file(config)
     out: dict[str, dict[int, float]] = {}
     for column, (field, resource_name) in CAPACITY_FIELDS.items():
         values: dict[int, float] = {}

@@ -7,14 +7,18 @@ hash identifies the cluster state and config it was computed from.
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
 
+from kafka_rebalancer.errors import RunFolderError
+from kafka_rebalancer.model.resources import RESOURCES
 from kafka_rebalancer.model.schemas import BROKERS, PARTITIONS, REPLICAS, SNAPSHOT_TABLES
 from kafka_rebalancer.run_folder import SNAPSHOT, RunFolder, read_json, read_table, write_json, write_table
 from kafka_rebalancer.snapshot.build import SnapshotTables
+from kafka_rebalancer.snapshot.checks import check_snapshot_tables
 
 _SORT_KEYS = {"brokers": ["broker_id"], "replicas": ["topic", "partition", "position"],
               "partitions": ["topic", "partition"]}
@@ -63,8 +67,22 @@ def write_snapshot(run: RunFolder, tables: SnapshotTables, manifest: dict[str, A
 
 
 def read_snapshot(run: RunFolder, stage: str = SNAPSHOT) -> tuple[SnapshotTables, dict[str, Any]]:
+    """The snapshot stage, checked row by row as when it was built: it may have been edited since (SnapshotError
+    names the file and row)."""
     folder = run.require(stage)
-    manifest = read_json(folder / "manifest.json")
+    manifest_file = folder / "manifest.json"
+    try:
+        manifest = read_json(manifest_file)
+    except json.JSONDecodeError as exc:
+        raise RunFolderError(f"{manifest_file}: not valid JSON ({exc}), expected the snapshot's manifest") from None
+    if not isinstance(manifest, dict):
+        raise RunFolderError(f"{manifest_file}: {type(manifest).__name__}, expected a JSON object")
+    balanced = manifest.get("balanced_resources", [])
+    if not isinstance(balanced, list) or not all(isinstance(r, str) and r in RESOURCES for r in balanced):
+        raise RunFolderError(f"{manifest_file}: balanced_resources: {balanced!r}, expected a list of resource "
+                             f"names ({', '.join(RESOURCES)})")
     tables = SnapshotTables(read_table(folder, BROKERS), read_table(folder, REPLICAS),
                             read_table(folder, PARTITIONS), manifest.get("warnings", []))
+    check_snapshot_tables(tables.brokers, tables.replicas, tables.partitions,
+                          {s.name: str(folder / f"{s.name}.parquet") for s in SNAPSHOT_TABLES}, balanced)
     return tables, manifest

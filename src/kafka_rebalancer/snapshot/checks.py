@@ -1,0 +1,193 @@
+"""Row checks on the snapshot tables, pure functions over pandas frames.
+
+They run when a snapshot is built from what the cluster reported and again when one is read back from a run folder,
+where it may have been edited by hand: a bad row stops the run before planning or execution, with a message naming
+the table, the row and what was expected, instead of a negative size or an unknown broker reaching the plan.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kafka_rebalancer.errors import SnapshotError
+from kafka_rebalancer.model.resources import RESOURCES
+from kafka_rebalancer.model.schemas import BROKERS, PARTITIONS, REPLICAS, TableSchema
+
+
+@dataclass(frozen=True)
+class _Number:
+    minimum: int
+    integer: bool = False
+    nullable: bool = False
+
+    def expected(self) -> str:
+        kind = "an integer" if self.integer else "a number"
+        return f"{kind} >= {self.minimum}" + (" (or empty)" if self.nullable else "")
+
+
+_ID, _AMOUNT, _COUNT = _Number(0, integer=True), _Number(0), _Number(0, integer=True)
+# The numeric columns and what they may hold: ids, sizes, rates and capacities are never negative.
+_NUMBERS: dict[str, dict[str, _Number]] = {
+    "brokers": {"broker_id": _ID, "disk_capacity_bytes": _COUNT, "disk_used_bytes": _COUNT,
+                "log_dir_total_bytes": _Number(0, integer=True, nullable=True),
+                "log_dir_usable_bytes": _Number(0, integer=True, nullable=True),
+                "nw_in_capacity_bytes_per_s": _AMOUNT, "nw_out_capacity_bytes_per_s": _AMOUNT,
+                "cpu_capacity_cores": _AMOUNT},
+    "replicas": {"partition": _ID, "broker_id": _ID, "position": _ID, "size_bytes": _COUNT,
+                 "nw_in_bytes_per_s": _AMOUNT, "nw_out_bytes_per_s": _AMOUNT, "cpu_cores": _AMOUNT},
+    "partitions": {"partition": _ID, "replication_factor": _Number(1, integer=True),
+                   "leader": _Number(-1, integer=True),  # -1: no leader
+                   "size_bytes": _COUNT, "bytes_in_per_s": _AMOUNT, "bytes_out_per_s": _AMOUNT,
+                   "cpu_leader_cores": _AMOUNT, "cpu_follower_cores": _AMOUNT},
+}
+_KEYS = {"brokers": ["broker_id"], "replicas": ["topic", "partition", "broker_id"],
+         "partitions": ["topic", "partition"]}
+
+
+def check_snapshot_tables(brokers: pd.DataFrame, replicas: pd.DataFrame, partitions: pd.DataFrame,
+                          sources: Mapping[str, str], balanced: Iterable[str] = ()) -> None:
+    """Raise SnapshotError at the first bad row. `sources` names where each table came from (a file, or the
+    cluster); `balanced` are the resources the snapshot was taken for: their capacities must be positive on every
+    pool broker (other resources may have no capacity)."""
+    # Replicas first: a bad replica size is the cause of a bad disk total in brokers, so report it.
+    replicas = _checked(replicas, REPLICAS, sources["replicas"])
+    partitions = _checked(partitions, PARTITIONS, sources["partitions"])
+    brokers = _checked(brokers, BROKERS, sources["brokers"])
+    _check_capacities(brokers, sources["brokers"], balanced)
+    known = set(brokers["broker_id"].astype(int))
+    _check_replica_lists(partitions, sources, known)
+    unknown = np.flatnonzero(~replicas["broker_id"].astype(int).isin(known).to_numpy())
+    if len(unknown):
+        raise _row_error(sources["replicas"], replicas, "replicas", unknown[0],
+                         f"broker_id is not in {sources['brokers']}", "a known broker")
+    _check_replica_lists_match(replicas, partitions, sources)
+
+
+def _check_capacities(brokers: pd.DataFrame, source: str, balanced: Iterable[str]) -> None:
+    in_pool = brokers["broker_pool"].notna().to_numpy()
+    for name in balanced:
+        column = RESOURCES[name].capacity_column
+        if column is None:  # counts need no capacity
+            continue
+        bad = np.flatnonzero(in_pool & ~(brokers[column].to_numpy(float) > 0))
+        if len(bad):
+            raise _row_error(source, brokers, "brokers", bad[0], f"{column} is {_show(brokers[column].iloc[bad[0]])}",
+                             f"a capacity > 0 ({name} is balanced on the broker's pool)")
+
+
+def _check_replica_lists(partitions: pd.DataFrame, sources: Mapping[str, str], known_brokers: set[int]) -> None:
+    source = sources["partitions"]
+    for row, (replicas, isr) in enumerate(zip(partitions["replicas"], partitions["isr"], strict=True)):
+        ids = _broker_ids(replicas)
+        if not ids or len(set(ids)) != len(ids):
+            raise _row_error(source, partitions, "partitions", row, f"replicas is {_show(replicas)}",
+                             "a non-empty list of distinct broker ids")
+        unknown = sorted(set(ids) - known_brokers)
+        if unknown:
+            raise _row_error(source, partitions, "partitions", row, f"replicas name unknown broker(s) {unknown}",
+                             f"brokers listed in {sources['brokers']}")
+        if _broker_ids(isr) is None:
+            raise _row_error(source, partitions, "partitions", row, f"isr is {_show(isr)}", "a list of broker ids")
+
+
+def _checked(frame: pd.DataFrame, schema: TableSchema, source: str) -> pd.DataFrame:
+    """Columns present, topics named, numbers in range, one row per key."""
+    missing = [n for n in schema.names if n not in frame.columns]
+    if missing:
+        raise SnapshotError(f"{source}: columns {missing} missing, expected the columns of the '{schema.name}' "
+                            f"table: {', '.join(schema.names)}")
+    frame = frame.reset_index(drop=True)
+    if "topic" in frame.columns:
+        named = frame["topic"].map(lambda t: isinstance(t, str) and t != "").to_numpy(bool)
+        if not named.all():
+            row = int(np.flatnonzero(~named)[0])
+            raise _row_error(source, frame, schema.name, row, f"topic is {_show(frame['topic'].iloc[row])}",
+                             "a topic name", with_key=False)
+    numbers = {}
+    # Key columns come first in _NUMBERS, so a later column's error can name the row by its key.
+    for column, rule in _NUMBERS[schema.name].items():
+        values = _as_numbers(frame[column])
+        valid = np.isfinite(values) & (values >= rule.minimum)
+        if rule.integer:
+            valid &= np.floor(values) == values
+        if rule.nullable:
+            valid |= frame[column].isna().to_numpy()
+        if not valid.all():
+            row = int(np.flatnonzero(~valid)[0])
+            raise _row_error(source, frame, schema.name, row, f"{column} is {_show(frame[column].iloc[row])}",
+                             rule.expected(), with_key=column not in _KEYS[schema.name])
+        numbers[column] = values
+    keys = pd.DataFrame({k: frame[k] if k == "topic" else numbers[k] for k in _KEYS[schema.name]})
+    duplicated = np.flatnonzero(keys.duplicated().to_numpy())
+    if len(duplicated):
+        raise _row_error(source, frame, schema.name, duplicated[0], "a second row for the same "
+                         + ", ".join(_KEYS[schema.name]), f"one row per {', '.join(_KEYS[schema.name])}")
+    return frame
+
+
+def _check_replica_lists_match(replicas: pd.DataFrame, partitions: pd.DataFrame, sources: Mapping[str, str]) -> None:
+    """Both tables describe the same assignment: one replicas row per broker in each partition's replica list."""
+    listed = {(t, int(p), b) for t, p, ids in zip(partitions["topic"], partitions["partition"],
+                                                  partitions["replicas"], strict=True) for b in _broker_ids(ids)}
+    rows = list(zip(replicas["topic"], replicas["partition"].astype(int), replicas["broker_id"].astype(int),
+                    strict=True))
+    for row, key in enumerate(rows):
+        if key not in listed:
+            raise _row_error(sources["replicas"], replicas, "replicas", row,
+                             f"not in the replica list of its partition in {sources['partitions']}",
+                             "one row per broker of partitions.replicas")
+    missing = listed - set(rows)
+    if missing:
+        topic, partition, broker = min(missing)
+        raise SnapshotError(f"{sources['partitions']}: topic {topic!r}, partition {partition}: broker {broker} is "
+                            f"in replicas but has no row in {sources['replicas']}, expected one row per replica")
+
+
+def _as_numbers(values: pd.Series) -> np.ndarray:
+    """Each value as a float; NaN for anything that is not a real number (text, booleans, lists, empty)."""
+    if pd.api.types.is_integer_dtype(values) or pd.api.types.is_float_dtype(values):
+        return values.to_numpy(dtype=float, na_value=np.nan)
+
+    def number(value: Any) -> float:
+        if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
+            return math.nan
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond any float: no size or id is that large
+            return math.inf
+    return np.array([number(v) for v in values], dtype=float)
+
+
+def _broker_ids(value: Any) -> list[int] | None:
+    """A replica or ISR list as broker ids; None unless it is a list of integers."""
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        ids = value.tolist()
+    elif isinstance(value, list | tuple):
+        ids = list(value)
+    else:
+        return None
+    if not all(isinstance(b, int | np.integer) and not isinstance(b, bool | np.bool_) for b in ids):
+        return None
+    return [int(b) for b in ids]
+
+
+def _row_error(source: str, frame: pd.DataFrame, table: str, row: int, problem: str, expected: str,
+               with_key: bool = True) -> SnapshotError:
+    """The message `<source>: row N (key): <problem>, expected <what>`; rows counted from 1, as in a file."""
+    where = f"row {int(row) + 1}"
+    if with_key:
+        where += " (" + ", ".join(f"{k} {_show(frame[k].iloc[row])}" for k in _KEYS[table]) + ")"
+    return SnapshotError(f"{source}: {where}: {problem}, expected {expected}")
+
+
+def _show(value: Any) -> str:
+    """A value as the operator wrote it: numpy scalars and arrays as plain Python."""
+    if isinstance(value, np.generic | np.ndarray):
+        value = value.tolist()
+    return repr(value)
