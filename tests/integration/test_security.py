@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
 from kafka_rebalancer.plan.artifacts import read_reassignment
@@ -244,6 +246,43 @@ def test_the_pipeline_runs_with_exactly_the_documented_acls(secured: dict[str, A
     _assert_untouched(secured)  # done, throttles cleared
     stdout, _ = cli(secured, "rebalancer", "verify", "--run-id", "full")
     assert "out of band:" in stdout
+
+
+def test_the_nightly_dag_runs_as_the_least_privileged_user_through_the_connection_extra(
+        secured: dict[str, Any]) -> None:
+    """The same pipeline from Airflow (dag.test): the credentials only in the Kafka connection's extra (an
+    environment connection), the config holding none; Airflow's database, logs and the run folder are under the
+    module's root, so the password test below searches them too."""
+    from tools.airflow_run import airflow_env, connections, ensure_database, run_dag
+
+    with ClusterAdmin(secured["admin"]) as admin:  # skew the topic again, as admin
+        admin.alter_reassignments({(TOPIC, p): replicas for p, replicas in enumerate(ASSIGNMENT)})
+        deadline = time.monotonic() + 120
+        while admin.list_reassignments() and time.monotonic() < deadline:
+            time.sleep(0.5)
+    root = secured["root"]
+    body = yaml.safe_load(Path(secured["config_path"]).read_text())
+    body["cluster"] = {"name": "secured", "airflow_connection_id": "kafka_secured"}  # no client_config at all
+    config_path = write_config(root / "dag-config.yaml", body)
+    env = airflow_env(root / "airflow", config_path)
+    ensure_database(env)
+    extra = {"bootstrap.servers": secured["bootstrap"], "security.protocol": "SASL_PLAINTEXT",
+             "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "rebalancer",
+             "sasl.password": secured["passwords"]["rebalancer"]}
+    env["AIRFLOW_CONN_KAFKA_SECURED"] = json.dumps({"conn_type": "kafka", "extra": extra})
+    spark_only = {k: v for k, v in connections("unused", "unused").items() if k == "spark_rebalancer"}
+    connection_file = root / "airflow-connections.json"
+    connection_file.write_text(json.dumps(spark_only))
+    result = run_dag(env, connection_file, {"mode": "execute"}, root / "outputs" / "dag-run.log")
+    log = (root / "outputs" / "dag-run.log").read_text()
+    assert result["state"] == "success", log[-6000:]
+    run_dir = root / "runs" / "secured" / re.sub(r"[^A-Za-z0-9._-]", "_", result["run_id"])
+    plan = read_reassignment(run_dir / "plan" / "plan.json")
+    assert plan, "the re-skewed topic should need moves"
+    after = _assignment(secured)
+    assert all(after[(e.topic, e.partition)] == e.replicas for e in plan)
+    assert (run_dir / "report" / "index.html").exists()
+    _assert_untouched(secured)
 
 
 def test_the_password_is_nowhere(secured: dict[str, Any]) -> None:
