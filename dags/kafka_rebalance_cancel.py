@@ -22,6 +22,7 @@ with DAG(
     catchup=False,
     tags=["kafka", "rebalance"],
     params={
+        # Its own Param, not the pipeline module's: the brake parses even when that module cannot.
         "config_path": Param(os.environ.get("KAFKA_REBALANCER_CONFIG", str(REPO / "config" / "rebalancer.yaml")),
                              type="string", description="The kafka-rebalancer config file (YAML)"),
         "run_id": Param(None, type=["null", "string"], minLength=1,

@@ -16,7 +16,7 @@ from datetime import timedelta
 
 import pendulum
 from airflow.sdk import DAG, Param
-from kafka_rebalancer_pipeline import DEFAULT_CONFIG, rebalance_tasks
+from kafka_rebalancer_pipeline import execution_params, rebalance_tasks
 
 with DAG(
     dag_id="kafka_rebalance_manual",
@@ -50,12 +50,7 @@ with DAG(
         "reason": Param("", type="string",
                         description="Why (required for isolate-topics, drain-brokers, add-brokers; recorded with "
                                     "the pool override)"),
-        "throttle_bytes_per_s": Param(None, type=["null", "integer"], minimum=1,
-                                      description="Replication throttle per broker; empty: the config's"),
-        "approval_timeout": Param(None, type=["null", "string"], pattern=r"^([0-9]+(\.[0-9]+)?\s*[smhd]\s*)+$",
-                                  description="How long the approve step waits for a person (e.g. 12h, 30m); "
-                                              "no answer rejects. Empty: the config's approval.response_timeout"),
-        "config_path": Param(DEFAULT_CONFIG, type="string", description="The kafka-rebalancer config file (YAML)"),
+        **execution_params(),
     },
 ) as dag:
     rebalance_tasks()

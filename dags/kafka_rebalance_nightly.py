@@ -14,7 +14,7 @@ from datetime import timedelta
 
 import pendulum
 from airflow.sdk import DAG, Param
-from kafka_rebalancer_pipeline import DEFAULT_CONFIG, rebalance_tasks
+from kafka_rebalancer_pipeline import execution_params, rebalance_tasks
 
 with DAG(
     dag_id="kafka_rebalance_nightly",
@@ -26,17 +26,12 @@ with DAG(
     tags=["kafka", "rebalance", "nightly"],
     default_args={"retries": 2, "retry_delay": timedelta(minutes=1)},
     params={
-        "config_path": Param(DEFAULT_CONFIG, type="string", description="The kafka-rebalancer config file (YAML)"),
         "mode": Param("auto", enum=["auto", "dry-run", "execute"],
                       description="auto: scheduled runs execute (within the auto-approval limits), manual runs "
                                   "only plan; execute: a person approves the plan at the approve step"),
-        "throttle_bytes_per_s": Param(None, type=["null", "integer"], minimum=1,
-                                      description="Replication throttle per broker; empty: the config's"),
-        "approval_timeout": Param(None, type=["null", "string"], pattern=r"^([0-9]+(\.[0-9]+)?\s*[smhd]\s*)+$",
-                                  description="How long the approve step waits for a person (e.g. 12h, 30m); "
-                                              "no answer rejects. Empty: the config's approval.response_timeout"),
         "resume_cancelled": Param(False, type="boolean",
                                   description="Execute pools of this run even though they were cancelled"),
+        **execution_params(),
     },
 ) as dag:
     rebalance_tasks()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pendulum
 from airflow.sdk import DAG, Param, get_current_context, task
-from kafka_rebalancer_pipeline import DEFAULT_CONFIG
+from kafka_rebalancer_pipeline import config_param
 
 with DAG(
     dag_id="kafka_rebalance_overrides",
@@ -21,7 +21,7 @@ with DAG(
         "action": Param("list", enum=["list", "revert"], description="list: every override; revert: one of them"),
         "override_id": Param(None, type=["null", "integer"], minimum=1,
                              description="revert: the override's id (see the list)"),
-        "config_path": Param(DEFAULT_CONFIG, type="string", description="The kafka-rebalancer config file (YAML)"),
+        "config_path": config_param(),
     },
 ) as dag:
 

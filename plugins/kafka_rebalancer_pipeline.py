@@ -22,7 +22,7 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.standard.operators.hitl import ApprovalOperator
-from airflow.sdk import get_current_context, task
+from airflow.sdk import Param, get_current_context, task
 
 from kafka_rebalancer.spark_settings import plan_spark_conf
 
@@ -70,6 +70,23 @@ class PlanApprovalOperator(ApprovalOperator):
         record_answer(context, self.run_dir, approved=event["chosen_options"] == [self.APPROVE] and not timed_out,
                       by=user.get("name") or user.get("id"), timed_out=timed_out)
         return super().execute_complete(context, event)
+
+
+def config_param() -> Param:
+    """Every DAG's config file (default: KAFKA_REBALANCER_CONFIG where the DAG is parsed)."""
+    return Param(DEFAULT_CONFIG, type="string", description="The kafka-rebalancer config file (YAML)")
+
+
+def execution_params() -> dict[str, Param]:
+    """The Params every DAG running the pipeline has: its config, throttle and approval timeout."""
+    return {
+        "config_path": config_param(),
+        "throttle_bytes_per_s": Param(None, type=["null", "integer"], minimum=1,
+                                      description="Replication throttle per broker; empty: the config's"),
+        "approval_timeout": Param(None, type=["null", "string"], pattern=r"^([0-9]+(\.[0-9]+)?\s*[smhd]\s*)+$",
+                                  description="How long the approve step waits for a person (e.g. 12h, 30m); "
+                                              "no answer rejects. Empty: the config's approval.response_timeout"),
+    }
 
 
 def rebalance_tasks() -> None:
