@@ -191,7 +191,12 @@ class AirflowServices:
         """Until a task of the run waits for a person; returns its human-in-the-loop details."""
         def waiting() -> dict[str, Any] | None:
             details = self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/hitlDetails")["hitl_details"]
-            return next((d for d in details if d.get("response_received") is False), None)
+            found = next((d for d in details if d.get("response_received") is False), None)
+            state = self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")["state"]
+            if found is None and state in FINISHED:
+                raise AirflowError(f"{dag_id} run {run_id} ended {state} before any task waited for input: "
+                                   f"{self.task_states(dag_id, run_id)}")
+            return found
 
         return self._wait(waiting, dag_id, run_id, timeout_s, "a task waiting for input")
 
@@ -212,10 +217,6 @@ class AirflowServices:
             found = probe()
             if found:
                 return found
-            state = self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")["state"]
-            if state in FINISHED and what != "the run to finish":
-                raise AirflowError(f"{dag_id} run {run_id} ended {state} while waiting for {what}: "
-                                   f"{self.task_states(dag_id, run_id)}")
             time.sleep(2)
         raise AirflowError(f"{dag_id} run {run_id}: no {what} within {timeout_s:.0f} s: "
                            f"{self.task_states(dag_id, run_id)}")
