@@ -25,6 +25,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    SecretStr,
     ValidationError,
     field_validator,
     model_validator,
@@ -144,14 +145,108 @@ class CpuModelSettings(_Strict):
         return CpuModel(**self.model_dump())
 
 
+# The placeholders a PromQL template (metrics.prometheus.queries) may use; $brokers is required: each query asks
+# for one batch of brokers, so a template without it would count every broker once per batch.
+QUERY_PLACEHOLDERS = ("brokers", "broker_label", "rate_range")
+_PLACEHOLDER = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+class PrometheusQueries(_Strict):
+    """PromQL templates replacing the defaults (README: Prometheus metrics); null: the default."""
+
+    cpu: str | None = None
+    bytes_in: str | None = None
+    bytes_out: str | None = None
+    log_end_offset: str | None = None
+
+    @field_validator("cpu", "bytes_in", "bytes_out", "log_end_offset")
+    @classmethod
+    def _placeholders(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        unknown = sorted(set(_PLACEHOLDER.findall(v)) - set(QUERY_PLACEHOLDERS))
+        if unknown:
+            raise ValueError(f"unknown placeholder ${unknown[0]}, expected only "
+                             f"{', '.join('$' + p for p in QUERY_PLACEHOLDERS)}")
+        if "$brokers" not in v:
+            raise ValueError("expected the placeholder $brokers in the series selector (the batch of brokers a "
+                             "query asks for), e.g. {job=\"kafka\", $brokers}")
+        return v
+
+
+class PrometheusAuth(_Strict):
+    """Basic (username and password), a bearer token, or an Airflow connection (its login and password, or
+    `bearer_token` in its extra). Give secrets as ${VAR}: they stay out of messages, dumps and the fingerprint."""
+
+    username: str | None = None
+    password: SecretStr | None = None
+    bearer_token: SecretStr | None = None
+    airflow_connection_id: str | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> PrometheusAuth:
+        if (self.username is None) != (self.password is None):
+            raise ValueError("username and password go together, expected both or neither")
+        kinds = [name for name, given in (("username and password", self.username is not None),
+                                          ("bearer_token", self.bearer_token is not None),
+                                          ("airflow_connection_id", self.airflow_connection_id is not None))
+                 if given]
+        if len(kinds) != 1:
+            raise ValueError(f"expected exactly one of username and password, bearer_token or "
+                             f"airflow_connection_id, got {' and '.join(kinds) or 'none'}")
+        return self
+
+
+class PrometheusTls(_Strict):
+    ca_file: Path | None = None  # relative to the config file; default: the system's CAs
+    insecure_skip_verify: bool = False
+
+
+class PrometheusSettings(_Strict):
+    """Traffic and CPU measured by Prometheus over the last `window` (README: Prometheus metrics)."""
+
+    url: str = Field(pattern=r"^https?://[^/?#]+", description="e.g. https://prometheus.example:9090")
+    window: Duration = 24 * 3600.0
+    step: Duration = 300.0
+    scrape_interval: Duration = 2.0  # of the Kafka targets: the rate range is at least 4 of them
+    statistic: Literal["avg", "p50", "p95", "max"] = "p95"
+    min_completeness: float = Field(default=0.9, gt=0.0, le=1.0)
+    timeout_s: float = Field(default=60.0, gt=0)
+    cpu: Literal["process", "node"] = "process"  # the broker's JVM, or the whole machine (node exporter)
+    broker_label: str = Field(default="broker_id", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    brokers_per_query: int = Field(default=250, ge=1)
+    queries: PrometheusQueries = Field(default_factory=PrometheusQueries)
+    auth: PrometheusAuth | None = None
+    tls: PrometheusTls = Field(default_factory=PrometheusTls)
+
+    @field_validator("url")
+    @classmethod
+    def _no_credentials(cls, v: str) -> str:
+        if "@" in v.split("://", 1)[1].split("/", 1)[0]:
+            raise ValueError("credentials in the url, expected them under metrics.prometheus.auth (a url is "
+                             "printed in messages and the snapshot's manifest)")
+        return v.rstrip("/")
+
+    @model_validator(mode="after")
+    def _steps_fit(self) -> PrometheusSettings:
+        if self.step >= self.window:
+            raise ValueError(f"step ({self.step:g}s) is not below window ({self.window:g}s), expected several "
+                             f"steps per window")
+        if self.step < self.scrape_interval:
+            raise ValueError(f"step ({self.step:g}s) is below scrape_interval ({self.scrape_interval:g}s), "
+                             f"expected at least one scrape per step")
+        return self
+
+
 class MetricsSettings(_Strict):
     """Where per-partition traffic comes from: none, sampled from the cluster (offset growth of each partition and
-    of each consumer group over sample_seconds), or a CSV/Parquet file (topic, partition, bytes_in_per_s,
-    bytes_out_per_s), e.g. exported from Prometheus."""
+    of each consumer group over sample_seconds), a CSV/Parquet file (topic, partition, bytes_in_per_s,
+    bytes_out_per_s), or Prometheus (traffic and measured CPU per broker over a window)."""
 
-    source: Literal["none", "sampled", "file"] = "none"
+    source: Literal["none", "sampled", "file", "prometheus"] = "none"
     sample_seconds: float = Field(default=30.0, gt=0)
     file: Path | None = None
+    prometheus: PrometheusSettings | None = None
     cpu_model: CpuModelSettings = Field(default_factory=CpuModelSettings)
 
 
@@ -268,9 +363,13 @@ class RebalancerConfig(_Strict):
                 raise ValueError(f"resources {missing} are configured but missing from 'priority'")
         traffic = sorted(TRAFFIC_RESOURCES & set(self.resources))
         if traffic and self.metrics.source == "none":
-            raise ValueError(f"resources {traffic} need traffic metrics: set metrics.source to 'sampled' or 'file'")
+            raise ValueError(f"resources {traffic} need traffic metrics: set metrics.source to 'sampled', 'file' "
+                             f"or 'prometheus'")
         if self.metrics.source == "file" and self.metrics.file is None:
             raise ValueError("metrics.source is 'file' but metrics.file is not set")
+        if self.metrics.source == "prometheus" and self.metrics.prometheus is None:
+            raise ValueError("metrics.source is 'prometheus' but metrics.prometheus is not set, expected at least "
+                             "{url: https://...}")
         return self
 
     # -- derived ---------------------------------------------------------------------------------
@@ -306,7 +405,10 @@ class RebalancerConfig(_Strict):
         planning = self.model_dump(mode="json", exclude={"execution": True, "run_root": True, "approval": True,
                                                          "cluster": {"bootstrap_servers", "client_config",
                                                                      "airflow_connection_id",
-                                                                     "request_timeout_s"}})
+                                                                     "request_timeout_s"},
+                                                         # how Prometheus is reached, not what it is asked
+                                                         "metrics": {"prometheus": {"url", "timeout_s", "auth", "tls",
+                                                                                    "brokers_per_query"}}})
         return hashlib.sha256(json.dumps(planning, sort_keys=True).encode()).hexdigest()
 
 
@@ -439,6 +541,15 @@ def load_config(path: str | Path) -> RebalancerConfig:
         if not metrics_file.exists():
             raise ConfigError(file, "metrics.file", f"file not found: {metrics_file}")
         updates["metrics"] = config.metrics.model_copy(update={"file": metrics_file})
+    prometheus = config.metrics.prometheus
+    if prometheus is not None and prometheus.tls.ca_file is not None:
+        ca_file = (base / prometheus.tls.ca_file).resolve()
+        if not ca_file.is_file():
+            raise ConfigError(file, "metrics.prometheus.tls.ca_file", f"file not found: {ca_file}, expected a PEM "
+                                                                      f"file of CA certificates")
+        tls = prometheus.tls.model_copy(update={"ca_file": ca_file})
+        metrics = updates.get("metrics", config.metrics)
+        updates["metrics"] = metrics.model_copy(update={"prometheus": prometheus.model_copy(update={"tls": tls})})
     config = config.model_copy(update=updates)
     _check_references(file, config)
     return config

@@ -42,3 +42,13 @@ class ExecutionCancelled(ExecutionError):
 
 class PermissionDenied(RebalancerError):
     """The Kafka user lacks an ACL a step needs; the message names it and how to grant it."""
+
+
+class PrometheusUnreachableError(KafkaUnreachableError):
+    """Prometheus did not answer (refused, timed out, or a 5xx): a failure to reach a source the snapshot needs,
+    so it exits and retries as an unreachable cluster does (the CLI maps KafkaUnreachableError to exit code 3)."""
+
+
+class PrometheusQueryError(RebalancerError):
+    """Prometheus answered with an error (a 4xx such as a bad query or refused credentials, or `status: error`) or
+    with something other than a range query's matrix: retrying does not help."""
