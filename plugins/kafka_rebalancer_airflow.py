@@ -76,6 +76,7 @@ def dry_run_for(context: Any) -> bool:
 def snapshot_task(context: Any) -> str:
     """A manual run's request is checked and written first (a wrong parameter fails here, naming it, before the
     cluster is touched); then the cluster is captured with the run's pools."""
+    from kafka_rebalancer.operations.request import check_brokers_in_snapshot
     from kafka_rebalancer.run_folder import RunFolder
     from kafka_rebalancer.snapshot import take_snapshot
 
@@ -97,6 +98,7 @@ def snapshot_task(context: Any) -> str:
         write_request(run, request)
     config = _config(context, str(run.path))
     take_snapshot(config, _connection(config), run)
+    check_brokers_in_snapshot(run)
     return str(run.path)
 
 

@@ -62,6 +62,13 @@ class PlanApprovalOperator(ApprovalOperator):
         self.response_timeout = decision["response_timeout"]
         return super().execute(context)
 
+    def skip(self, ti: Any, tasks: Any) -> None:
+        """Without an approval everything downstream that needs one is skipped here (execute and verify), not only
+        the next task, so no task's outcome depends on how the scheduler propagates a skip through the mapped
+        execute (CI once saw verify end upstream_failed); `report` (all_done) still runs."""
+        needs_approval = [t for t in self.get_flat_relatives(upstream=False) if t.trigger_rule == "all_success"]
+        super().skip(ti=ti, tasks=needs_approval)
+
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
         from kafka_rebalancer_airflow import record_answer
 

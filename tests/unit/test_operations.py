@@ -24,6 +24,7 @@ from kafka_rebalancer.operations.approval import (
 from kafka_rebalancer.operations.overrides import OverrideStore, apply_overrides, layout
 from kafka_rebalancer.operations.request import (
     RequestError,
+    check_brokers_in_cluster,
     make_request,
     read_request,
     record_override,
@@ -67,12 +68,34 @@ def _request_run(config_path: Path, name: str, **params: Any) -> tuple[Any, RunF
     ({"action": "rebalance-pool"}, "'broker_pool'"),
     ({"action": "rebalance-pool", "broker_pool": "a", "brokers": [1]}, "'brokers': not used"),
     ({"action": "demote-brokers", "brokers": [1, 1]}, "unique"),
+    ({"action": "drain-brokers", "brokers": [-1], "reason": "x"}, "from 0 to 2147483647"),
+    ({"action": "demote-brokers", "brokers": [2**31]}, "from 0 to 2147483647"),
     ({"action": "execute-reviewed"}, "'run_id'"),
     ({"action": "explode"}, "'action'"),
 ])
 def test_a_wrong_or_missing_parameter_is_named(config_path: Path, params: dict, names: str) -> None:
     with pytest.raises(RequestError, match=re_escape(names)):
         make_request(run_config(config_path), **params)
+
+
+@pytest.mark.parametrize(("params", "error"), [
+    ({"action": "drain-brokers", "brokers": [9], "reason": "x"}, "broker(s) [9] unknown"),
+    ({"action": "demote-brokers", "brokers": [9]}, "broker(s) [9] unknown"),
+    ({"action": "add-brokers", "brokers": [7], "broker_pool": "b", "reason": "x"}, "broker(s) [7] not running"),
+    ({"action": "isolate-topics", "topics": ["orders*"], "broker_pool": "new", "brokers": [3, 7], "reason": "x"},
+     "broker(s) [7] not running; running brokers: 1, 2, 3, 4, 5"),
+    ({"action": "drain-brokers", "brokers": [6, 7], "reason": "x"}, None),  # down brokers can be drained
+])
+def test_the_brokers_a_request_names_are_checked_against_the_snapshot(config_path: Path, params: dict,
+                                                                      error: str | None) -> None:
+    request = make_request(run_config(config_path), **params)
+    # 6 is down but in pool b, 7 is down and outside every pool but still holds replicas; 9 is nowhere.
+    brokers = pd.DataFrame({"broker_id": [1, 2, 3, 4, 5, 6, 7], "alive": [True] * 5 + [False, False]})
+    if error is None:
+        check_brokers_in_cluster(request, brokers)
+    else:
+        with pytest.raises(RequestError, match=re_escape(error)):
+            check_brokers_in_cluster(request, brokers)
 
 
 def re_escape(text: str) -> str:

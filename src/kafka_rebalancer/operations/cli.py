@@ -76,7 +76,7 @@ def operate(args: argparse.Namespace, connect: Callable[[RebalancerConfig], Any]
     """One manual operation end to end; returns the exit code."""
     from kafka_rebalancer.execute.executor import run_execute
     from kafka_rebalancer.operations.approval import PlanFacts, approval_body, write_decision
-    from kafka_rebalancer.operations.request import record_override
+    from kafka_rebalancer.operations.request import check_brokers_in_snapshot, record_override
     from kafka_rebalancer.operations.reviewed import adopt_reviewed_plan
     from kafka_rebalancer.quality.suite import validate_plan
     from kafka_rebalancer.snapshot import take_snapshot
@@ -100,6 +100,7 @@ def operate(args: argparse.Namespace, connect: Callable[[RebalancerConfig], Any]
     config = run_config(args.config, run)
     if request.action != "execute-reviewed":
         take_snapshot(config, connect(config), run)
+        check_brokers_in_snapshot(run)
         plan(config, run, args.spark_master)
     validate_plan(config, run)
     facts = PlanFacts.read(config, run, args.throttle_bytes_per_s)

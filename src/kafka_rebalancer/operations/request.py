@@ -17,10 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
+import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kafka_rebalancer.config import RebalancerConfig, load_config
 from kafka_rebalancer.errors import RebalancerError, RunFolderError
+from kafka_rebalancer.model.schemas import BROKERS
 from kafka_rebalancer.operations.overrides import (
     OverrideStore,
     PoolOverride,
@@ -28,7 +30,7 @@ from kafka_rebalancer.operations.overrides import (
     current_user,
     now_iso,
 )
-from kafka_rebalancer.run_folder import RunFolder, read_json, write_json
+from kafka_rebalancer.run_folder import SNAPSHOT, RunFolder, read_json, read_table, write_json
 
 Action = Literal["nightly", "isolate-topics", "drain-brokers", "add-brokers", "rebalance-pool", "elect-leaders",
                  "demote-brokers", "execute-reviewed"]
@@ -36,6 +38,9 @@ MANUAL_ACTIONS: tuple[str, ...] = ("isolate-topics", "drain-brokers", "add-broke
                                    "elect-leaders", "demote-brokers", "execute-reviewed")
 CHANGES_POOLS = ("isolate-topics", "drain-brokers", "add-brokers")
 REQUEST_FILE = "request.json"
+MAX_BROKER_ID = 2**31 - 1  # a Java int
+# Brokers that receive replicas must be running; those that give them away may be down (a dead broker is drained).
+MUST_RUN = ("isolate-topics", "add-brokers")
 
 
 class RequestError(RebalancerError):
@@ -83,6 +88,10 @@ def _brokers_known(action: str, brokers: list[int], config: RebalancerConfig) ->
         raise _fail(action, "brokers", "at least one broker id is required")
     if len(set(brokers)) != len(brokers):
         raise _fail(action, "brokers", f"broker ids must be unique, got {brokers}")
+    out_of_range = [b for b in brokers if not 0 <= b <= MAX_BROKER_ID]
+    if out_of_range:
+        raise _fail(action, "brokers", f"broker ids are numbers from 0 to {MAX_BROKER_ID} (Kafka's node.id), "
+                    f"got {out_of_range}")
 
 
 def _pool_known(action: str, pool: str | None, config: RebalancerConfig) -> str:
@@ -216,6 +225,26 @@ def make_request(config: RebalancerConfig, **params: object) -> ManualRequest:
         raise RequestError(f"parameter '{name}': {first['msg']} (got {first.get('input')!r})") from None
     override, scope = ACTIONS[request.action](request, config)
     return request.model_copy(update={"override": override, "scope": scope})
+
+
+def check_brokers_in_snapshot(run: RunFolder) -> None:
+    """The brokers the run's request names exist in its snapshot, checked before planning: a typo would otherwise
+    plan nothing, or a pool with a broker that is not there."""
+    request = read_request(run)
+    if request is not None and request.brokers:
+        check_brokers_in_cluster(request, read_table(run.require(SNAPSHOT), BROKERS))
+
+
+def check_brokers_in_cluster(request: ManualRequest, brokers: pd.DataFrame) -> None:
+    """`brokers`: a snapshot's brokers table."""
+    alive = set(brokers.loc[brokers["alive"].astype(bool), "broker_id"].tolist())
+    known = set(brokers["broker_id"].tolist())  # running, in a pool, or holding replicas
+    running = request.action in MUST_RUN
+    missing = [b for b in request.brokers if b not in (alive if running else known)]
+    if missing:
+        what = "not running" if running else "unknown (not running, in no pool, holding no replica)"
+        raise _fail(request.action, "brokers", f"broker(s) {missing} {what}; running brokers: "
+                    f"{', '.join(map(str, sorted(alive))) or 'none'}")
 
 
 def scope_of(request: ManualRequest | None) -> PlanningScope:
