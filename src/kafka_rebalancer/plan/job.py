@@ -115,6 +115,7 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
         load_pdf, load = _small(spark, broker_load(brokers, planner_input, resources), BROKER_LOAD)
         bands_pdf = _scoped_bands(bands(load, config, incoming_load(planner_input, load, resources)).toPandas(),
                                   scope, request.action if request else "nightly")
+        bands_pdf = unbalanced_by_metrics(bands_pdf, manifest.get("unbalanced_resources") or {})
         band_table = spark.createDataFrame(bands_pdf, BANDS.spark())
         fix_pdf, fix = _small(spark, brokers_to_fix(load, band_table), BROKERS_TO_FIX)
         progress(f"bands of {len(bands_pdf)} (pool, resource) pairs; {len(fix_pdf)} broker-resource pairs to fix")
@@ -188,6 +189,21 @@ def _scoped_bands(bands_pdf: pd.DataFrame, scope: PlanningScope, action: str) ->
     bands_pdf = bands_pdf.copy()
     bands_pdf.loc[outside, "balanced"] = False
     bands_pdf.loc[outside, "note"] = f"not balanced by this run ({action}: only its pools are)"
+    return bands_pdf
+
+
+def unbalanced_by_metrics(bands_pdf: pd.DataFrame, unbalanced: dict[str, dict[str, str]]) -> pd.DataFrame:
+    """The (pool, resource) pairs whose metrics the snapshot found incomplete (its manifest's
+    `unbalanced_resources`) are marked not balanced with the reason, so their planners make no moves for them
+    (capacity thresholds still hold) and the summary says why."""
+    reasons = [unbalanced.get(pool, {}).get(name) for pool, name in zip(bands_pdf["broker_pool"],
+                                                                          bands_pdf["resource"], strict=True)]
+    hit = pd.Series([r is not None for r in reasons], index=bands_pdf.index, dtype=bool) & bands_pdf["balanced"]
+    if not hit.any():
+        return bands_pdf
+    bands_pdf = bands_pdf.copy()
+    bands_pdf.loc[hit, "balanced"] = False
+    bands_pdf.loc[hit, "note"] = [f"not balanced: {r}" for r, h in zip(reasons, hit, strict=True) if h]
     return bands_pdf
 
 
