@@ -6,12 +6,14 @@ import logging
 import time
 from typing import Any
 
-from kafka_rebalancer.config import RebalancerConfig
-from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection, PartitionInfo
+from kafka_rebalancer.config import PrometheusSettings, RebalancerConfig
+from kafka_rebalancer.kafka_admin import BrokerInfo, ClusterAdmin, KafkaConnection, PartitionInfo
 from kafka_rebalancer.run_folder import SNAPSHOT, RunFolder
 from kafka_rebalancer.snapshot.build import SnapshotTables, build_snapshot_tables
 from kafka_rebalancer.snapshot.capacity import read_capacity_file
-from kafka_rebalancer.snapshot.metrics import Traffic, read_traffic_file, sample_traffic
+from kafka_rebalancer.snapshot.metrics import Key, read_traffic_file, sample_traffic
+from kafka_rebalancer.snapshot.prometheus import ClusterFacts, MeasuredMetrics, measure, query_metrics, rate_range
+from kafka_rebalancer.snapshot.prometheus_http import PrometheusHttp, prometheus_http
 from kafka_rebalancer.snapshot.store import read_snapshot, write_snapshot
 
 __all__ = ["SnapshotTables", "capture", "read_snapshot", "take_snapshot", "write_snapshot"]
@@ -19,13 +21,18 @@ __all__ = ["SnapshotTables", "capture", "read_snapshot", "take_snapshot", "write
 log = logging.getLogger(__name__)
 
 
-def capture(config: RebalancerConfig, connection: KafkaConnection) -> tuple[SnapshotTables, dict[str, Any]]:
-    """Query the cluster and build the snapshot tables (nothing written)."""
+def capture(config: RebalancerConfig, connection: KafkaConnection,
+            now: float | None = None) -> tuple[SnapshotTables, dict[str, Any]]:
+    """Query the cluster (and Prometheus, over the window ending `now`, default: now) and build the snapshot tables
+    (nothing written)."""
     started = time.monotonic()
-    # The files are checked before the first network call: a bad one is reported at once, not after a timeout.
+    # The files and credentials are checked before the first network call: a bad one is reported at once, not
+    # after a timeout.
     capacity_file = read_capacity_file(config)
     traffic_file = (read_traffic_file(config.metrics.file)  # type: ignore[arg-type]  # set when source is file
                     if config.metrics.source == "file" else None)
+    prometheus = config.metrics.prometheus if config.metrics.source == "prometheus" else None
+    prometheus_client = prometheus_http(prometheus, str(config.source_file)) if prometheus is not None else None
     with ClusterAdmin(connection) as admin:
         admin.check_reachable()
         cluster_id, brokers = admin.describe_cluster()
@@ -33,26 +40,70 @@ def capture(config: RebalancerConfig, connection: KafkaConnection) -> tuple[Snap
         partitions = admin.describe_partitions()
         log.info("%d partitions described", len(partitions))
         log_dirs = admin.describe_log_dirs([b.broker_id for b in brokers])
-        traffic = traffic_file if traffic_file is not None else _cluster_traffic(config, admin, partitions, log_dirs)
-    tables = build_snapshot_tables(config, brokers, partitions, log_dirs, traffic, capacity_file)
+        sizes = _partition_sizes(partitions, log_dirs)
+        traffic = (sample_traffic(admin, sizes, sizes, config.metrics.sample_seconds)
+                   if config.metrics.source == "sampled" else traffic_file)
+    measured = None
+    if prometheus is not None and prometheus_client is not None:
+        measured = _measure_with_prometheus(config, prometheus, prometheus_client, brokers, partitions, sizes,
+                                            time.time() if now is None else now)
+        traffic = measured.traffic
+    tables = build_snapshot_tables(config, brokers, partitions, log_dirs, traffic, capacity_file,
+                                   measured.broker_cpu_cores if measured else None)
+    if measured is not None:
+        tables.warnings += measured.warnings
     for warning in tables.warnings:
         log.warning("snapshot: %s", warning)
     manifest = {"cluster": config.cluster.name, "cluster_id": cluster_id,
                 "bootstrap_servers": connection.bootstrap_servers,
                 "config_fingerprint": config.fingerprint(),
                 # read_snapshot checks these resources' capacities (the tables alone do not say which are balanced)
-                "balanced_resources": [r.name for r in config.resource_list()],
-                "capture_seconds": round(time.monotonic() - started, 3)}
+                "balanced_resources": [r.name for r in config.resource_list()]}
+    if measured is not None and prometheus is not None and prometheus_client is not None:
+        manifest |= _prometheus_manifest(prometheus, prometheus_client, measured, tables)
+    manifest["capture_seconds"] = round(time.monotonic() - started, 3)
     return tables, manifest
 
 
-def _cluster_traffic(config: RebalancerConfig, admin: ClusterAdmin, partitions: list[PartitionInfo],
-                     log_dirs: dict[int, dict[str, Any]]) -> Traffic:
-    if config.metrics.source == "sampled":
-        sizes = {(p.topic, p.partition): log_dirs.get(p.leader, {}).get("replicas", {}).get((p.topic, p.partition), 0)
-                 for p in partitions}
-        return sample_traffic(admin, sizes, sizes, config.metrics.sample_seconds)
-    return Traffic()
+def _partition_sizes(partitions: list[PartitionInfo], log_dirs: dict[int, dict[str, Any]]) -> dict[Key, int]:
+    """Each partition's size on its leader (0 when unknown)."""
+    return {(p.topic, p.partition): log_dirs.get(p.leader, {}).get("replicas", {}).get((p.topic, p.partition), 0)
+            for p in partitions}
+
+
+def _measure_with_prometheus(config: RebalancerConfig, settings: PrometheusSettings, client: PrometheusHttp,
+                             brokers: list[BrokerInfo], partitions: list[PartitionInfo], sizes: dict[Key, int],
+                             now: float) -> MeasuredMetrics:
+    balanced = [r.name for r in config.resource_list()]
+    metrics = ["cpu"] * ("cpu" in balanced) + ["bytes_in", "bytes_out", "log_end_offset"]
+    live = [b.broker_id for b in brokers]
+    log.info("querying Prometheus at %s: %s of %d brokers over %gs", settings.url, ", ".join(metrics), len(live),
+             settings.window)
+    results = query_metrics(client, settings, live, metrics, now)
+    topics = {p.topic for p in partitions if not config.topic_excluded(p.topic)}
+    facts = ClusterFacts(live, {(p.topic, p.partition): p.leader for p in partitions}, sizes,
+                         config.broker_pool_of(), {t: config.topic_pool(t) for t in topics})
+    measured = measure(results, facts, settings, balanced, now)
+    for pool, reasons in measured.unbalanced_resources.items():
+        for resource, reason in reasons.items():
+            log.warning("pool %s: %s is left unbalanced: %s", pool, resource, reason)
+    return measured
+
+
+def _prometheus_manifest(settings: PrometheusSettings, client: PrometheusHttp, measured: MeasuredMetrics,
+                         tables: SnapshotTables) -> dict[str, Any]:
+    """What was asked, how complete the answers were, what is left unbalanced, and the CPU measured per broker
+    beside the CPU the snapshot's replicas now carry (they agree up to the follower-cost averaging)."""
+    planned = tables.replicas.groupby("broker_id")["cpu_cores"].sum().to_dict() if len(tables.replicas) else {}
+    return {
+        "metrics": {"source": "prometheus", "url": settings.url, "window_s": settings.window,
+                    "step_s": settings.step, "rate_range": rate_range(settings), "statistic": settings.statistic,
+                    "cpu": settings.cpu, "queries": client.queries, "query_seconds": round(client.seconds, 3)},
+        "metrics_completeness": measured.completeness,
+        "unbalanced_resources": measured.unbalanced_resources,
+        "cpu_cores": {str(b): {"measured": round(cores, 6), "planned": round(float(planned.get(b, 0.0)), 6)}
+                      for b, cores in sorted(measured.broker_cpu_cores.items())},
+    }
 
 
 def take_snapshot(config: RebalancerConfig, connection: KafkaConnection, run: RunFolder,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,7 @@ from kafka_rebalancer.model.resources import CPU, NETWORK_IN, NETWORK_OUT, role_
 from kafka_rebalancer.model.schemas import BROKERS
 from kafka_rebalancer.snapshot.capacity import CAPACITY_FIELDS, CruiseControlCapacity, resolve_capacities
 from kafka_rebalancer.snapshot.checks import check_snapshot_tables
+from kafka_rebalancer.snapshot.measured_cpu import spread_measured_cpu
 from kafka_rebalancer.snapshot.metrics import Traffic
 
 # What the cluster reports about partitions and replicas; traffic columns are added by with_traffic.
@@ -32,15 +34,24 @@ class SnapshotTables:
 
 
 def with_traffic(partitions: pd.DataFrame, replicas: pd.DataFrame, traffic: Traffic,
-                 config: RebalancerConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Partition traffic and CPU estimates, and each replica's traffic load in its current role."""
+                 config: RebalancerConfig,
+                 measured_cpu: Mapping[int, float] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Partition traffic and CPU (the model's estimate, or `measured_cpu` cores per broker spread by it), and each
+    replica's traffic load in its current role."""
     keys = list(zip(partitions["topic"], partitions["partition"], strict=True))
     bytes_in = np.array([traffic.bytes_in.get(k, 0.0) for k in keys], dtype=float)
     bytes_out = np.array([traffic.bytes_out.get(k, 0.0) for k in keys], dtype=float)
     cpu = config.metrics.cpu_model.model()
+    cpu_leader, cpu_follower = cpu.leader(bytes_in, bytes_out), cpu.follower(bytes_in)
+    if measured_cpu:
+        row_of = {key: row for row, key in enumerate(keys)}
+        replica_partition = np.array([row_of[k] for k in zip(replicas["topic"], replicas["partition"], strict=True)],
+                                     dtype=int)
+        cpu_leader, cpu_follower = spread_measured_cpu(
+            replica_partition, replicas["broker_id"].to_numpy(int), replicas["is_leader"].to_numpy(bool),
+            cpu_leader, cpu_follower, measured_cpu)
     partitions = partitions.assign(bytes_in_per_s=bytes_in, bytes_out_per_s=bytes_out,
-                                   cpu_leader_cores=cpu.leader(bytes_in, bytes_out),
-                                   cpu_follower_cores=cpu.follower(bytes_in))
+                                   cpu_leader_cores=cpu_leader, cpu_follower_cores=cpu_follower)
     per_replica = replicas[["topic", "partition"]].merge(
         partitions[["topic", "partition", "replication_factor", "bytes_in_per_s", "bytes_out_per_s",
                     "cpu_leader_cores", "cpu_follower_cores"]], on=["topic", "partition"], how="left")
@@ -58,9 +69,10 @@ def with_traffic(partitions: pd.DataFrame, replicas: pd.DataFrame, traffic: Traf
 def build_snapshot_tables(config: RebalancerConfig, cluster_brokers: list[BrokerInfo],
                           partitions: list[PartitionInfo], log_dirs: dict[int, dict[str, Any]],
                           traffic: Traffic | None = None,
-                          cruise_control: CruiseControlCapacity | None = None) -> SnapshotTables:
+                          cruise_control: CruiseControlCapacity | None = None,
+                          measured_cpu: Mapping[int, float] | None = None) -> SnapshotTables:
     """The snapshot tables, checked row by row (SnapshotError); `cruise_control`: the config's capacity file if
-    already read."""
+    already read; `measured_cpu`: cores per broker measured (Prometheus), else CPU is the model's estimate."""
     alive = {b.broker_id: b for b in cluster_brokers}
     pool_of = config.broker_pool_of()
     excluded_brokers = set(config.exclude.brokers)
@@ -87,7 +99,7 @@ def build_snapshot_tables(config: RebalancerConfig, cluster_brokers: list[Broker
 
     partitions_df, replicas = with_traffic(pd.DataFrame(partition_rows, columns=_PARTITION_FACTS),
                                            pd.DataFrame(replica_rows, columns=_REPLICA_FACTS),
-                                           traffic or Traffic(), config)
+                                           traffic or Traffic(), config, measured_cpu)
     if traffic is not None and traffic.bytes_in:
         warnings += _uncovered_by_traffic(partitions_df, traffic)
 
