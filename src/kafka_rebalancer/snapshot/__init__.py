@@ -43,10 +43,10 @@ def capture(config: RebalancerConfig, connection: KafkaConnection,
         sizes = _partition_sizes(partitions, log_dirs)
         traffic = (sample_traffic(admin, sizes, sizes, config.metrics.sample_seconds)
                    if config.metrics.source == "sampled" else traffic_file)
-    measured = None
-    if prometheus is not None and prometheus_client is not None:
-        measured = _measure_with_prometheus(config, prometheus, prometheus_client, brokers, partitions, sizes,
-                                            time.time() if now is None else now)
+    measured = (_measure_with_prometheus(config, prometheus, prometheus_client, brokers, partitions, sizes,
+                                         time.time() if now is None else now)
+                if prometheus is not None and prometheus_client is not None else None)
+    if measured is not None:
         traffic = measured.traffic
     tables = build_snapshot_tables(config, brokers, partitions, log_dirs, traffic, capacity_file,
                                    measured.broker_cpu_cores if measured else None)
@@ -59,8 +59,8 @@ def capture(config: RebalancerConfig, connection: KafkaConnection,
                 "config_fingerprint": config.fingerprint(),
                 # read_snapshot checks these resources' capacities (the tables alone do not say which are balanced)
                 "balanced_resources": [r.name for r in config.resource_list()]}
-    if measured is not None and prometheus is not None and prometheus_client is not None:
-        manifest |= _prometheus_manifest(prometheus, prometheus_client, measured, tables)
+    if measured is not None:  # so prometheus and its client are set
+        manifest |= _prometheus_manifest(prometheus, prometheus_client, measured, tables)  # type: ignore[arg-type]
     manifest["capture_seconds"] = round(time.monotonic() - started, 3)
     return tables, manifest
 

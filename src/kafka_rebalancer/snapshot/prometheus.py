@@ -44,6 +44,9 @@ DEFAULT_QUERIES: dict[str, str] = {
     # Every replica reports its log end offset; the largest is the leader's.
     "log_end_offset": 'max by (topic, partition) (kafka_log_log_logendoffset{job="kafka", $brokers})',
 }
+# The labels that key each metric's series ("broker": metrics.prometheus.broker_label).
+_KEY_LABELS = {"cpu": ("broker",), "bytes_in": ("broker", "topic"), "bytes_out": ("broker", "topic"),
+               "log_end_offset": ("topic", "partition")}
 # Offsets only weigh partitions against each other: this many points over the window are plenty, and keep the
 # query (one series per partition) small.
 OFFSET_POINTS_PER_WINDOW = 24
@@ -91,10 +94,6 @@ def render_query(template: str, settings: PrometheusSettings, broker_ids: Sequen
     # safe_substitute: a `$` of PromQL's own (a regex's end) stays; the config checked the placeholders.
     return Template(template).safe_substitute(brokers=brokers, broker_label=settings.broker_label,
                                               rate_range=rate_range(settings))
-
-
-_KEY_LABELS = {"cpu": ("broker",), "bytes_in": ("broker", "topic"), "bytes_out": ("broker", "topic"),
-               "log_end_offset": ("topic", "partition")}
 
 
 def offsets_window(settings: PrometheusSettings, now: float) -> QueryWindow:
