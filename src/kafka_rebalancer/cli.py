@@ -43,8 +43,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kafka_rebalancer import terminal_progress
 from kafka_rebalancer.config import RebalancerConfig
-from kafka_rebalancer.errors import KafkaUnreachableError, RebalancerError
+from kafka_rebalancer.errors import RebalancerError, UnreachableError
 from kafka_rebalancer.kafka_admin import KafkaConnection
 from kafka_rebalancer.log_setup import quiet_libraries
 from kafka_rebalancer.operations import cli as operations_cli
@@ -153,8 +154,9 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     quiet_libraries()
     try:
-        return _dispatch(args)
-    except KafkaUnreachableError as exc:
+        with terminal_progress.bars_on(sys.stderr):
+            return _dispatch(args)
+    except UnreachableError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE
     except RebalancerError as exc:
@@ -300,7 +302,8 @@ def _plan_locally(config: RebalancerConfig, run: RunFolder, spark_master: str) -
 
 
 def _confirm(question: str) -> bool:
-    return input(question).strip().lower() == "yes"
+    with terminal_progress.paused():
+        return input(question).strip().lower() == "yes"
 
 
 def _status(config: RebalancerConfig, connection: KafkaConnection) -> None:

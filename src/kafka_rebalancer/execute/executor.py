@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from kafka_rebalancer import terminal_progress
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import ExecutionCancelled, ExecutionError
 from kafka_rebalancer.execute.lock import pool_lock
@@ -203,6 +204,11 @@ class Progress:
     def done(self, move: PartitionMove) -> None:
         self.done_moves += 1
         self.done_bytes += move.bytes_to_copy
+        self.show()
+
+    def show(self) -> None:
+        terminal_progress.show(f"execute {self.pool}", self.done_bytes, self.total_bytes or None,
+                               f"{self.done_moves}/{self.total_moves} moves")
 
     def line(self) -> str:
         elapsed = self.clock() - self.started
@@ -474,8 +480,8 @@ def _execute_locked(config: RebalancerConfig, cluster: Cluster, run: RunFolder, 
     throttle = throttle_for(plan.moves, rate) if rate else Throttle(None)
     result = _PoolExecution(config, cluster, pool, plan, xlog, throttle, marker, sleep, clock).run()
     write_json(out_dir / "result.json", result)
-    log.info("%s: %d of %d moves complete, %d skipped", pool, result["completed"], len(plan.moves),
-             len(result["skipped"]))
+    log.info("%s: %d of %d moves complete, %d skipped; execution log and result in %s", pool, result["completed"],
+             len(plan.moves), len(result["skipped"]), out_dir)
     return result
 
 

@@ -13,6 +13,7 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from kafka_rebalancer import terminal_progress
 from kafka_rebalancer.balance.bands import Band
 from kafka_rebalancer.balance.leadership import leadership_moves
 from kafka_rebalancer.balance.planner import Budgets as PlannerBudgets
@@ -79,11 +80,14 @@ class _Progress:
 
     def __init__(self) -> None:
         self.started = self.last = time.monotonic()
+        self.steps = 0
 
     def __call__(self, what: str) -> None:
         now = time.monotonic()
         log.info("%s (%.1fs; %.1fs so far)", what, now - self.last, now - self.started)
         self.last = now
+        self.steps += 1
+        terminal_progress.show("plan", self.steps, None, what)
 
 
 def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from kafka_rebalancer.snapshot.metrics import Key, read_traffic_file, sample_tra
 from kafka_rebalancer.snapshot.prometheus import ClusterFacts, MeasuredMetrics, measure, query_metrics, rate_range
 from kafka_rebalancer.snapshot.prometheus_http import PrometheusHttp, prometheus_http
 from kafka_rebalancer.snapshot.store import read_snapshot, write_snapshot
+from kafka_rebalancer.terminal_progress import Phases, sleeping
 
 __all__ = ["SnapshotTables", "capture", "read_snapshot", "take_snapshot", "write_snapshot"]
 
@@ -33,21 +34,28 @@ def capture(config: RebalancerConfig, connection: KafkaConnection,
                     if config.metrics.source == "file" else None)
     prometheus = config.metrics.prometheus if config.metrics.source == "prometheus" else None
     prometheus_client = prometheus_http(prometheus, str(config.source_file)) if prometheus is not None else None
+    phase = Phases("snapshot", 5)
     with ClusterAdmin(connection) as admin:
+        phase("brokers")
         admin.check_reachable()
         cluster_id, brokers = admin.describe_cluster()
         log.info("cluster %s: %d live brokers", cluster_id, len(brokers))
+        phase("partitions")
         partitions = admin.describe_partitions()
         log.info("%d partitions described", len(partitions))
+        phase("log dirs")
         log_dirs = admin.describe_log_dirs([b.broker_id for b in brokers])
         sizes = _partition_sizes(partitions, log_dirs)
-        traffic = (sample_traffic(admin, sizes, sizes, config.metrics.sample_seconds)
+        phase(f"traffic ({config.metrics.source})")
+        traffic = (sample_traffic(admin, sizes, sizes, config.metrics.sample_seconds,
+                                  sleeping("snapshot", "sampling traffic"))
                    if config.metrics.source == "sampled" else traffic_file)
     measured = (_measure_with_prometheus(config, prometheus, prometheus_client, brokers, partitions, sizes,
                                          time.time() if now is None else now)
                 if prometheus is not None and prometheus_client is not None else None)
     if measured is not None:
         traffic = measured.traffic
+    phase("tables")
     tables = build_snapshot_tables(config, brokers, partitions, log_dirs, traffic, capacity_file,
                                    measured.broker_cpu_cores if measured else None)
     if measured is not None:
