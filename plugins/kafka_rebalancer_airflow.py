@@ -175,7 +175,7 @@ def record_answer(context: Any, run_dir: str, *, approved: bool, by: str | None,
     """The approval step's second half: the person's answer, and on approval the run's pool override."""
     from kafka_rebalancer.operations.approval import PlanFacts, write_decision
     from kafka_rebalancer.operations.request import record_override
-    from kafka_rebalancer.run_folder import RunFolder
+    from kafka_rebalancer.run_folder import APPROVAL, RunFolder
 
     config = _config(context, run_dir)
     run = RunFolder(run_dir)
@@ -184,8 +184,8 @@ def record_answer(context: Any, run_dir: str, *, approved: bool, by: str | None,
         why = f"no answer within {_response_timeout(context, config)}: rejected, the cluster was not touched"
     else:
         why = f"{'approved' if approved else 'rejected'} by {by or 'unknown user'}"
-    log.info("plan %s: %s", digest[:12], why)
     decision = write_decision(run, digest, "approved" if approved else "rejected", by, why)
+    log.info("plan %s: %s; decision in %s", digest[:12], why, run.stage_path(APPROVAL))
     if approved:
         override = record_override(config, run, by)
         if override is not None:

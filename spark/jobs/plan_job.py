@@ -12,6 +12,7 @@ import sys
 from pyspark.sql import SparkSession
 
 from kafka_rebalancer.errors import RebalancerError
+from kafka_rebalancer.log_setup import quiet_libraries
 from kafka_rebalancer.operations.request import run_config
 from kafka_rebalancer.plan.job import run_plan
 from kafka_rebalancer.run_folder import RunFolder
@@ -23,16 +24,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-dir", required=True)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    quiet_libraries()  # py4j's connection lines are not part of the plan's account
     spark = SparkSession.builder.appName("kafka-rebalancer-plan").getOrCreate()
     try:
         run = RunFolder(args.run_dir)
-        summary = run_plan(spark, run_config(args.config, run), run)
+        run_plan(spark, run_config(args.config, run), run)  # its last log line is the plan's account
     except RebalancerError as exc:
         print(f"plan failed: {exc}", file=sys.stderr)
         return 2
     finally:
         spark.stop()
-    print(f"plan {summary['plan_hash']}: {summary['totals']}")
     return 0
 
 

@@ -22,6 +22,7 @@ from kafka_rebalancer.errors import RunFolderError
 from kafka_rebalancer.model.schemas import TableSchema
 
 SNAPSHOT, PLAN, VALIDATION, EXECUTE, VERIFY = "snapshot", "plan", "validation", "execute", "verify"
+APPROVAL, REPORT = "approval", "report"
 _PRODUCED_BY = {SNAPSHOT: "snapshot", PLAN: "plan", VALIDATION: "validate", VERIFY: "verify"}
 
 

@@ -55,4 +55,7 @@ def verify_run(config: RebalancerConfig, connection: KafkaConnection, run: RunFo
     if not_applied:
         log.warning("%d planned partition(s) are not at their planned replicas: %s", len(not_applied),
                     not_applied[:10])
+    log.info("verified plan %s: %d of %d planned partitions at their planned replicas; brokers out of band %d -> "
+             "%d; fresh snapshot and summary in %s", summary["plan_hash"][:12], len(plan) - len(not_applied),
+             len(plan), summary["out_of_band_before"], summary["out_of_band_after"], run.stage_path(VERIFY))
     return summary

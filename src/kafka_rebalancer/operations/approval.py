@@ -20,9 +20,8 @@ from kafka_rebalancer.errors import ExecutionError
 from kafka_rebalancer.operations.overrides import now_iso
 from kafka_rebalancer.operations.request import read_request
 from kafka_rebalancer.report.tables import human_bytes
-from kafka_rebalancer.run_folder import PLAN, RunFolder, read_json, write_json
+from kafka_rebalancer.run_folder import APPROVAL, PLAN, RunFolder, read_json, write_json
 
-APPROVAL = "approval"
 APPROVED_STATES = ("approved", "auto-approved")
 LARGEST_MOVES = 10
 

@@ -149,8 +149,9 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
             log.error("validation failed: %s", line)
         raise ValidationFailed(f"plan {digest[:12]} failed {len(failures)} expectation(s); it will not be "
                                "executed:\n" + "\n".join(lines))
-    log.info("plan %s passed %d expectations on %d partitions and %d broker-resource pairs", digest[:12],
-             report["expectations"], len(checks.partitions), len(checks.brokers))
+    log.info("plan %s passed %d expectations on %d partitions and %d broker-resource pairs; results in %s",
+             digest[:12], report["expectations"], len(checks.partitions), len(checks.brokers),
+             run.stage_path(VALIDATION))
     return report
 
 

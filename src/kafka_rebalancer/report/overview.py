@@ -10,9 +10,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from kafka_rebalancer.run_folder import EXECUTE, PLAN, SNAPSHOT, VALIDATION, VERIFY, RunFolder, read_json
+from kafka_rebalancer.run_folder import (
+    APPROVAL,
+    EXECUTE,
+    PLAN,
+    REPORT,
+    SNAPSHOT,
+    VALIDATION,
+    VERIFY,
+    RunFolder,
+    read_json,
+)
 
-APPROVAL, REPORT = "approval", "report"
 TRIGGERS = {"scheduled": "scheduled", "manual": "airflow", "cli": "cli", "asset_triggered": "asset",
             "backfill": "backfill"}
 

@@ -41,9 +41,19 @@ from kafka_rebalancer.report.charts import (
     moves_sankey,
     usage_bars,
 )
-from kafka_rebalancer.report.overview import REPORT, run_overview
+from kafka_rebalancer.report.overview import run_overview
 from kafka_rebalancer.report.tables import human_bytes
-from kafka_rebalancer.run_folder import EXECUTE, PLAN, SNAPSHOT, VALIDATION, VERIFY, RunFolder, read_json, read_table
+from kafka_rebalancer.run_folder import (
+    EXECUTE,
+    PLAN,
+    REPORT,
+    SNAPSHOT,
+    VALIDATION,
+    VERIFY,
+    RunFolder,
+    read_json,
+    read_table,
+)
 
 # What a page of a large run (1,000 brokers, 100,000 moves) still shows; the rest is in the artifacts it names.
 MOVES_SHOWN = 2_000
