@@ -31,7 +31,7 @@ from pydantic import (
     model_validator,
 )
 
-from kafka_rebalancer.errors import ConfigError
+from kafka_rebalancer.errors import ConfigError, RebalancerError
 from kafka_rebalancer.model.resources import (
     CANONICAL_ORDER,
     DEFAULT_RESOURCES,
@@ -413,8 +413,11 @@ class RebalancerConfig(_Strict):
 
 
 def safe_run_id(run_id: str) -> str:
-    """Airflow run ids contain ':' and '+'; keep folder names portable."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
+    """Airflow run ids contain ':' and '+'; keep folder names portable, and inside the cluster's folder."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
+    if not name.strip("."):
+        raise RebalancerError(f"run id {run_id!r}: expected a name with a letter, digit, '_' or '-'")
+    return name
 
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -505,9 +508,11 @@ def load_config(path: str | Path) -> RebalancerConfig:
     path = Path(path).resolve()
     file, base = str(path), path.parent
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(file, "", f"cannot read config file: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(file, "", f"byte {exc.start} is not UTF-8 text, expected a YAML file in UTF-8") from None
     try:
         raw = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: plain data only
     except _DuplicateKey as exc:

@@ -16,7 +16,11 @@ class ConfigError(RebalancerError):
         super().__init__(f"{where}: {message}")
 
 
-class KafkaUnreachableError(RebalancerError):
+class UnreachableError(RebalancerError):
+    """A service the step needs did not answer (the CLI's exit code 3: worth retrying later)."""
+
+
+class KafkaUnreachableError(UnreachableError):
     """No broker answered within the timeout."""
 
 
@@ -44,9 +48,8 @@ class PermissionDenied(RebalancerError):
     """The Kafka user lacks an ACL a step needs; the message names it and how to grant it."""
 
 
-class PrometheusUnreachableError(KafkaUnreachableError):
-    """Prometheus did not answer (refused, timed out, or a 5xx): a failure to reach a source the snapshot needs,
-    so it exits and retries as an unreachable cluster does (the CLI maps KafkaUnreachableError to exit code 3)."""
+class PrometheusUnreachableError(UnreachableError):
+    """Prometheus did not answer (refused, timed out, or a 5xx): retrying later may help."""
 
 
 class PrometheusQueryError(RebalancerError):

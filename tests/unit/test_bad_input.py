@@ -306,6 +306,19 @@ def test_duplicate_nested_key_in_the_config(tmp_path: Path) -> None:
         load_config(path)
 
 
+def test_config_that_is_not_utf8_text(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_bytes(b"cluster: {name: c\xff1}\n")
+    with pytest.raises(ConfigError, match=r"c\.yaml: byte 17 is not UTF-8 text, expected a YAML file in UTF-8"):
+        load_config(path)
+
+
+@pytest.mark.parametrize("run_id", ["", ".", "..", "..."])
+def test_run_id_that_would_leave_the_clusters_folder(config_factory: Callable[..., Any], run_id: str) -> None:
+    with pytest.raises(RebalancerError, match="expected a name with a letter, digit"):
+        config_factory(CONFIG).run_dir(run_id)
+
+
 def test_yaml_merge_keys_may_still_be_overridden(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text("cluster: {name: c1}\npools: {a: {brokers: [1]}}\ncapacity: {default: {disk_bytes: 1GiB}}\n"

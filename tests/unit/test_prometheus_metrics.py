@@ -22,10 +22,10 @@ import pytest
 from kafka_rebalancer.config import PrometheusSettings
 from kafka_rebalancer.errors import (
     ConfigError,
-    KafkaUnreachableError,
     PrometheusQueryError,
     PrometheusUnreachableError,
     SnapshotError,
+    UnreachableError,
 )
 from kafka_rebalancer.kafka_admin import BrokerInfo, KafkaConnection, PartitionInfo
 from kafka_rebalancer.plan.job import unbalanced_by_metrics
@@ -182,7 +182,7 @@ def test_a_broker_without_cpu_samples_enough_fails_the_snapshot() -> None:
     with pytest.raises(SnapshotError) as err:
         measure(results("cpu_gaps"), FACTS, SETTINGS, BALANCED, NOW)
     assert "for 2 live broker(s): 2 (no series), 3 (60% of the window's samples)" in str(err.value)
-    assert isinstance(err.value, SnapshotError) and not isinstance(err.value, KafkaUnreachableError)  # exit 2
+    assert isinstance(err.value, SnapshotError) and not isinstance(err.value, UnreachableError)  # exit 2
 
 
 def test_cpu_is_not_asked_when_not_balanced() -> None:
@@ -405,7 +405,7 @@ def test_bad_query_and_server_errors() -> None:
             client.query_range("bad}", window, "cpu: bad}")
     assert str(err.value) == (f"Prometheus at {url} refused the query cpu: bad}}: HTTP 400 (invalid parameter "
                               f"\"query\": 1:15: parse error: unexpected \"}}\")")
-    assert not isinstance(err.value, KafkaUnreachableError)  # exit 2: retrying does not help
+    assert not isinstance(err.value, UnreachableError)  # exit 2: retrying does not help
     with FakePrometheus({"x": "bad_query"}, status=503) as url, pytest.raises(PrometheusUnreachableError,
                                                                             match=r"answered HTTP 503"):
         PrometheusHttp(url, 5.0).query_range("x", window, "x")
@@ -433,7 +433,7 @@ def test_a_silent_prometheus_fails_within_the_timeout_naming_url_and_query(silen
     assert str(err.value).startswith(f"Prometheus at {silent_server} did not answer within 0.5s "
                                      f"(metrics.prometheus.timeout_s) to the query bytes_in (brokers 1..2, 2 of 2): "
                                      f"sum by ($broker_label, topic)")
-    assert "s3cret-pw" not in str(err.value) and isinstance(err.value, KafkaUnreachableError)  # exit code 3
+    assert "s3cret-pw" not in str(err.value) and isinstance(err.value, UnreachableError)  # exit code 3
     assert client.queries == 1 and client.seconds >= 0.5
 
 
