@@ -4,9 +4,15 @@ The broker jars come from Maven Central through `tools/kafka/pom.xml` and are ca
 Each cluster lives in `.state/kafka/<name>/` (configs, data, logs, `cluster.json` with ports and pids), so
 `stop` and `status` work from another process than the one that started it.
 
+Every broker runs the Prometheus JMX exporter agent (`tools/kafka/jmx_exporter/`: the jar from Maven Central,
+cached in `.cache/jmx-exporter`, and the rules naming the series) on a loopback port of its own, recorded in
+`cluster.json`; `scrape-targets` lists them for Prometheus (`tools/prometheus.py` scrapes them).
+
+    python -m tools.local_kafka fetch                     # the broker jars and the exporter agent, once
     python -m tools.local_kafka start [--name demo] [--brokers 6] [--secured]
     python -m tools.local_kafka status [--name demo]
     python -m tools.local_kafka bootstrap [--name demo]   # prints the bootstrap servers of a running cluster
+    python -m tools.local_kafka scrape-targets [--name demo]  # prints each broker's exporter: id host:port
     python -m tools.local_kafka stop [--name demo]
 
 A secured cluster (`--secured`) has the KRaft StandardAuthorizer with allow.everyone.if.no.acl.found=false, and
@@ -38,6 +44,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 POM = REPO / "tools" / "kafka" / "pom.xml"
 LIBS = REPO / ".cache" / "kafka-libs"
+EXPORTER_POM = REPO / "tools" / "kafka" / "jmx_exporter" / "pom.xml"
+EXPORTER_LIBS = REPO / ".cache" / "jmx-exporter"
+EXPORTER_RULES = REPO / "tools" / "kafka" / "jmx_exporter" / "rules.yaml"
 STATE_ROOT = REPO / ".state" / "kafka"
 CONTROLLER_ID = 100
 RACKS = ("rack-a", "rack-b", "rack-c")
@@ -70,6 +79,7 @@ class Node:
     port: int
     rack: str | None
     pid: int | None = None
+    exporter_port: int | None = None  # the JMX exporter agent's HTTP port (brokers only)
 
     @property
     def name(self) -> str:
@@ -126,6 +136,14 @@ def fetch_jars() -> Path:
     return fetch(POM, LIBS)
 
 
+def fetch_exporter_agent() -> Path:
+    """The Prometheus JMX exporter java agent jar every broker starts with."""
+    jars = list(fetch(EXPORTER_POM, EXPORTER_LIBS).glob("jmx_prometheus_javaagent-*.jar"))
+    if len(jars) != 1:
+        raise ClusterError(f"expected one jmx_prometheus_javaagent jar in {EXPORTER_LIBS}, found {jars}")
+    return jars[0]
+
+
 def free_ports(count: int) -> list[int]:
     """Ports the OS reports free right now (all held open together so they are distinct)."""
     sockets = []
@@ -153,7 +171,7 @@ def _write_private(path: Path, text: str) -> None:
         f.write(text)
 
 
-def _pid_alive(pid: int | None, marker: str) -> bool:
+def pid_alive(pid: int | None, marker: str) -> bool:
     """True if pid runs and its command line mentions marker (guards against a recycled pid)."""
     if not pid:
         return False
@@ -211,7 +229,7 @@ class LocalKafkaCluster:
             state = self.load()
         except ClusterError:
             return False
-        return all(_pid_alive(n.pid, str(self._config_path(n))) for n in state.nodes)
+        return all(pid_alive(n.pid, str(self._config_path(n))) for n in state.nodes)
 
     # -- configuration -----------------------------------------------------------------------
     def _properties(self, state: ClusterState, node: Node) -> str:
@@ -280,9 +298,9 @@ class LocalKafkaCluster:
                 f'username="{ADMIN_USER}" password="{password}";')
         return props
 
-    def _java_cmd(self, node: Node, main: list[str]) -> list[str]:
+    def _java_cmd(self, node: Node, main: list[str], jvm_options: list[str] | None = None) -> list[str]:
         return [
-            "java", "-Xms128m", "-Xmx512m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+            "java", *(jvm_options or []), "-Xms128m", "-Xmx512m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
             f"-Dkafka.logs.dir={self._node_dir(node)}",
             f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}",
             "-cp", f"{LIBS}/*", *main,
@@ -293,6 +311,7 @@ class LocalKafkaCluster:
         """Start a fresh cluster (any previous data of this name is wiped) and wait until all brokers serve;
         `secured`: SASL/SCRAM and ACLs, see the module's doc."""
         fetch_jars()
+        fetch_exporter_agent()
         if self.is_running():
             raise ClusterError(f"local cluster '{self.name}' is already running; stop it first")
         self.stop(quiet=True)
@@ -301,11 +320,12 @@ class LocalKafkaCluster:
         (self.dir / "log4j2.properties").write_text(LOG4J2)
         if secured:
             _write_private(self.admin_secret_file, secrets.token_urlsafe(24) + "\n")
-        ports = free_ports(n_brokers + 1)
+        ports = free_ports(2 * n_brokers + 1)
         # "=" form on the command line: a base64 id may start with "-", which argparse takes for an option.
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         nodes = [Node(CONTROLLER_ID, "controller", ports[0], None)]
-        nodes += [Node(i, "broker", ports[i], RACKS[(i - 1) % len(RACKS)]) for i in range(1, n_brokers + 1)]
+        nodes += [Node(i, "broker", ports[i], RACKS[(i - 1) % len(RACKS)], exporter_port=ports[n_brokers + i])
+                  for i in range(1, n_brokers + 1)]
         state = ClusterState(self.name, cluster_id, kafka_version(), nodes, secured)
         for node in nodes:
             self._node_dir(node).mkdir(parents=True)
@@ -347,16 +367,22 @@ class LocalKafkaCluster:
             for argfile in argfiles:
                 argfile.unlink(missing_ok=True)
 
+    def _exporter_agent_args(self, node: Node) -> list[str]:
+        """The JMX exporter agent on the node's loopback exporter port (agent syntax `[host:]port:rules`)."""
+        if node.exporter_port is None:
+            return []
+        return [f"-javaagent:{fetch_exporter_agent()}=127.0.0.1:{node.exporter_port}:{EXPORTER_RULES}"]
+
     def _launch(self, node: Node) -> None:
         out = open(self._node_dir(node) / "stdout.log", "ab")  # noqa: SIM115 - handed to the child process
-        proc = subprocess.Popen(self._java_cmd(node, ["kafka.Kafka", str(self._config_path(node))]),
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        cmd = self._java_cmd(node, ["kafka.Kafka", str(self._config_path(node))], self._exporter_agent_args(node))
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         out.close()
         node.pid = proc.pid
         # Until the child has exec'd java, /proc shows our own command line: wait, or a check right after this
         # would take the starting broker for a dead one.
         deadline = time.monotonic() + 10
-        while not _pid_alive(proc.pid, str(self._config_path(node))) and proc.poll() is None \
+        while not pid_alive(proc.pid, str(self._config_path(node))) and proc.poll() is None \
                 and time.monotonic() < deadline:
             time.sleep(0.05)
 
@@ -372,9 +398,12 @@ class LocalKafkaCluster:
         seen: set[int] = set()
         while time.monotonic() < deadline:
             for node in state.nodes:
-                if not _pid_alive(node.pid, str(self._config_path(node))):
-                    log = self._node_dir(node) / "server.log"
-                    tail = log.read_text(errors="replace")[-3000:] if log.exists() else "(no log)"
+                if not pid_alive(node.pid, str(self._config_path(node))):
+                    # stdout.log when there is no server.log: a JVM that died before logging (e.g. the exporter
+                    # agent could not bind its port) says why there.
+                    logs = [self._node_dir(node) / f for f in ("server.log", "stdout.log")]
+                    log = next((f for f in logs if f.exists() and f.stat().st_size), None)
+                    tail = log.read_text(errors="replace")[-3000:] if log else "(no log)"
                     raise ClusterError(f"{node.name} (pid {node.pid}) exited during start; log tail:\n{tail}")
             try:
                 seen = set(admin.list_topics(timeout=3).brokers)
@@ -395,7 +424,7 @@ class LocalKafkaCluster:
                 print(f"local cluster '{self.name}': nothing to stop")
             return
         for group in (state.brokers, [state.controller]):
-            self._terminate([n for n in group if _pid_alive(n.pid, str(self._config_path(n)))], timeout_s)
+            self._terminate([n for n in group if pid_alive(n.pid, str(self._config_path(n)))], timeout_s)
         for node in state.nodes:
             node.pid = None
         self._save(state)
@@ -408,9 +437,9 @@ class LocalKafkaCluster:
         deadline = time.monotonic() + timeout_s
         for node in nodes:
             marker = str(self._config_path(node))
-            while _pid_alive(node.pid, marker) and time.monotonic() < deadline:
+            while pid_alive(node.pid, marker) and time.monotonic() < deadline:
                 time.sleep(0.2)
-            if _pid_alive(node.pid, marker):
+            if pid_alive(node.pid, marker):
                 os.killpg(node.pid, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError):  # reap it if it is our own child
                 os.waitpid(node.pid, os.WNOHANG)
@@ -426,7 +455,7 @@ class LocalKafkaCluster:
     def start_broker(self, broker_id: int, timeout_s: float = 120.0) -> None:
         state = self.load()
         node = next(n for n in state.brokers if n.node_id == broker_id)
-        if _pid_alive(node.pid, str(self._config_path(node))):
+        if pid_alive(node.pid, str(self._config_path(node))):
             return
         self._launch(node)
         self._save(state)
@@ -437,7 +466,8 @@ class LocalKafkaCluster:
         state = self.load()
         if any(n.node_id == broker_id for n in state.nodes):
             raise ClusterError(f"node {broker_id} already exists in local cluster '{self.name}'")
-        node = Node(broker_id, "broker", free_ports(1)[0], rack)
+        port, exporter_port = free_ports(2)
+        node = Node(broker_id, "broker", port, rack, exporter_port=exporter_port)
         state.nodes.append(node)
         self._node_dir(node).mkdir(parents=True)
         _write_private(self._config_path(node), self._properties(state, node))
@@ -490,14 +520,18 @@ class LocalKafkaCluster:
 
     def status(self) -> list[dict]:
         state = self.load()
-        return [{"node": n.name, "id": n.node_id, "rack": n.rack, "port": n.port, "pid": n.pid,
-                 "running": _pid_alive(n.pid, str(self._config_path(n)))} for n in state.nodes]
+        return [{"node": n.name, "id": n.node_id, "rack": n.rack, "port": n.port, "exporter_port": n.exporter_port,
+                 "pid": n.pid, "running": pid_alive(n.pid, str(self._config_path(n)))} for n in state.nodes]
+
+    def scrape_targets(self) -> dict[int, str]:
+        """Each broker's JMX exporter as Prometheus scrapes it: broker id -> host:port."""
+        return {n.node_id: f"127.0.0.1:{n.exporter_port}" for n in self.load().brokers if n.exporter_port}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.local_kafka", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["fetch", "start", "stop", "status", "bootstrap"])
+    parser.add_argument("command", choices=["fetch", "start", "stop", "status", "bootstrap", "scrape-targets"])
     parser.add_argument("--name", default="demo", help="cluster name (folder under .state/kafka)")
     parser.add_argument("--brokers", type=int, default=6)
     parser.add_argument("--secured", action="store_true",
@@ -507,6 +541,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "fetch":
             print(fetch_jars())
+            print(fetch_exporter_agent())
         elif args.command == "start":
             if cluster.is_running():
                 print(f"local cluster '{args.name}' already running: {cluster.load().bootstrap_servers}")
@@ -524,10 +559,14 @@ def main(argv: list[str] | None = None) -> int:
             if not cluster.is_running():
                 raise ClusterError(f"local cluster '{args.name}' is not running (make cluster-up)")
             print(cluster.load().bootstrap_servers)
+        elif args.command == "scrape-targets":
+            for broker_id, target in cluster.scrape_targets().items():
+                print(broker_id, target)
         else:
             for row in cluster.status():
                 print(f"{row['node']:<12} id={row['id']:<4} rack={row['rack'] or '-':<7} "
-                      f"port={row['port']:<6} pid={row['pid'] or '-':<8} {'up' if row['running'] else 'down'}")
+                      f"port={row['port']:<6} exporter={row['exporter_port'] or '-':<6} "
+                      f"pid={row['pid'] or '-':<8} {'up' if row['running'] else 'down'}")
     except ClusterError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
