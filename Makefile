@@ -11,7 +11,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export KAFKA_REBALANCER_JVM_ARCHIVE := $(abspath .cache/jvm/plan-driver.jsa)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv kafka-jars jvm-archive browser demo test test-unit lint bench cluster-up cluster-down airflow-up airflow-down cluster-status spark-up spark-down \
+.PHONY: help venv kafka-jars jvm-archive browser prometheus demo test test-unit lint bench cluster-up cluster-down airflow-up airflow-down cluster-status spark-up spark-down \
 	clean distclean
 PACKAGE_ZIP := dist/kafka_rebalancer.zip
 
@@ -36,13 +36,16 @@ kafka-jars: $(STAMP) ## fetch the Apache Kafka broker jars from Maven Central (o
 jvm-archive: $(STAMP) ## class-data archive of the plan job's driver JVM (once per Java and Spark install)
 	$(PY) -m tools.jvm_archive
 
-demo: $(STAMP) $(PACKAGE_ZIP) kafka-jars jvm-archive ## local cluster + skewed workload + one nightly DAG run that plans and executes
+demo: $(STAMP) $(PACKAGE_ZIP) kafka-jars jvm-archive prometheus ## local cluster + skewed workload + one nightly DAG run that plans and executes
 	$(PY) -m tools.demo
 
 browser: $(STAMP) ## Debian's Chromium for the report's browser tests (apt-get, once)
 	$(PY) -m tools.browser ensure
 
-test: $(STAMP) $(PACKAGE_ZIP) kafka-jars jvm-archive browser ## the whole test suite (starts and stops its own local Kafka cluster)
+prometheus: $(STAMP) ## Debian's Prometheus server, which scrapes the local brokers' JMX exporters (apt-get, once)
+	$(PY) -m tools.prometheus ensure
+
+test: $(STAMP) $(PACKAGE_ZIP) kafka-jars jvm-archive browser prometheus ## the whole test suite (starts and stops its own local Kafka cluster)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
 

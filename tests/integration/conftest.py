@@ -63,3 +63,18 @@ def demo_workload(kafka_cluster: Any) -> Iterator[tuple[str, dict]]:
     manifest = produce(bootstrap, topics)
     yield bootstrap, manifest
     delete_topics(bootstrap, [t.name for t in topics])
+
+
+@pytest.fixture(scope="session")
+def prometheus(kafka_cluster: Any) -> Iterator[Any]:
+    """A real Prometheus (Debian's package, installed if missing) scraping the session cluster's JMX exporters
+    every 2 s; stopped by its pid at the end."""
+    from tools.prometheus import LocalPrometheus
+
+    server = LocalPrometheus("pytest")
+    server.stop(quiet=True)  # a server left behind by an interrupted session
+    server.start(kafka_cluster)
+    try:
+        yield server
+    finally:
+        server.stop(quiet=True)
