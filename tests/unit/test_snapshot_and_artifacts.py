@@ -119,3 +119,15 @@ def test_bad_reassignment_json(text: str, field: str, message: str) -> None:
     with pytest.raises(ConfigError) as err:
         parse_reassignment(text, "plan.json")
     assert err.value.field == field and message in err.value.message
+
+
+def test_verify_judges_only_what_the_plan_balanced() -> None:
+    import pandas as pd
+
+    from kafka_rebalancer.verify import unbalanced_as_planned
+
+    plan_bands = pd.DataFrame({"broker_pool": ["a", "a", "b"], "resource": ["disk", "cpu", "disk"],
+                               "balanced": [True, False, False]})
+    after = pd.DataFrame({"broker_pool": ["a", "a", "b", "c"], "resource": ["disk", "cpu", "disk", "disk"],
+                          "balanced": [True, True, True, True]})
+    assert unbalanced_as_planned(after, plan_bands)["balanced"].tolist() == [True, False, False, True]
