@@ -124,6 +124,38 @@ def test_spark_and_pandas_agree_on_load_and_bands(spark: Any, baseline: tuple) -
     pd.testing.assert_frame_equal(sb[BANDS.names], pb[BANDS.names], check_dtype=False)
 
 
+def test_spark_count_bands_are_exact_and_widened_like_pandas(spark: Any, config_factory: Callable[..., Any]) -> None:
+    """Count edges in Spark's long arithmetic equal the exact Python ones: 1.10 at mean 750 gives [675, 825]
+    (floats gave [674, 826]), mean 25 gives [23, 27] (rounded outward: [22, 28]), and 4 replicas on 3 brokers
+    widen to [1, 2] with the note."""
+    _, body = generate(SyntheticSpec(n_brokers=6, n_racks=3, n_pools=2, n_partitions=10, replication_factor=3))
+    config = config_factory({**body, "resources": {"disk": {"threshold": 1.2, "margin": 0.75},
+                                                   "replica_count": {"threshold": 1.10, "margin": 0.9},
+                                                   "leader_count": {"threshold": 1.10, "margin": 0.9}}})
+    loads = {("pool-0", "replica_count"): [700, 800, 750], ("pool-0", "leader_count"): [20, 30, 25],
+             ("pool-1", "replica_count"): [2, 1, 1], ("pool-1", "leader_count"): [0, 0, 1],
+             ("pool-0", "disk"): [3e11, 1e11, 2e11], ("pool-1", "disk"): [1.0, 2.0, 3.0]}
+    rows = [{"broker_pool": pool, "broker_id": i + (1 if pool == "pool-0" else 4), "rack": None, "alive": True,
+             "eligible": True, "resource": name, "load": float(v), "capacity": 1e12 if name == "disk" else 1.0,
+             "usage": float(v) / (1e12 if name == "disk" else 1.0)}
+            for (pool, name), values in loads.items() for i, v in enumerate(values)]
+    p = pd.DataFrame(rows, columns=BROKER_LOAD.names)
+    keys = ["broker_pool", "resource"]
+    sb = bands(spark.createDataFrame(p, BROKER_LOAD.spark()), config).toPandas().sort_values(keys)
+    pb = bands_frame(p, config).sort_values(keys)
+    pd.testing.assert_frame_equal(sb[BANDS.names].reset_index(drop=True), pb[BANDS.names].reset_index(drop=True),
+                                  check_dtype=False)
+    edges = {(r.broker_pool, r.resource): (r.lower, r.upper, r.target_lower, r.target_upper, r.note)
+             for r in sb.itertuples()}
+    assert edges["pool-0", "replica_count"] == (675, 825, 683, 817, None)
+    assert edges["pool-0", "leader_count"] == (23, 27, 23, 27, None)
+    assert edges["pool-1", "replica_count"] == (1, 2, 1, 2, "band widened to [1, 2]: the integers inside ±10% of "
+                                                "the mean cannot hold the pool's total")
+    assert edges["pool-1", "leader_count"][:4] == (0, 1, 0, 1)
+    mean = 6e11 / 3e12  # usage: bytes over capacity
+    assert edges["pool-0", "disk"][:4] == (mean * 0.8, mean * 1.2, mean * 0.85, mean * 1.15)
+
+
 def test_load_sums_do_not_depend_on_row_order_or_partitioning(spark: Any) -> None:
     """Doubles added in another order differ in their last bits ((0.1 + 0.2) + 0.3 != 0.1 + (0.2 + 0.3)); a band
     edge that moves by one bit can change the plan, so the sums behind the bands are exact."""

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from kafka_rebalancer.balance.bands import band_edges, band_for
+from kafka_rebalancer.balance.bands import band_edges, band_for, count_edges, spread, widening_note
 
 
 def test_patent_example_threshold_1_05() -> None:
@@ -28,15 +31,55 @@ def test_patent_example_threshold_1_10() -> None:
 
 
 def test_hysteresis_target_band_is_tighter() -> None:
-    lower, upper, t_lower, t_upper = band_edges(0.67, 1.10, 0.9, is_count=False)
+    lower, upper, t_lower, t_upper = band_edges(0.67, 1.10, 0.9)
     assert (t_lower, t_upper) == (pytest.approx(0.67 * 0.91), pytest.approx(0.67 * 1.09))
     assert lower < t_lower < 0.67 < t_upper < upper
 
 
-def test_counts_round_upper_up_and_lower_down() -> None:
-    lower, upper, t_lower, t_upper = band_edges(32 / 3, 1.10, 0.9, is_count=True)
-    assert (lower, upper) == (math.floor(32 / 3 * 0.9), math.ceil(32 / 3 * 1.1)) == (9, 12)
-    assert (t_lower, t_upper) == (9, 12)
+def test_counts_are_the_integers_inside_the_band() -> None:
+    # m = 32/3: [9.6, 11.73] holds 10 and 11 (rounding outward gave [9, 12], ±16 %); 32 over 3 brokers fits.
+    band = band_for("replica_count", True, [10, 11, 11], [1, 1, 1], threshold=1.10, margin=0.9)
+    assert (band.lower, band.upper, band.target_lower, band.target_upper) == (10, 11, 10, 11)
+    assert not band.widened
+
+
+def test_threshold_is_exact_so_integral_edges_stay_put() -> None:
+    # 1.10 - 1.0 is 0.10000000000000009 in floats: mean 750 gave [674, 826].
+    assert spread(1.10) == Fraction(1, 10)
+    band = band_for("replica_count", True, [750] * 4, [1] * 4, threshold=1.10, margin=0.9)
+    assert (band.lower, band.upper) == (675, 825)
+    assert (band.target_lower, band.target_upper) == (683, 817)  # 750 * (1 ∓ 0.09) = 682.5, 817.5
+
+
+def test_count_band_is_not_rounded_outward() -> None:
+    # mean 25 at 1.10: [22.5, 27.5] -> [23, 27] (was [22, 28], ±12 %).
+    band = band_for("leader_count", True, [20, 30], [1, 1], threshold=1.10, margin=0.9)
+    assert (band.lower, band.upper) == (23, 27)
+    assert (band.target_lower, band.target_upper) == (23, 27)  # [22.75, 27.25]
+
+
+def test_target_band_with_margin_is_exact() -> None:
+    # f*margin = 0.2 * 0.75 = 0.15 exactly: mean 100 gives the integral target [85, 115]. In floats f*margin is
+    # 0.14999999999999997, whose edges 85.00000000000001 and 114.99999999999999 round inside to [86, 114].
+    band = band_for("replica_count", True, [100, 100], [1, 1], threshold=1.2, margin=0.75)
+    assert (band.lower, band.upper, band.target_lower, band.target_upper) == (80, 120, 85, 115)
+    lower, upper, t_lower, t_upper = band_edges(100.0, 1.2, 0.75)
+    assert (lower, upper, t_lower, t_upper) == (100 * 0.8, 100 * 1.2, 100 * 0.85, 100 * 1.15)
+
+
+def test_band_widened_where_the_inside_integers_cannot_hold_the_total() -> None:
+    # 4 items on 3 brokers: m = 1.33, [1.2, 1.47] holds no integer; [1, 2] is the narrowest band that holds 4.
+    band = band_for("replica_count", True, [2, 1, 1], [1, 1, 1], threshold=1.10, margin=0.9)
+    assert (band.lower, band.upper, band.target_lower, band.target_upper) == (1, 2, 1, 2)
+    assert band.widened
+    assert widening_note(1, 2, 1.10) == ("band widened to [1, 2]: the integers inside ±10% of the mean cannot hold "
+                                         "the pool's total")
+
+
+def test_band_widened_where_the_inside_integers_miss_the_mean() -> None:
+    # m = 10.1 at 1.05: [9.595, 10.605] holds only 10, and 10 on each of 10 brokers cannot hold 101.
+    assert count_edges(101, 10, 1, 20) == (10, 11, True)
+    assert count_edges(100, 10, 1, 20) == (10, 10, False)
 
 
 def test_mean_is_capacity_weighted_so_heterogeneous_pools_can_balance() -> None:
@@ -57,7 +100,37 @@ def test_low_utilisation_floor_turns_balancing_off() -> None:
     assert band_for("disk", False, [30, 20], [100, 100], 1.1, 0.9, low_utilization=0.2).balanced
 
 
-def test_same_formula_on_numpy_arrays() -> None:
-    means = np.array([0.67, 10.5])
-    lower, upper, _, _ = band_edges(means, 1.1, 0.9, is_count=True, ceil=np.ceil, floor=np.floor)
-    assert lower.tolist() == [0.0, 9.0] and upper.tolist() == [1.0, 12.0]
+def inside_integers(total: int, n: int, f: Fraction) -> tuple[int, int]:
+    m = Fraction(total, n)
+    return math.ceil(m * (1 - f)), math.floor(m * (1 + f))
+
+
+def fits(lower: int, upper: int, total: int, n: int) -> bool:
+    return lower <= upper and n * lower <= total <= n * upper
+
+
+def exact_count_band(total: int, n: int, f: Fraction) -> tuple[int, int]:
+    """The specification, in fractions: the integers inside ±f of the mean, else [floor m, ceil m]."""
+    lower, upper = inside_integers(total, n, f)
+    return (lower, upper) if fits(lower, upper, total, n) else (math.floor(Fraction(total, n)),
+                                                                 math.ceil(Fraction(total, n)))
+
+
+@given(total=st.integers(0, 10**6), n=st.integers(1, 2000),
+       threshold=st.decimals(min_value="1.001", max_value="3", places=3),
+       margin=st.decimals(min_value="0.01", max_value="1", places=2))
+def test_count_edges_are_the_exact_interval_or_the_narrowest_feasible(total: int, n: int, threshold: object,
+                                                                       margin: object) -> None:
+    f, target_f = Fraction(str(threshold)) - 1, (Fraction(str(threshold)) - 1) * Fraction(str(margin))
+    band = band_for("replica_count", True, [0] * (n - 1) + [total], [1] * n, float(threshold), float(margin))
+    assert (band.lower, band.upper) == exact_count_band(total, n, f)
+    assert band.widened == (not fits(*inside_integers(total, n, f), total, n))
+    assert (band.target_lower, band.target_upper) == exact_count_band(total, n, target_f)
+    assert band.lower <= band.target_lower and band.target_upper <= band.upper
+    assert fits(band.lower, band.upper, total, n) and fits(band.target_lower, band.target_upper, total, n)
+
+
+def test_float_bands_use_the_exact_threshold() -> None:
+    # 1 - (1.10 - 1.0) in floats is 0.8999999999999999; the exact factor is the double nearest 0.9.
+    lower, upper, _, _ = band_edges(750.0, 1.10, 0.9)
+    assert (lower, upper) == (750 * 0.9, 750 * 1.1)

@@ -7,32 +7,70 @@ The mean is capacity-weighted, `m = sum(load) / sum(capacity)`: with equal capac
 capacity is 1) that is exactly the patent's mean of usages; with unequal capacities the plain mean of usages
 gives a band that no assignment can satisfy, because moving replicas conserves the pool's total load.
 
-Moves aim at the tighter target band `[m(1-f*margin), m(1+f*margin)]` (hysteresis). For counts the upper
-edges round up and the lower edges down.
+Moves aim at the tighter target band `[m(1-f*margin), m(1+f*margin)]` (hysteresis).
 
-`band_edges` is written with arithmetic only, so the same formula runs on numpy arrays, Python floats and Spark
-columns (the plan job computes bands in Spark; verify and tests compute them with numpy).
+`f` and `f*margin` are exact fractions of the settings' decimal text (`spread`): in floats 1.10 - 1.0 is
+0.10000000000000009, which put an integral edge one count further out. Bytes and rates keep float edges,
+`m * float(1 ∓ f)`. A count band is the integers inside the exact interval, computed from the pool's total and
+broker count in integer arithmetic (`count_edges`, the same on Python ints and Spark long columns); where those
+integers cannot hold the pool's total it is widened to `[floor m, ceil m]`, the narrowest band that can, and the
+band says so (`widening_note`). The target band follows the same rule with `f*margin`, so it too is at least
+`[floor m, ceil m]` and never leaves the band; its widening is not noted (it only makes the planner aim at the
+narrowest band the pool can reach).
 """
 
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, TypeVar
 
-N = TypeVar("N")
+Whole = TypeVar("Whole")  # an integer: a Python int or a Spark long column
 
 
-def band_edges(mean: N, threshold: float | N, margin: float | N, *, is_count: bool,
-               ceil: Callable[[Any], Any] = math.ceil, floor: Callable[[Any], Any] = math.floor) -> tuple[N, N, N, N]:
-    """(lower, upper, target_lower, target_upper) for a mean usage."""
-    f = threshold - 1.0
-    lower, upper = mean * (1.0 - f), mean * (1.0 + f)  # type: ignore[operator]
-    target_lower, target_upper = mean * (1.0 - f * margin), mean * (1.0 + f * margin)  # type: ignore[operator]
-    if is_count:
-        return floor(lower), ceil(upper), floor(target_lower), ceil(target_upper)
-    return lower, upper, target_lower, target_upper
+def spread(threshold: float, margin: float = 1.0) -> Fraction:
+    """The band's relative half-width `f * margin` with `f = threshold - 1`, exact in the settings' decimals
+    (str of a float is its shortest round-tripping decimal: the text the config was written in)."""
+    return (Fraction(str(threshold)) - 1) * Fraction(str(margin))
+
+
+def spread_text(threshold: float) -> str:
+    """`f` as a percentage for notes: 1.1 -> '10%', 1.125 -> '12.5%'."""
+    return f"{float(spread(threshold) * 100):g}%"
+
+
+def count_edges(total: Whole, n: Whole, spread_num: Whole | int, spread_den: Whole | int, *,
+                floor_div: Callable[[Any, Any], Any] = operator.floordiv, least: Callable[..., Any] = min,
+                greatest: Callable[..., Any] = max) -> tuple[Whole, Whole, Any]:
+    """(lower, upper, widened) of a count band: the integers inside `[m(1-s), m(1+s)]` with `m = total / n` and
+    `s = spread_num / spread_den` (>= 0), or `[floor m, ceil m]` (widened) where those cannot hold `total`.
+
+    Integer arithmetic only, so it is exact and runs on Python ints and Spark long columns alike (`floor_div`
+    must floor, also for negative numerators: the lower edge is negative when f > 1). With s = p/q,
+    m(1-s) = total(q-p) / (nq). Integers [lo, hi] can hold total over n brokers iff n*lo <= total <= n*hi, that is
+    lo <= floor m and hi >= ceil m; when the inside integers miss that they lie within [floor m, ceil m], so taking
+    the least / greatest of the two is the widening, and a no-op otherwise."""
+    p, q = spread_num, spread_den
+    inside_lower = -floor_div(-total * (q - p), n * q)  # ceil
+    inside_upper = floor_div(total * (q + p), n * q)
+    mean_floor, mean_ceil = floor_div(total, n), -floor_div(-total, n)
+    widened = (inside_lower > mean_floor) | (inside_upper < mean_ceil)
+    return least(inside_lower, mean_floor), greatest(inside_upper, mean_ceil), widened
+
+
+def widening_note(lower: int, upper: int, threshold: float) -> str:
+    """The band row's note when `count_edges` widened the band to [lower, upper] = [floor m, ceil m]."""
+    return (f"band widened to [{lower}, {upper}]: the integers inside ±{spread_text(threshold)} of the mean "
+            "cannot hold the pool's total")
+
+
+def band_edges(mean: float, threshold: float, margin: float) -> tuple[float, float, float, float]:
+    """(lower, upper, target_lower, target_upper) of a band of bytes or rates: float edges of exact factors."""
+    f, target_f = spread(threshold), spread(threshold, margin)
+    return mean * float(1 - f), mean * float(1 + f), mean * float(1 - target_f), mean * float(1 + target_f)
 
 
 @dataclass(frozen=True)
@@ -48,6 +86,7 @@ class Band:
     target_upper: float
     capacity_threshold: float | None  # hard ceiling on usage (fraction of capacity), None: none
     balanced: bool  # False when the mean is under the low-utilisation floor: nothing to gain
+    widened: bool = False  # a count band stretched to [floor m, ceil m] (`count_edges`)
 
     def contains(self, usage: float, eps: float = 1e-9) -> bool:
         return self.lower - eps <= usage <= self.upper + eps
@@ -73,6 +112,16 @@ def band_for(resource: str, is_count: bool, loads: list[float], capacities: list
     """The band from the loads and capacities of the brokers that may receive replicas (plain Python)."""
     total_capacity = float(sum(capacities))
     mean = float(sum(loads)) / total_capacity if total_capacity > 0 else 0.0
-    lower, upper, target_lower, target_upper = band_edges(mean, threshold, margin, is_count=is_count)
+    balanced = total_capacity > 0 and mean >= low_utilization
+    if not is_count:
+        return Band(resource, is_count, mean, *band_edges(mean, threshold, margin), capacity_threshold, balanced)
+    if not loads:
+        return Band(resource, is_count, mean, 0.0, 0.0, 0.0, 0.0, capacity_threshold, balanced)
+    total = sum(loads)
+    if total != int(total):
+        raise ValueError(f"{resource}: a count total must be whole, got {total!r}")
+    f, target_f = spread(threshold), spread(threshold, margin)
+    lower, upper, widened = count_edges(int(total), len(loads), f.numerator, f.denominator)
+    target_lower, target_upper, _ = count_edges(int(total), len(loads), target_f.numerator, target_f.denominator)
     return Band(resource, is_count, mean, float(lower), float(upper), float(target_lower), float(target_upper),
-                capacity_threshold, total_capacity > 0 and mean >= low_utilization)
+                capacity_threshold, balanced, widened)

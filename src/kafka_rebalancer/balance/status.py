@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kafka_rebalancer.balance.bands import band_for
+from kafka_rebalancer.balance.bands import band_for, widening_note
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.resources import Resource, resource
 from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD
@@ -42,8 +42,10 @@ def bands_frame(load: pd.DataFrame, config: RebalancerConfig) -> pd.DataFrame:
         band = band_for(name, resource(name).is_count, group["load"].tolist(), group["capacity"].tolist(),
                         settings.threshold, settings.margin, settings.low_utilization,
                         config.capacity_threshold(name))
-        note = None if band.balanced else \
-            f"mean usage under the low-utilisation floor {settings.low_utilization}: not balanced"
+        # Not balanced: the note says why (the band is not enforced); else whether a count band was widened.
+        note = (f"mean usage under the low-utilisation floor {settings.low_utilization}: not balanced"
+                if not band.balanced else
+                widening_note(int(band.lower), int(band.upper), settings.threshold) if band.widened else None)
         rows.append((pool, name, len(group), band.mean, settings.threshold, band.lower, band.upper,
                      band.target_lower, band.target_upper, band.capacity_threshold, band.balanced, note))
     return pd.DataFrame(rows, columns=BANDS.names)

@@ -14,7 +14,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from kafka_rebalancer.balance.bands import Band, band_edges
+from kafka_rebalancer.balance.bands import Band, count_edges, spread, spread_text
 from kafka_rebalancer.balance.model import PoolModel
 from kafka_rebalancer.balance.planner import Budgets, Planner
 from kafka_rebalancer.config import RebalancerConfig
@@ -181,15 +181,31 @@ def incoming_load(replicas: DataFrame, load: DataFrame, resources: list[Resource
 
 def _resource_settings(spark: Any, config: RebalancerConfig) -> DataFrame:
     """The band settings per resource, as a table of literals in one SQL statement: a DataFrame from a Python
-    list would need a Python worker to read it, and one column call per value costs a Py4J round trip each."""
+    list would need a Python worker to read it, and one column call per value costs a Py4J round trip each.
+
+    With them the band's exact figures (`bands.spread`): `f` and `f*margin` as integer fractions for the count
+    edges, the float factors `1 ∓ f`, `1 ∓ f*margin` for the other resources, and `f` as text for notes."""
     def value(v: float | None) -> str:
         return "CAST(NULL AS DOUBLE)" if v is None else f"{float(v)!r}D"  # repr round-trips a double exactly
 
-    rows = [f"('{r.name}', {str(r.is_count).lower()}, {value(config.resources[r.name].threshold)}, "
-            f"{value(config.resources[r.name].margin)}, {value(config.resources[r.name].low_utilization)}, "
-            f"{value(config.capacity_threshold(r.name))})" for r in config.resource_list()]
-    return spark.sql("SELECT * FROM VALUES " + ", ".join(rows) +
-                     " AS settings(resource, is_count, threshold, margin, low_utilization, capacity_threshold)")
+    def row(r: Resource) -> str:
+        settings = config.resources[r.name]
+        f, target_f = spread(settings.threshold), spread(settings.threshold, settings.margin)
+        exact = [f"{int(x)}L" for x in (f.numerator, f.denominator, target_f.numerator, target_f.denominator)]
+        factors = [value(float(x)) for x in (1 - f, 1 + f, 1 - target_f, 1 + target_f)]
+        return (f"('{r.name}', {str(r.is_count).lower()}, {value(settings.threshold)}, "
+                f"{value(settings.low_utilization)}, {value(config.capacity_threshold(r.name))}, "
+                f"{', '.join(exact + factors)}, '{spread_text(settings.threshold)}')")
+
+    return spark.sql("SELECT * FROM VALUES " + ", ".join(row(r) for r in config.resource_list()) +
+                     " AS settings(resource, is_count, threshold, low_utilization, capacity_threshold, f_num, f_den,"
+                     " target_f_num, target_f_den, lower_factor, upper_factor, target_lower_factor,"
+                     " target_upper_factor, f_text)")
+
+
+def _floor_div(dividend: Column, divisor: Column) -> Column:
+    """Exact floor division of longs for a positive divisor (Spark's `div` truncates toward zero)."""
+    return F.call_function("div", dividend - F.pmod(dividend, divisor), divisor)
 
 
 def bands(load: DataFrame, config: RebalancerConfig, incoming: DataFrame | None = None) -> DataFrame:
@@ -204,15 +220,27 @@ def bands(load: DataFrame, config: RebalancerConfig, incoming: DataFrame | None 
     # One projection per step (each withColumn is analysed on its own, which adds up on the driver).
     mean = F.when(F.col("total_capacity") > 0, F.col("total_load") / F.col("total_capacity")).otherwise(0.0)
     t = totals.join(_resource_settings(load.sparkSession, config), "resource").select("*", mean.alias("mean"))
-    # The formula is the same for every resource; counts round their edges (README: How a plan is made).
-    plain = band_edges(F.col("mean"), F.col("threshold"), F.col("margin"), is_count=False)
-    counts = band_edges(F.col("mean"), F.col("threshold"), F.col("margin"), is_count=True, ceil=F.ceil,
-                        floor=F.floor)
-    edges = {name: F.when(F.col("is_count"), b.cast("double")).otherwise(a)
-             for name, a, b in zip(("lower", "upper", "target_lower", "target_upper"), plain, counts, strict=True)}
+    # Counts: integer arithmetic on the pool's total and broker count, exact (README: How a plan is made). The
+    # total of a count is a sum of whole numbers, exact in `exact_sum`; other resources' totals are left out (at
+    # 1e17 bytes they would overflow). ANSI mode fails on an overflow, which would take a count total times the
+    # settings' denominators past 2^63.
+    total = F.when(F.col("is_count"), F.col("total_load").cast("long")).otherwise(F.lit(0).cast("long"))
+    n = F.col("n_brokers").cast("long")
+    lower, upper, widened = count_edges(total, n, F.col("f_num"), F.col("f_den"), floor_div=_floor_div,
+                                        least=F.least, greatest=F.greatest)
+    target_lower, target_upper, _ = count_edges(total, n, F.col("target_f_num"), F.col("target_f_den"),
+                                                floor_div=_floor_div, least=F.least, greatest=F.greatest)
+    counts = {"lower": lower, "upper": upper, "target_lower": target_lower, "target_upper": target_upper}
+    edges = {name: F.when(F.col("is_count"), counts[name].cast("double"))
+             .otherwise(F.col("mean") * F.col(f"{name}_factor")) for name in counts}
     balanced = (F.col("total_capacity") > 0) & (F.col("mean") >= F.col("low_utilization"))
-    note = F.when(~balanced, F.concat(F.lit("mean usage under the low-utilisation floor "),
-                                      F.col("low_utilization").cast("string"), F.lit(": not balanced")))
+    # Not balanced: the note says why (the band is not enforced); else whether a count band was widened.
+    note = (F.when(~balanced, F.concat(F.lit("mean usage under the low-utilisation floor "),
+                                       F.col("low_utilization").cast("string"), F.lit(": not balanced")))
+            .when(F.col("is_count") & widened,
+                  F.concat(F.lit("band widened to ["), lower.cast("string"), F.lit(", "), upper.cast("string"),
+                           F.lit("]: the integers inside ±"), F.col("f_text"),
+                           F.lit(" of the mean cannot hold the pool's total"))))
     return conform(t.withColumns({**edges, "balanced": balanced, "note": note}), BANDS)
 
 
