@@ -55,15 +55,19 @@ def per_broker(prometheus: Any, promql: str) -> dict[str, float]:
     return result
 
 
-def broker_ids(kafka_cluster: Any) -> set[str]:
-    return {str(b.node_id) for b in kafka_cluster.load().brokers}
+def scraped_brokers(prometheus: Any) -> set[str]:
+    """The brokers the server was started with (a broker added to the cluster later is not among them)."""
+    return set(prometheus.status()["targets"])
 
 
 def test_every_broker_is_scraped_with_its_process_metrics(prometheus: Any, kafka_cluster: Any) -> None:
+    exporters = kafka_cluster.scrape_targets()  # one per broker
+    assert len(exporters) == len(kafka_cluster.load().brokers)
+    assert prometheus.status()["targets"] == {str(b): target for b, target in exporters.items()}
     up = per_broker(prometheus, 'up{job="kafka"}')
-    assert up == dict.fromkeys(broker_ids(kafka_cluster), 1.0)
+    assert up == dict.fromkeys(scraped_brokers(prometheus), 1.0)
     cpu = per_broker(prometheus, 'process_cpu_seconds_total{job="kafka"}')
-    assert set(cpu) == broker_ids(kafka_cluster) and all(seconds > 0 for seconds in cpu.values()), cpu
+    assert set(cpu) == scraped_brokers(prometheus) and all(seconds > 0 for seconds in cpu.values()), cpu
 
 
 def test_bytes_and_messages_in_grow_on_the_leaders(prometheus: Any, traffic: str) -> None:
@@ -129,18 +133,18 @@ def test_log_size_and_end_offset_of_every_replica(prometheus: Any, traffic: str)
                f"kafka_log_log_logendoffset of every replica {sorted(replicas)} past the first batch")
 
 
-def test_a_dropped_target_goes_stale_and_comes_back(prometheus: Any, kafka_cluster: Any) -> None:
-    dropped = max(broker_ids(kafka_cluster), key=int)
+def test_a_dropped_target_goes_stale_and_comes_back(prometheus: Any) -> None:
+    dropped = max(scraped_brokers(prometheus), key=int)
     prometheus.drop_target(int(dropped))
     try:
         # Prometheus marks a vanished target's series stale one or two intervals after its last scrape.
         eventually(lambda: dropped not in per_broker(prometheus, 'up{job="kafka"}'),
                    f"broker {dropped}'s up series going stale")
         assert dropped not in per_broker(prometheus, 'process_cpu_seconds_total{job="kafka"}')
-        assert per_broker(prometheus, 'up{job="kafka"}') == dict.fromkeys(broker_ids(kafka_cluster) - {dropped}, 1.0)
+        assert per_broker(prometheus, 'up{job="kafka"}') == dict.fromkeys(scraped_brokers(prometheus) - {dropped}, 1.0)
     finally:
         prometheus.restore_target(int(dropped))
-    assert per_broker(prometheus, 'up{job="kafka"}') == dict.fromkeys(broker_ids(kafka_cluster), 1.0)
+    assert per_broker(prometheus, 'up{job="kafka"}') == dict.fromkeys(scraped_brokers(prometheus), 1.0)
     assert dropped in per_broker(prometheus, 'process_cpu_seconds_total{job="kafka"}')
 
 
