@@ -1,5 +1,5 @@
 """Opening a run report in a real headless Chromium (Debian's, driven by Playwright): its charts rendered, its
-moves table filters, no console errors; a screenshot is kept under .state/test-output/."""
+moves table filters, no console errors, how long it took to load; a screenshot is kept under .state/test-output/."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ def check_report_in_browser(report: Path, name: str) -> dict[str, Any]:
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(report.resolve().as_uri(), wait_until="load")
+            load_ms = page.evaluate("() => performance.getEntriesByType('navigation')[0].loadEventEnd")
             page.wait_for_timeout(500)
             charts = page.eval_on_selector_all(
                 ".js-plotly-plot", "els => els.map(e => { const r = e.getBoundingClientRect(); "
@@ -50,4 +51,4 @@ def check_report_in_browser(report: Path, name: str) -> dict[str, Any]:
         finally:
             browser.close()
     return {"charts": charts, "rows": rows_before, "filtered_rows": filtered, "first_topic": first_topic,
-            "errors": errors, "screenshot": screenshot}
+            "errors": errors, "screenshot": screenshot, "load_ms": load_ms}

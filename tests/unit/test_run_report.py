@@ -370,7 +370,9 @@ def test_an_unreadable_artifact_is_named_and_the_rest_still_reported(tmp_path: P
 
 # -- a large run -----------------------------------------------------------------------------------------------
 
-def test_a_plan_of_100000_moves_over_1000_brokers_stays_small_and_says_what_it_leaves_out(tmp_path: Path) -> None:
+def write_large_run(tmp_path: Path) -> tuple[RunFolder, pd.DataFrame]:
+    """A run of 100,000 changed partitions over 1,000 brokers, approved, one pool executed; returns the run and
+    the executed pool's replica moves."""
     spec = SyntheticSpec(n_brokers=1000, n_racks=4, n_pools=4, n_partitions=100_000, partitions_per_topic=500,
                          under_replicated_fraction=0.0, seed=3)
     config, tables, run = make_cluster(tmp_path, spec, "scheduled__2026-11-23T02_00_00_00_00", snapshot=False)
@@ -397,7 +399,11 @@ def test_a_plan_of_100000_moves_over_1000_brokers_stays_small_and_says_what_it_l
                                 "bytes": int(size)}) + "\n")
             f.write(json.dumps({**base, "ts": ts, "action": "completed", "topic": topic,
                                 "partition": int(partition)}) + "\n")
+    return run, pool_moves
 
+
+def test_a_plan_of_100000_moves_over_1000_brokers_stays_small_and_says_what_it_leaves_out(tmp_path: Path) -> None:
+    run, pool_moves = write_large_run(tmp_path)
     data = collect(run)
     assert data.plan is not None and data.plan.moves_total == 100_000
     assert len(data.plan.moves) == MOVES_SHOWN
