@@ -383,26 +383,30 @@ class Planner:
         self.plan.moves = self.plan.moves[: -len(group)]
         self._seq -= 1
 
-    def _lead_in_with_room(self, t: int, k: int, need: float, most: float, swaps: int = 3) -> bool:
-        """Leader count: when taking a leadership would push t over another band (network out or CPU at its upper
-        edge), first hand heavy leaderships over for light ones (leadership swaps leave the count as it is, up to
-        `swaps` of them), then take the leadership; give the swaps up if that still does not fit."""
+    def _lead_with_room(self, b: int, k: int, need: float, most: float, taking: bool, swaps: int = 3) -> bool:
+        """Leader count: when taking a leadership would push b over another band (network out or CPU at its upper
+        edge), first hand heavy leaderships over for light ones; when handing one over would take b under another
+        band (at its lower edge), first take heavy leaderships for light ones. Leadership swaps leave the count as
+        it is (up to `swaps` of them); then the leadership is taken or handed over, or the swaps are given up."""
         m = self.model
         done = 0
         for j, res in enumerate(m.resources):
             if j == k or not res.role_dependent or res.is_count or not self.bands[self.names[j]].balanced:
                 continue
             while done < swaps:
-                usage = m.usage
-                spare = m.load[t, j] - self.lower[j] * m.capacity[t, j]
-                takers = np.flatnonzero(m.eligible & (usage[:, j] < self.limit[j] - EPS))
-                takers = takers[takers != t][np.argsort(usage[takers[takers != t], j], kind="stable")]
-                if not any(self._lead_swap(t, int(y), j, EPS, min(spare, self.limit[j] * m.capacity[y, j]
-                                                                   - m.load[y, j]))
-                           for y in takers[: self.candidate_limit // 2]):
+                usage, spare, room = m.usage[:, j], m.load[:, j] - self.lower[j] * m.capacity[:, j], \
+                    self.limit[j] * m.capacity[:, j] - m.load[:, j]
+                # The other side of each swap: brokers with room to take load (b gives it), or spare to give it.
+                others = np.flatnonzero(m.eligible & ((usage < self.limit[j] - EPS) if taking else
+                                                      (usage > self.lower[j] + EPS)))
+                others = others[others != b]
+                others = others[np.argsort(usage[others] if taking else -usage[others], kind="stable")]
+                if not any(self._lead_swap(b, int(y), j, EPS, min(spare[b], room[y])) if taking else
+                           self._lead_swap(int(y), b, j, EPS, min(spare[y], room[b]))
+                           for y in others[: self.candidate_limit // 2]):
                     break
                 done += 1
-                if self._lead_in(t, k, need, most):
+                if (self._lead_in if taking else self._lead_out)(b, k, need, most):
                     return True
         for _ in range(done):
             self._undo_last()
@@ -494,6 +498,8 @@ class Planner:
         takers = takers[: self.candidate_limit // 4]
         if m.resources[k].role_dependent:
             if self._lead_out(s, k, need, most):
+                return True
+            if m.resources[k].is_count and self._lead_with_room(s, k, need, most, taking=False):
                 return True
             if not m.resources[k].is_count and any(
                     self._lead_swap(s, int(t), k, need, min(most, self.limit[k] * m.capacity[t, k] - m.load[t, k]))
@@ -601,7 +607,7 @@ class Planner:
         if m.resources[k].role_dependent:
             if self._lead_in(t, k, need, most):
                 return True
-            if m.resources[k].is_count and self._lead_in_with_room(t, k, need, most):
+            if m.resources[k].is_count and self._lead_with_room(t, k, need, most, taking=True):
                 return True
             if not m.resources[k].is_count and any(
                     self._lead_swap(int(s), t, k, need, min(most, m.load[s, k] - band.lower * m.capacity[s, k]))
