@@ -368,6 +368,16 @@ def test_topic_rule_matching_no_topic_is_a_warning(config_factory: Callable[...,
     assert warning in written["warnings"] and written["balanced_resources"] == ["replica_count", "leader_count", "disk"]
 
 
+def test_topics_on_the_disks_that_the_user_cannot_describe_are_a_warning(config_factory: Callable[..., Any]) -> None:
+    dirs = log_dirs()
+    dirs[3]["replicas"][("payroll", 0)] = 700  # on broker 3's disk, but Kafka did not list the topic to this user
+    tables = build_snapshot_tables(config_factory(CONFIG), CLUSTER, PARTITIONS_REPORTED, dirs)
+    assert ("1 topic(s) have replicas in the brokers' log dirs but were not described (no DESCRIBE permission for "
+            "this user?), e.g. 'payroll': their replicas are in no plan and their disk use in no band"
+            ) in tables.warnings
+    assert not any("not described" in w for w in built(config_factory(CONFIG)).warnings)
+
+
 def test_metrics_that_miss_partitions_are_a_warning(config_factory: Callable[..., Any], tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("kafka_rebalancer.snapshot.ClusterAdmin", FakeAdmin)

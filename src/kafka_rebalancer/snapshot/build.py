@@ -76,7 +76,8 @@ def build_snapshot_tables(config: RebalancerConfig, cluster_brokers: list[Broker
     alive = {b.broker_id: b for b in cluster_brokers}
     pool_of = config.broker_pool_of()
     excluded_brokers = set(config.exclude.brokers)
-    warnings = _unmatched_topic_rules(config, {p.topic for p in partitions})
+    warnings = _unmatched_topic_rules(config, {p.topic for p in partitions}) + _undescribed_topics(partitions,
+                                                                                                    log_dirs)
 
     replica_rows = []
     partition_rows = []
@@ -140,6 +141,18 @@ def _uncovered_by_traffic(partitions: pd.DataFrame, traffic: Traffic) -> list[st
     topic, partition = missing[0]
     return [f"traffic metrics have no rates for {len(missing)} of {len(balanced)} partitions (e.g. {topic!r} "
             f"partition {partition}): they count as idle"]
+
+
+def _undescribed_topics(partitions: list[PartitionInfo], log_dirs: dict[int, dict[str, Any]]) -> list[str]:
+    """Kafka lists only the topics the user may DESCRIBE, but the log dirs show every replica on a broker's disks:
+    a topic seen only there is load no plan accounts for."""
+    described = {p.topic for p in partitions} | {"__cluster_metadata"}  # KRaft's log: never a described topic
+    hidden = sorted({topic for dirs in log_dirs.values() for topic, _ in dirs.get("replicas", {})} - described)
+    if not hidden:
+        return []
+    return [f"{len(hidden)} topic(s) have replicas in the brokers' log dirs but were not described (no DESCRIBE "
+            f"permission for this user?), e.g. {', '.join(map(repr, hidden[:5]))}: their replicas are in no plan "
+            "and their disk use in no band"]
 
 
 def _unmatched_topic_rules(config: RebalancerConfig, topics: set[str]) -> list[str]:
