@@ -28,6 +28,11 @@ def check_report_in_browser(report: Path, name: str) -> dict[str, Any]:
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(report.resolve().as_uri(), wait_until="load")
             load_ms = page.evaluate("() => performance.getEntriesByType('navigation')[0].loadEventEnd")
+            placeholders = page.eval_on_selector_all("div.chart", "els => els.length")
+            # A chart is drawn when it nears the window: pass each one through it.
+            for chart in page.query_selector_all("div.chart"):
+                chart.scroll_into_view_if_needed()
+                page.wait_for_timeout(50)
             page.wait_for_timeout(500)
             charts = page.eval_on_selector_all(
                 ".js-plotly-plot", "els => els.map(e => { const r = e.getBoundingClientRect(); "
@@ -47,8 +52,18 @@ def check_report_in_browser(report: Path, name: str) -> dict[str, Any]:
                 assert nothing == 0, f"filtering for a missing topic left {nothing} rows"
                 page.fill("#moves-filter", "")
             screenshot = SCREENSHOTS / f"{name}.png"
-            page.screenshot(path=str(screenshot), full_page=True)
+            # A very long page (thousands of table rows) is shot at its top only: a full shot of it takes minutes.
+            page.evaluate("() => window.scrollTo(0, 0)")
+            tall = page.evaluate("() => document.documentElement.scrollHeight") > 20_000
+            page.screenshot(path=str(screenshot), full_page=not tall)
         finally:
             browser.close()
     return {"charts": charts, "rows": rows_before, "filtered_rows": filtered, "first_topic": first_topic,
-            "errors": errors, "screenshot": screenshot, "load_ms": load_ms}
+            "errors": errors, "screenshot": screenshot, "load_ms": load_ms, "placeholders": placeholders}
+
+
+def every_chart_drawn(shown: dict[str, Any]) -> bool:
+    """Every chart's place got a drawn chart with a size and marks."""
+    charts = shown["charts"]
+    return bool(charts) and len(charts) == shown["placeholders"] and all(
+        c["w"] > 0 and c["h"] > 0 and c["marks"] > 0 for c in charts)

@@ -114,10 +114,10 @@ def test_runs_and_show_read_the_dag_run_from_its_folder(dag_run: dict) -> None:
 
 @pytest.mark.browser
 def test_the_runs_report_opens_in_a_real_browser(dag_run: dict) -> None:
-    from tests.browser import check_report_in_browser
+    from tests.browser import check_report_in_browser, every_chart_drawn
 
     shown = check_report_in_browser(dag_run["run_dir"] / "report" / "index.html", "nightly-dag-run")
     assert shown["errors"] == [], shown["errors"]
-    assert len(shown["charts"]) >= 4 and all(c["w"] > 0 and c["h"] > 0 and c["marks"] > 0 for c in shown["charts"])
+    assert len(shown["charts"]) >= 4 and every_chart_drawn(shown), shown["charts"]
     planned = len(read_reassignment(dag_run["run_dir"] / "plan" / "plan.json"))
     assert shown["rows"] == planned and 0 < shown["filtered_rows"] <= planned

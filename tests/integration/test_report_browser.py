@@ -12,7 +12,7 @@ import pytest
 from kafka_rebalancer.errors import ValidationFailed
 from kafka_rebalancer.quality.suite import validate_plan
 from kafka_rebalancer.report.run_report import write_report
-from tests.browser import SCREENSHOTS, check_report_in_browser
+from tests.browser import SCREENSHOTS, check_report_in_browser, every_chart_drawn
 from tests.unit.test_run_report import SMALL, make_cluster, replica_moves, write_large_run, write_plan
 
 pytestmark = pytest.mark.browser
@@ -31,7 +31,7 @@ def test_a_failed_validation_report_renders_in_chromium(tmp_path: Path) -> None:
     assert "FAILED" in report.read_text()
     shown = check_report_in_browser(report, "failed-validation-run")
     assert shown["errors"] == [], shown["errors"]
-    assert shown["charts"] and all(c["w"] > 0 and c["h"] > 0 and c["marks"] > 0 for c in shown["charts"])
+    assert every_chart_drawn(shown), shown["charts"]
     assert shown["rows"] > 0 and 0 < shown["filtered_rows"] <= shown["rows"]
     assert shown["screenshot"].stat().st_size > 10_000
 
@@ -40,7 +40,7 @@ def test_the_report_of_100000_moves_over_1000_brokers_renders_in_chromium(tmp_pa
     run, _ = write_large_run(tmp_path)
     shown = check_report_in_browser(write_report(run), "large-run")
     assert shown["errors"] == [], shown["errors"]
-    assert shown["charts"] and all(c["w"] > 0 and c["h"] > 0 and c["marks"] > 0 for c in shown["charts"])
+    assert every_chart_drawn(shown), shown["charts"]
     assert shown["rows"] == 2_000 and 0 < shown["filtered_rows"] < shown["rows"]
     # How long it took to open is a figure for BENCHMARKS.md, not a pass/fail condition of the test.
     timing = SCREENSHOTS / "large-run-load.json"

@@ -216,7 +216,7 @@ def test_a_plan_that_moves_nothing_says_so(tmp_path: Path) -> None:
     page = report_of(run)
     assert 'data-moves="0"' in section(page, "moves") and "The plan moves nothing." in section(page, "moves")
     assert 'id="moves"' not in page
-    assert section(page, "usage").count('class="plotly-graph-div"') == len(config.pools) * len(config.resources)
+    assert section(page, "usage").count('class="chart"') == len(config.pools) * len(config.resources)
 
 
 def test_a_plan_that_failed_validation_shows_the_failed_expectation_and_its_rows(tmp_path: Path) -> None:
@@ -321,12 +321,12 @@ def test_an_executed_run_shows_the_timeline_result_and_verification(tmp_path: Pa
     assert moves_part.count("<tr>") == len(plan["partitions"]) + 1  # and the header row
     assert 'id="moves-filter"' in moves_part and 'class="sortable"' in moves_part
     assert "truncated" not in moves_part
-    assert moves_part.count('class="plotly-graph-div"') == len(config.pools)  # a Sankey per pool
-    assert section(page, "usage").count('class="plotly-graph-div"') == len(config.pools) * len(config.resources)
+    assert moves_part.count('class="chart"') == len(config.pools)  # a Sankey per pool
+    assert section(page, "usage").count('class="chart"') == len(config.pools) * len(config.resources)
     assert "moved / LB" in section(page, "bounds")
     skipped_part = section(page, "skipped")
     assert "under-replicated" in skipped_part and "kafka-topics --alter --partitions" in skipped_part
-    assert section(page, "execution").count('class="plotly-graph-div"') == len(config.pools)
+    assert section(page, "execution").count('class="chart"') == len(config.pools)
     verification = section(page, "verification")
     assert f"All {len(plan['partitions'])} planned partitions are at their planned replicas" in verification
     assert "verify/report.txt" in verification

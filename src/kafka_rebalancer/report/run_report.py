@@ -32,6 +32,7 @@ from kafka_rebalancer.operations.approval import read_decision
 from kafka_rebalancer.operations.request import REQUEST_FILE
 from kafka_rebalancer.plan.artifacts import read_reassignment
 from kafka_rebalancer.report.charts import (
+    CHARTS_JS,
     BrokerUsage,
     Flow,
     LogMarker,
@@ -618,7 +619,8 @@ def render(data: RunReportData) -> str:
         "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">', f"<title>{title}</title>",
         f"<style>{_CSS}</style>", f"<script>{plotly.offline.get_plotlyjs()}</script>", "</head>", "<body>",
-        f"<nav>{nav}</nav>", *sections, f"<script>{_TABLE_JS}</script>", "</body>", "</html>", ""])
+        f"<nav>{nav}</nav>", *sections, f"<script>{_TABLE_JS}</script>", f"<script>{CHARTS_JS}</script>", "</body>",
+        "</html>", ""])
 
 
 def _render_header(data: RunReportData) -> str:
