@@ -39,12 +39,17 @@ HOT_ADVICE = ("its load alone exceeds the band's width on every broker, so movin
               "keys to different partitions (seed 003), so order per key restarts from there")
 
 
-def _counts(moves: pd.DataFrame, changes: pd.DataFrame) -> dict[str, int]:
-    """Replica moves and bytes as the partitions change (a replica moved twice in planning is copied once);
-    leadership transfers and forced moves as the planner decided them."""
-    added = [len(set(new) - set(old)) for old, new in zip(changes["old_replicas"], changes["new_replicas"],
-                                                          strict=True)]
-    return {"replica_moves": int(sum(added)), "leadership_moves": int((moves["action"] == "leadership").sum()),
+def plan_counts(moves: pd.DataFrame, changes: pd.DataFrame) -> dict[str, int]:
+    """What the plan changes, counted from the partitions' old and new replica lists (what plan.json holds, not
+    the planner's steps: a replica moved twice in planning is copied once, a leadership handed back and forth is
+    no change): replica moves and their bytes, partitions whose preferred leader changes, and those where only
+    the order changes (no data moves). Forced moves as the planner decided them."""
+    pairs = list(zip(changes["old_replicas"], changes["new_replicas"], strict=True))
+    added = [len(set(new) - set(old)) for old, new in pairs]
+    return {"replica_moves": int(sum(added)),
+            "leadership_moves": sum(1 for old, new in pairs if list(old)[:1] != list(new)[:1]),
+            "leadership_only_changes": sum(1 for (old, new), a in zip(pairs, added, strict=True)
+                                           if a == 0 and list(old) != list(new)),
             "forced_moves": int(((moves["action"] == "replica") & moves["forced"]).sum()),
             "moved_bytes": int(sum(a * int(size) for a, size in zip(added, changes["size_bytes"], strict=True)))}
 
@@ -99,7 +104,7 @@ def build_summary(*, config: RebalancerConfig, manifest: dict[str, Any], plan_ha
                     "inside_after": bool(row.inside_after)}
             usage_rows.append(entry)
         pool_notes = notes[notes["broker_pool"] == pool]
-        counts = _counts(pool_moves, pool_changes)
+        counts = plan_counts(pool_moves, pool_changes)
         bound = lower_bound_bytes.get(pool, 0.0)
         pools[pool] = {
             "partitions_changed": len(pool_changes), **counts, "lower_bound_bytes": _num(bound),
@@ -109,7 +114,7 @@ def build_summary(*, config: RebalancerConfig, manifest: dict[str, Any], plan_ha
                       zip(pool_notes["resource"], pool_notes["broker_id"], pool_notes["note"], strict=True)],
         }
     reasons = skipped["reason"].str.split(":").str[0].value_counts().sort_index()
-    totals = _counts(moves, changes)
+    totals = plan_counts(moves, changes)
     bound = float(sum(lower_bound_bytes.values()))
     return {
         "plan_hash": plan_hash,
