@@ -45,10 +45,11 @@ def assert_untouched_by_execution(bootstrap: str, topics: list[str]) -> None:
 
 
 def demo_config(tmp_path: Path, **overrides: Any) -> Path:
-    """The demo config, with run folders under tmp_path."""
+    """The demo config, with run folders under tmp_path; its metrics source is none unless `metrics` is given (the
+    demo's Prometheus is not there: a test that wants one passes the `prometheus` fixture's URL)."""
     body = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
     body["capacity"]["cruise_control_file"] = str(REPO / "config" / "demo-capacity.json")
-    body.update({"run_root": str(tmp_path / "runs"), **overrides})
+    body.update({"run_root": str(tmp_path / "runs"), "metrics": {"source": "none"}, **overrides})
     return write_config(tmp_path / "config.yaml", body)
 
 
