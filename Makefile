@@ -61,7 +61,8 @@ bench: $(STAMP) jvm-archive ## plan synthetic clusters at three scales; writes b
 cluster-up: $(STAMP) kafka-jars ## start the local demo cluster and leave it running
 	$(PY) -m tools.local_kafka start --name demo
 
-airflow-up: $(STAMP) $(PACKAGE_ZIP) ## a local Airflow (UI and REST API on :8080) for the demo cluster's DAGs
+airflow-up: $(STAMP) $(PACKAGE_ZIP) ## a local Airflow (UI and REST API on :8080) for the demo cluster and its Prometheus (KEEP_CLUSTER=1 make demo)
+	KAFKA_REBALANCER_PROMETHEUS_URL="$$($(PY) -m tools.prometheus url --name demo)" \
 	$(PY) -m tools.airflow_services start --config config/demo.yaml --bootstrap "$$($(PY) -m tools.local_kafka bootstrap --name demo)"
 
 airflow-down: $(STAMP) ## stop the local Airflow

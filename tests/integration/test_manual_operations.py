@@ -46,6 +46,7 @@ def env(kafka_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     # Equal brokers (the demo's broker 6 has twice the disk): a pool gaining a broker can then reach both bands.
     body["cluster"]["bootstrap_servers"] = bootstrap
     body.update({"run_root": str(root / "runs"), "budgets": {"max_replica_moves": 500},
+                 "metrics": {"source": "none"},  # the demo's Prometheus is not part of these tests
                  "capacity": {"default": {"disk_bytes": "256MiB"}},
                  "topic_pools": [{"topics": "mo-pay*", "pool": "pool-a"}, {"topics": "mo-orders*", "pool": "pool-a"},
                                  {"topics": "mo-clicks*", "pool": "pool-b"}]})
