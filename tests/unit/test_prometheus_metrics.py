@@ -178,11 +178,20 @@ def test_snapshot_cpu_columns_add_up_to_the_measurement(config_factory: Callable
 
 # -- the completeness gate ---------------------------------------------------------------------------------------
 
-def test_a_broker_without_cpu_samples_enough_fails_the_snapshot() -> None:
+def test_a_broker_missing_from_the_whole_window_fails_the_snapshot() -> None:
     with pytest.raises(SnapshotError) as err:
         measure(results("cpu_gaps"), FACTS, SETTINGS, BALANCED, NOW)
-    assert "for 2 live broker(s): 2 (no series), 3 (60% of the window's samples)" in str(err.value)
+    assert "no CPU usage over the whole window for 1 live broker(s): 2;" in str(err.value)  # 3 is only partial
     assert isinstance(err.value, SnapshotError) and not isinstance(err.value, UnreachableError)  # exit 2
+
+
+def test_a_broker_with_part_of_its_cpu_leaves_cpu_unbalanced_in_its_pool_and_is_named() -> None:
+    full, gappy = np.arange(5.0) * 900, np.arange(2.0) * 900  # an exporter that stopped after two samples
+    cpu = [Series((b,), full, np.ones(5)) for b in (1, 2)] + [Series((3,), gappy, np.ones(2))]
+    measured = measure({**results(), "cpu": cpu}, FACTS, SETTINGS, BALANCED, NOW)
+    assert measured.broker_cpu_cores == {1: 1.0, 2: 1.0}  # no guess for broker 3
+    assert measured.unbalanced_resources["a"]["cpu"].endswith("the least CPU of broker 3 (40%)")
+    assert measured.completeness["brokers"]["below"] == [{"broker_id": 3, "metric": "cpu", "fraction": 0.4}]
 
 
 def test_cpu_is_not_asked_when_not_balanced() -> None:

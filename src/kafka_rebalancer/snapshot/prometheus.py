@@ -8,7 +8,8 @@ everything after it is pure, on the answers:
 - completeness = samples present / samples the window has; CPU per broker, bytes per topic (any broker reporting
   the topic counts: a leadership move ends one broker's series and starts another's) and offsets per partition
   below `min_completeness` are listed, and the resources they feed are left unbalanced in the topic's or the
-  broker's pool; a broker without CPU samples enough fails the snapshot (its load would be a guess);
+  broker's pool (a broker whose CPU is only partly there leaves `cpu` unbalanced in its pool); a live broker
+  with no CPU series at all, missing from the whole window, fails the snapshot (its load would be a guess);
 - Kafka counts a topic's produced bytes in and consumed bytes out on the broker leading the partition: a
   (broker, topic) rate is shared among the topic's partitions that broker leads, by their offset growth over the
   window (the messages each received) when every one of them has it, else by their size, else evenly. The
@@ -253,7 +254,8 @@ class _Gaps:
 def broker_cpu(series: list[Series], facts: ClusterFacts, statistic: str, bar: float,
                expected: int) -> tuple[dict[int, float], dict[int, float]]:
     """Cores per broker (its series' statistics summed: the default query gives one series per broker) and the
-    brokers with some series below the bar. A live broker with no series, or none complete enough, fails."""
+    brokers with some series below the bar (a broker with none complete gets no cores: its pool's CPU is left
+    unbalanced). A live broker with no series at all, missing from the whole window, fails."""
     complete: dict[int, float] = defaultdict(float)
     below: dict[int, float] = {}
     for s in series:
@@ -262,13 +264,11 @@ def broker_cpu(series: list[Series], facts: ClusterFacts, statistic: str, bar: f
             complete[broker] += reduce_values(s.values, statistic)
         elif len(s.values):
             below[broker] = min(below.get(broker, 1.0), fraction)
-    missing = sorted(b for b in facts.live_brokers if b not in complete)
+    missing = sorted(b for b in facts.live_brokers if b not in complete and b not in below)
     if missing:
-        detail = ", ".join(f"{b} ({below[b]:.0%} of the window's samples)" if b in below else f"{b} (no series)"
-                           for b in missing[:20])
-        raise SnapshotError(f"Prometheus has no CPU usage complete enough (metrics.prometheus.min_completeness "
-                            f"{bar:g}) for {len(missing)} live broker(s): {detail}; expected every broker scraped "
-                            f"with its broker label, or the cpu resource not balanced")
+        raise SnapshotError(f"Prometheus has no CPU usage over the whole window for {len(missing)} live broker(s): "
+                            f"{', '.join(map(str, missing[:20]))}; expected every broker scraped with its broker "
+                            f"label, or the cpu resource not balanced")
     return dict(complete), {b: f for b, f in below.items() if b in facts.live_brokers}
 
 
