@@ -17,6 +17,39 @@ def write_config(path: Path, body: dict[str, Any]) -> Path:
     return path
 
 
+def fake_admin(brokers: list[Any], partitions: list[Any], sizes: dict[tuple[str, int], int]) -> type:
+    """A stand-in for ClusterAdmin with the admin calls `capture` makes (monkeypatch it over
+    kafka_rebalancer.snapshot.ClusterAdmin): this cluster, each replica as large as its partition."""
+
+    class FakeAdmin:
+        def __init__(self, connection: Any) -> None:
+            self.connection = connection
+
+        def __enter__(self) -> FakeAdmin:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def check_reachable(self) -> None:
+            return None
+
+        def describe_cluster(self) -> tuple[str, list[Any]]:
+            return "cid", brokers
+
+        def describe_partitions(self) -> list[Any]:
+            return partitions
+
+        def describe_log_dirs(self, broker_ids: list[int]) -> dict[int, dict[str, Any]]:
+            out: dict[int, dict[str, Any]] = {b: {"replicas": {}} for b in broker_ids}
+            for p in partitions:
+                for b in p.replicas:
+                    out[b]["replicas"][(p.topic, p.partition)] = sizes[(p.topic, p.partition)]
+            return out
+
+    return FakeAdmin
+
+
 def write_validated_plan(run: Any, config: Any, snapshot_hash: str, moves: list[tuple[str, int, list, list]],
                          validated: bool = True) -> str:
     """Plan artifacts for hand-picked moves (topic, partition, old, new) and a validation verdict on them, as the

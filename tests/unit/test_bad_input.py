@@ -30,7 +30,7 @@ from kafka_rebalancer.snapshot.build import SnapshotTables, build_snapshot_table
 from kafka_rebalancer.snapshot.capacity import read_cruise_control_capacity
 from kafka_rebalancer.snapshot.checks import check_snapshot_tables
 from kafka_rebalancer.snapshot.metrics import read_traffic_file
-from tests.helpers import write_config
+from tests.helpers import fake_admin, write_config
 
 CONFIG = {"cluster": {"name": "c1"}, "pools": {"a": {"brokers": [1, 2, 3]}},
           "topic_pools": [{"topics": "t*", "pool": "a"}], "capacity": {"default": {"disk_bytes": 1000}}}
@@ -328,29 +328,7 @@ def test_yaml_merge_keys_may_still_be_overridden(tmp_path: Path) -> None:
     assert config.resources["replica_count"].threshold == 1.3 and config.resources["replica_count"].margin == 0.8
 
 
-class FakeAdmin:
-    """The admin calls `capture` makes, answered from the module's reported cluster."""
-
-    def __init__(self, connection: KafkaConnection) -> None:
-        self.connection = connection
-
-    def __enter__(self) -> FakeAdmin:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def check_reachable(self) -> None:
-        return None
-
-    def describe_cluster(self) -> tuple[str, list[BrokerInfo]]:
-        return "cid", CLUSTER
-
-    def describe_partitions(self) -> list[PartitionInfo]:
-        return PARTITIONS_REPORTED
-
-    def describe_log_dirs(self, broker_ids: list[int]) -> dict[int, dict[str, Any]]:
-        return log_dirs()
+FakeAdmin = fake_admin(CLUSTER, PARTITIONS_REPORTED, SIZES)
 
 
 def test_topic_rule_matching_no_topic_is_a_warning(config_factory: Callable[..., Any], tmp_path: Path,

@@ -45,7 +45,7 @@ from kafka_rebalancer.snapshot.prometheus import (
     reduce_values,
 )
 from kafka_rebalancer.snapshot.prometheus_http import PrometheusHttp, QueryWindow, prometheus_http
-from tests.helpers import FIXTURES
+from tests.helpers import FIXTURES, fake_admin
 
 RECORDED = FIXTURES / "prometheus"
 # The recorded answers' window: 1h at 15m steps ending at 1700002800 (5 samples per series).
@@ -319,33 +319,7 @@ def test_prometheus_source_needs_its_settings_and_secrets_stay_out(config_factor
 
 # -- the HTTP client --------------------------------------------------------------------------------------------
 
-class FakeAdmin:
-    """The admin calls `capture` makes, answered from this module's cluster."""
-
-    def __init__(self, connection: KafkaConnection) -> None:
-        self.connection = connection
-
-    def __enter__(self) -> FakeAdmin:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def check_reachable(self) -> None:
-        return None
-
-    def describe_cluster(self) -> tuple[str, list[BrokerInfo]]:
-        return "cid", CLUSTER
-
-    def describe_partitions(self) -> list[PartitionInfo]:
-        return PARTITIONS
-
-    def describe_log_dirs(self, broker_ids: list[int]) -> dict[int, dict[str, Any]]:
-        out: dict[int, dict[str, Any]] = {b: {"replicas": {}} for b in broker_ids}
-        for p in PARTITIONS:
-            for b in p.replicas:
-                out[b]["replicas"][(p.topic, p.partition)] = SIZES[(p.topic, p.partition)]
-        return out
+FakeAdmin = fake_admin(CLUSTER, PARTITIONS, SIZES)
 
 
 ANSWERS = {"process_cpu": "cpu", "bytesin": "bytes_in", "bytesout": "bytes_out", "logendoffset": "log_end_offset"}
