@@ -29,6 +29,7 @@ SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 DEFAULT_HOME = REPO / ".cache" / "airflow-services"
 USER = "approver"  # the one Airflow user (admin role); its password is in <home>/passwords.json
 FINISHED = {"success", "failed"}
+ANSWER_AFTER_S = 10.0  # see wait_for_input
 
 
 def free_port() -> int:
@@ -188,7 +189,10 @@ class AirflowServices:
                 for ti in instances}
 
     def wait_for_input(self, dag_id: str, run_id: str, timeout_s: float = 600) -> dict[str, Any]:
-        """Until a task of the run waits for a person; returns its human-in-the-loop details."""
+        """Until a task of the run waits for a person, and has for ANSWER_AFTER_S; returns its human-in-the-loop
+        details. An answer within a second of the pause races Airflow's scheduler: it can still be processing the
+        paused worker's exit, see the task queued again by the answer, and mark it failed ("task state changed
+        externally"); CI saw that end a run. A person never answers that fast; a script waits like this."""
         def waiting() -> dict[str, Any] | None:
             details = self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/hitlDetails")["hitl_details"]
             found = next((d for d in details if d.get("response_received") is False), None)
@@ -198,7 +202,9 @@ class AirflowServices:
                                    f"{self.task_states(dag_id, run_id)}")
             return found
 
-        return self._wait(waiting, dag_id, run_id, timeout_s, "a task waiting for input")
+        found = self._wait(waiting, dag_id, run_id, timeout_s, "a task waiting for input")
+        time.sleep(ANSWER_AFTER_S)
+        return found
 
     def respond(self, dag_id: str, run_id: str, task_id: str, chosen_options: list[str]) -> dict[str, Any]:
         return self.request("PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/-1/hitlDetails",
