@@ -1,0 +1,164 @@
+"""The bench's exact optimum (bench/optimum_milp.py) on instances small enough to solve by hand: each test states
+the optimum and why, so a MILP that drops or weakens a constraint, or miscounts the bytes, fails."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from bench.baselines import evaluate
+from bench.optimum_milp import solve_optimum
+from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.model.schemas import BANDS, BROKERS, PARTITIONS, REPLICAS
+from kafka_rebalancer.snapshot.build import SnapshotTables
+
+Part = tuple[str, int, list[int], int]  # topic, partition, replicas, size
+
+
+def cluster(brokers: list[tuple[int, str | None]], parts: list[Part], *, capacity: int = 100,
+            dead: tuple[int, ...] = (), out_of_isr: dict[tuple[str, int], list[int]] | None = None,
+            pools: dict[str, list[int]] | None = None) -> tuple[SnapshotTables, RebalancerConfig]:
+    """A snapshot of (broker, rack) and RF-any partitions; topic 't<pool>...' belongs to its pool (default: one
+    pool 'p' of every broker, topics matched by '*')."""
+    pools = pools or {"p": [b for b, _ in brokers]}
+    pool_of = {b: name for name, ids in pools.items() for b in ids}
+    out_of_isr = out_of_isr or {}
+    b = pd.DataFrame({
+        "broker_id": [i for i, _ in brokers], "rack": [r for _, r in brokers],
+        "broker_pool": [pool_of[i] for i, _ in brokers], "alive": [i not in dead for i, _ in brokers],
+        "excluded": False, "host": "h", "port": 9092, "disk_capacity_bytes": capacity, "disk_used_bytes": 0,
+        "log_dir_total_bytes": None, "log_dir_usable_bytes": None, "nw_in_capacity_bytes_per_s": 0.0,
+        "nw_out_capacity_bytes_per_s": 0.0, "cpu_capacity_cores": 0.0})
+    topic_pool = (lambda t: t.split(".")[0]) if len(pools) > 1 else (lambda t: "p")
+    rows, prows = [], []
+    for topic, p, replicas, size in parts:
+        isr = [x for x in replicas if x not in dead and x not in out_of_isr.get((topic, p), [])]
+        for pos, x in enumerate(replicas):
+            rows.append({"topic": topic, "partition": p, "broker_id": x, "position": pos, "is_leader": x == isr[0],
+                         "in_isr": x in isr, "size_bytes": size, "nw_in_bytes_per_s": 0.0,
+                         "nw_out_bytes_per_s": 0.0, "cpu_cores": 0.0})
+        prows.append({"topic": topic, "partition": p, "replication_factor": len(replicas), "replicas": replicas,
+                      "isr": isr, "leader": isr[0], "topic_pool": topic_pool(topic), "excluded": False,
+                      "size_bytes": size, "bytes_in_per_s": 0.0, "bytes_out_per_s": 0.0, "cpu_leader_cores": 0.0,
+                      "cpu_follower_cores": 0.0})
+    snapshot = SnapshotTables(b[BROKERS.names], pd.DataFrame(rows)[REPLICAS.names],
+                              pd.DataFrame(prows)[PARTITIONS.names])
+    config = RebalancerConfig(
+        cluster={"name": "t"}, pools={name: {"brokers": ids} for name, ids in pools.items()},
+        topic_pools=[{"topics": f"{name}.*" if len(pools) > 1 else "*", "pool": name} for name in pools],
+        resources={"disk": {}, "replica_count": {}}, exclude={"topics": []})
+    return snapshot, config
+
+
+def bands(pools: dict[str, dict[str, tuple[float, float] | None]]) -> pd.DataFrame:
+    """Hand-made bands: per pool and resource (lower, upper), or None for a resource not balanced."""
+    rows = []
+    for pool, by_resource in pools.items():
+        for resource, edges in by_resource.items():
+            lower, upper = edges or (0.0, 0.0)
+            rows.append((pool, resource, 0, 0.0, 1.1, lower, upper, lower, upper, None, edges is not None, None))
+    return pd.DataFrame(rows, columns=BANDS.names)
+
+
+def check(snapshot: SnapshotTables, config: RebalancerConfig, band_table: pd.DataFrame, expected: int,
+          **kwargs: Any) -> Any:
+    """Solve; the optimum must be `expected`, proven, and its plan recounted by the bench's own evaluation must
+    copy exactly that and land every broker in band."""
+    result = solve_optimum(snapshot, config, band_table, time_limit=30, **kwargs)
+    assert result.proven, result.status
+    assert result.bytes == expected
+    assert result.bound_bytes is not None and abs(result.bound_bytes - expected) < 1e-3
+    recount = evaluate(snapshot, config, band_table, result.plan)
+    assert recount["moved_bytes"] == expected
+    assert recount["out_of_band_after"] == 0
+    return result
+
+
+DISK_BAND = {"p": {"disk": (0.25, 0.35), "replica_count": None}}  # load 25..35 of capacity 100
+
+
+def test_one_over_full_broker_sheds_its_smallest_partition_that_fits() -> None:
+    # Broker 1 holds 40 (over by 5): shedding 8 lands it at 32 and broker 4 at 35 (2 and 3 would reach 38);
+    # 12 would put broker 4 at 39. So the optimum is the 8.
+    snapshot, config = cluster([(1, "a"), (2, "b"), (3, "c"), (4, "d")], [
+        ("t", 0, [1], 20), ("t", 1, [1], 12), ("t", 2, [1], 8), ("t", 3, [2], 30), ("t", 4, [3], 30),
+        ("t", 5, [4], 27)])
+    result = check(snapshot, config, bands(DISK_BAND), 8)
+    assert [(r.topic, r.partition, r.replicas) for r in result.plan] == [("t", 2, [4])]
+
+
+def test_nothing_moves_when_every_broker_is_inside() -> None:
+    snapshot, config = cluster([(1, "a"), (2, "b")], [("t", 0, [1], 30), ("t", 1, [2], 30)])
+    assert check(snapshot, config, bands(DISK_BAND), 0).plan == []
+
+
+RACK_PARTS: list[Part] = [
+    ("t", 0, [1, 4], 5),  # P: racks a, c
+    ("t", 1, [1, 2], 7),  # Q: racks a, b
+    ("f", 0, [1], 26), ("f", 1, [2], 26), ("f", 2, [3], 25), ("f", 3, [4], 28)]  # loads 38, 33, 25, 33
+
+
+def test_rack_diversity_forbids_the_cheapest_move() -> None:
+    # Broker 1 (38) must shed 3..13; only broker 3 (25) has room for 5 or 7. P (5) on broker 3 would sit on rack c
+    # twice (with broker 4), so the optimum moves Q (7); moving P as well off broker 4 would cost 10.
+    snapshot, config = cluster([(1, "a"), (2, "b"), (3, "c"), (4, "c")], RACK_PARTS)
+    result = check(snapshot, config, bands(DISK_BAND), 7)
+    assert [(r.topic, r.partition, r.replicas) for r in result.plan] == [("t", 1, [3, 2])]
+
+
+def test_without_rack_information_the_cheapest_move_is_allowed() -> None:
+    # The same cluster with no racks (each broker a rack of its own): P (5) goes to broker 3.
+    snapshot, config = cluster([(1, None), (2, None), (3, None), (4, None)], RACK_PARTS)
+    result = check(snapshot, config, bands(DISK_BAND), 5)
+    assert [(r.topic, r.partition, r.replicas) for r in result.plan] == [("t", 0, [3, 4])]
+
+
+WIDE = {"p": {"disk": (0.0, 1.0), "replica_count": None}}
+
+
+def test_replicas_on_a_dead_broker_must_move() -> None:
+    # Broker 4 is dead: its replicas of t-0 (6) and t-1 (9) are copied elsewhere, and nothing else moves.
+    snapshot, config = cluster([(1, "a"), (2, "b"), (3, "c"), (4, "d")], [
+        ("t", 0, [1, 4], 6), ("t", 1, [4, 2], 9), ("t", 2, [1, 2], 50)], dead=(4,))
+    result = check(snapshot, config, bands(WIDE), 15)
+    assert all(4 not in r.replicas for r in result.plan)
+    assert {(r.topic, r.partition) for r in result.plan} == {("t", 0), ("t", 1)}
+
+
+def test_replicas_outside_their_pool_come_home() -> None:
+    # x.0's replica on broker 3 (pool y) must move to pool x's other broker: 11 bytes.
+    snapshot, config = cluster([(1, None), (2, None), (3, None), (4, None)], [
+        ("x.t", 0, [1, 3], 11), ("x.t", 1, [1, 2], 40), ("y.t", 0, [3, 4], 40)],
+        pools={"x": [1, 2], "y": [3, 4]})
+    wide = bands({"x": {"disk": (0.0, 1.0), "replica_count": None}, "y": {"disk": (0.0, 1.0), "replica_count": None}})
+    result = check(snapshot, config, wide, 11)
+    assert [(r.topic, r.partition, r.replicas) for r in result.plan] == [("x.t", 0, [1, 2])]
+
+
+def test_an_under_replicated_partition_stays_put() -> None:
+    # The cheapest fix (t-2, 8) has a live replica out of the ISR: the planner may not move it, nor may the MILP.
+    # Next cheapest: 12 from broker 1 (40 -> 28) to broker 4 (20 -> 32).
+    snapshot, config = cluster([(1, "a"), (2, "b"), (3, "c"), (4, "d")], [
+        ("t", 0, [1], 20), ("t", 1, [1], 12), ("t", 2, [1, 2], 8), ("t", 3, [2], 22), ("t", 4, [3], 30),
+        ("t", 5, [4], 20)], out_of_isr={("t", 2): [2]})
+    result = check(snapshot, config, bands(DISK_BAND), 12)
+    assert [(r.topic, r.partition, r.replicas) for r in result.plan] == [("t", 1, [4])]
+
+
+def test_replica_count_band_moves_the_smallest_replica() -> None:
+    # Counts 4, 2, 3 with the band [3, 3]: one replica from broker 1 to broker 2, the smallest (3 bytes).
+    snapshot, config = cluster([(1, None), (2, None), (3, None)], [
+        ("t", 0, [1], 9), ("t", 1, [1], 3), ("t", 2, [1], 5), ("t", 3, [1], 4), ("t", 4, [2], 1), ("t", 5, [2], 1),
+        ("t", 6, [3], 1), ("t", 7, [3], 1), ("t", 8, [3], 1)])
+    result = check(snapshot, config, bands({"p": {"disk": None, "replica_count": (3, 3)}}), 3)
+    assert [(r.topic, r.partition, r.replicas) for r in result.plan] == [("t", 1, [2])]
+
+
+def test_an_unreachable_band_is_reported_infeasible() -> None:
+    # Two partitions of 30 on two brokers cannot both be within 25..28.
+    snapshot, config = cluster([(1, None), (2, None)], [("t", 0, [1], 30), ("t", 1, [1], 30)])
+    result = solve_optimum(snapshot, config, bands({"p": {"disk": (0.25, 0.28), "replica_count": None}}),
+                           time_limit=30)
+    assert result.bytes is None and not result.proven
+    assert "nfeasible" in result.status
