@@ -6,29 +6,18 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import pandas as pd
-
 from kafka_rebalancer.balance.status import band_status, bands_frame, broker_load_frame, out_of_band
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.kafka_admin import KafkaConnection
 from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD
 from kafka_rebalancer.plan.artifacts import read_reassignment
+from kafka_rebalancer.quality.recheck import unbalanced_as_planned
 from kafka_rebalancer.report.tables import band_table
 from kafka_rebalancer.run_folder import PLAN, VERIFY, RunFolder, read_json, read_table, write_json
 from kafka_rebalancer.snapshot import capture, read_snapshot, write_snapshot
 
 log = logging.getLogger(__name__)
 AFTER_SNAPSHOT = "after_snapshot"
-
-
-def unbalanced_as_planned(after_bands: pd.DataFrame, plan_bands: pd.DataFrame) -> pd.DataFrame:
-    """What the plan left unbalanced (another pool than a manual action's, metrics too incomplete to balance on)
-    is not judged after it either."""
-    left = set(zip(plan_bands.loc[~plan_bands["balanced"].astype(bool), "broker_pool"],
-                   plan_bands.loc[~plan_bands["balanced"].astype(bool), "resource"], strict=True))
-    keys = pd.Series(list(zip(after_bands["broker_pool"], after_bands["resource"], strict=True)),
-                     index=after_bands.index)
-    return after_bands.assign(balanced=after_bands["balanced"].astype(bool) & ~keys.isin(left))
 
 
 def verify_run(config: RebalancerConfig, connection: KafkaConnection, run: RunFolder) -> dict[str, Any]:
@@ -38,7 +27,9 @@ def verify_run(config: RebalancerConfig, connection: KafkaConnection, run: RunFo
     after_tables, _ = read_snapshot(run, AFTER_SNAPSHOT)
 
     plan_bands = read_table(plan_dir, BANDS)
-    before = band_status(read_table(plan_dir, BROKER_LOAD), plan_bands)
+    # Each placement against its own band, as the plan's re-check judges the one before (quality.recheck).
+    before_load = read_table(plan_dir, BROKER_LOAD)
+    before = band_status(before_load, unbalanced_as_planned(bands_frame(before_load, config), plan_bands))
     after_load = broker_load_frame(after_tables.brokers, after_tables.replicas, config.resource_list())
     after = band_status(after_load, unbalanced_as_planned(bands_frame(after_load, config), plan_bands))
 

@@ -73,6 +73,9 @@ def test_plan_brings_every_broker_inside_its_bands(baseline: tuple) -> None:
     _, _, summary = baseline
     assert summary["totals"]["out_of_band_before"] > 0
     assert summary["totals"]["out_of_band_after"] == 0
+    # The figures are the re-check's of plan.json; the planner's own bookkeeping predicted the same after-state.
+    assert summary["planner_claim"]["out_of_band_after"] == 0
+    assert summary["planner_claim"]["disagreements_with_recheck"] == 0
     for pool in summary["pools"].values():
         for resource in pool["resources"].values():
             assert resource["out_of_band_after"] == []
@@ -251,3 +254,7 @@ def test_dead_broker_receives_nothing_and_budgets_hold(spark: Any, config_factor
     removed = [b for e in plan for b in set(parts.loc[(e.topic, e.partition), "replicas"]) - set(e.replicas)]
     per_broker = pd.Series(added + removed).value_counts()
     assert per_broker.max() <= 6
+    totals = summary["totals"]
+    assert totals["forced_bytes_by_reason"]["dead_broker"] == totals["forced_bytes"] > 0
+    assert totals["forced_bytes"] + totals["balance_bytes"] == totals["moved_bytes"]
+    assert summary["planner_claim"]["disagreements_with_recheck"] == 0

@@ -21,9 +21,10 @@ from kafka_rebalancer.kafka_admin import PartitionInfo
 from kafka_rebalancer.model import schemas
 from kafka_rebalancer.operations.approval import write_decision
 from kafka_rebalancer.operations.request import make_request, write_request
-from kafka_rebalancer.plan.artifacts import dumps, plan_hash, reassignment_document
-from kafka_rebalancer.plan.changes import load_after, moved_amounts, partition_changes
-from kafka_rebalancer.plan.summary import build_summary
+from kafka_rebalancer.plan.artifacts import dumps, parse_reassignment, plan_hash, reassignment_document
+from kafka_rebalancer.plan.changes import load_after, partition_changes
+from kafka_rebalancer.plan.summary import build_summary, planner_claim
+from kafka_rebalancer.quality.recheck import claim_rows, recheck_plan
 from kafka_rebalancer.quality.suite import validate_plan
 from kafka_rebalancer.report.run_report import MOVES_SHOWN, collect, render, write_report
 from kafka_rebalancer.run_folder import PLAN, VALIDATION, VERIFY, RunFolder, read_json, write_json, write_table
@@ -99,12 +100,13 @@ def write_plan(run: RunFolder, config: RebalancerConfig, tables: SnapshotTables,
     skipped = empty(schemas.SKIPPED) if skipped is None else skipped
     hot = empty(schemas.HOT_PARTITIONS) if hot is None else hot
     moved_bytes = changes.groupby("broker_pool")["size_bytes"].sum()
+    recheck = recheck_plan(config, tables, parse_reassignment(text, "plan.json"), bands)
+    claim = planner_claim(after, bands, {str(p): 0.8 * float(b) for p, b in moved_bytes.items()},
+                          claim_rows(after, recheck, bands))
     summary = build_summary(
-        config=config, manifest={"content_hash": snapshot_hash}, plan_hash=digest, bands=bands, load_before=load,
-        load_after=after, moved=moved_amounts(moves, touched, resources), moves=moves, changes=changes,
-        skipped=skipped, notes=empty(schemas.PLANNER_NOTES), hot=hot, infeasible=empty(schemas.INFEASIBLE),
-        statuses={"move": len(changes)}, moves_dropped_by_budget=0,
-        lower_bound_bytes={str(p): 0.8 * float(b) for p, b in moved_bytes.items()})
+        config=config, manifest={"content_hash": snapshot_hash}, plan_hash=digest, bands=bands, recheck=recheck,
+        claim=claim, skipped=skipped, notes=empty(schemas.PLANNER_NOTES), hot=hot,
+        infeasible=empty(schemas.INFEASIBLE), statuses={"move": len(changes)}, moves_dropped_by_budget=0)
     with run.stage(PLAN) as out:
         for schema, frame in ((schemas.BROKER_LOAD, load), (schemas.BROKER_LOAD_AFTER, after),
                               (schemas.BANDS, bands), (schemas.MOVES, moves), (schemas.PARTITION_CHANGES, changes),

@@ -124,24 +124,10 @@ def test_bad_reassignment_json(text: str, field: str, message: str) -> None:
 def test_verify_judges_only_what_the_plan_balanced() -> None:
     import pandas as pd
 
-    from kafka_rebalancer.verify import unbalanced_as_planned
+    from kafka_rebalancer.quality.recheck import unbalanced_as_planned
 
     plan_bands = pd.DataFrame({"broker_pool": ["a", "a", "b"], "resource": ["disk", "cpu", "disk"],
                                "balanced": [True, False, False]})
     after = pd.DataFrame({"broker_pool": ["a", "a", "b", "c"], "resource": ["disk", "cpu", "disk", "disk"],
                           "balanced": [True, True, True, True]})
     assert unbalanced_as_planned(after, plan_bands)["balanced"].tolist() == [True, False, False, True]
-
-
-def test_plan_counts_come_from_the_replica_lists_not_the_planners_steps() -> None:
-    import pandas as pd
-
-    from kafka_rebalancer.plan.summary import plan_counts
-
-    changes = pd.DataFrame({"old_replicas": [[1, 2], [1, 2], [3, 4], [5, 6]],
-                            "new_replicas": [[2, 1], [1, 3], [4, 5], [5, 6]], "size_bytes": [10, 20, 30, 40]})
-    # The planner handed leadership of the last partition over and back: two steps, no change.
-    steps = pd.DataFrame({"action": ["leadership", "replica", "replica", "leadership", "leadership"],
-                          "forced": [False, True, False, False, False]})
-    assert plan_counts(steps, changes) == {"replica_moves": 2, "leadership_moves": 2, "leadership_only_changes": 1,
-                                           "forced_moves": 1, "moved_bytes": 50}

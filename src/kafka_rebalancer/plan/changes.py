@@ -1,5 +1,5 @@
 """The plan as partition changes: the difference between the snapshot's assignment and the planned one, and what
-follows from it (the replicas after the plan, and how much of each resource the plan moves)."""
+follows from it (the replicas after the plan, and the brokers' loads the planner predicts from it)."""
 
 from __future__ import annotations
 
@@ -96,35 +96,19 @@ def replicas_of_changes(changes: pd.DataFrame, partitions: pd.DataFrame) -> pd.D
     rows["broker_id"] = rows["new_replicas"].astype("int32")
     rows["is_leader"] = rows["position"] == 0
     rows["in_isr"] = True
-    lead, follow = _role_loads(rows, [NETWORK_IN, NETWORK_OUT, CPU])
+    lead, follow = role_loads_of(rows, [NETWORK_IN, NETWORK_OUT, CPU])
     current = np.where(rows["is_leader"].to_numpy()[:, None], lead, follow)
     rows["nw_in_bytes_per_s"], rows["nw_out_bytes_per_s"], rows["cpu_cores"] = current.T
     return rows[REPLICAS.names]
 
 
-def _role_loads(rows: pd.DataFrame, resources: list[Resource]) -> tuple[np.ndarray, np.ndarray]:
+def role_loads_of(rows: pd.DataFrame, resources: list[Resource]) -> tuple[np.ndarray, np.ndarray]:
+    """Per row (a replica, or a partition: size and traffic columns) and resource: its load as leader and as
+    follower."""
     return role_loads(rows["size_bytes"].to_numpy(float), rows["bytes_in_per_s"].to_numpy(float),
                       rows["bytes_out_per_s"].to_numpy(float), rows["replication_factor"].to_numpy(float),
                       rows["cpu_leader_cores"].to_numpy(float), rows["cpu_follower_cores"].to_numpy(float),
                       resources)
-
-
-def moved_amounts(moves: pd.DataFrame, partitions: pd.DataFrame, resources: list[Resource]) -> pd.DataFrame:
-    """Per (pool, resource): what the plan moves, in the resource's unit: each moved replica's load in its role
-    (bytes for disk, 1 per replica for replica count), and for a leadership transfer what changes hands."""
-    columns = ["broker_pool", "resource", "moved"]
-    if moves.empty:
-        return pd.DataFrame(columns=columns)
-    rows = moves.merge(partitions[["topic", "partition", "leader", "size_bytes", *TRAFFIC]],
-                       on=["topic", "partition"], suffixes=("_move", ""))
-    lead, follow = _role_loads(rows, resources)
-    was_leader = (rows["source_broker"] == rows["leader"]).to_numpy()[:, None]
-    amount = np.where(rows["action"].to_numpy()[:, None] == "leadership", lead - follow,
-                      np.where(was_leader, lead, follow))
-    frame = pd.DataFrame(amount, columns=[r.name for r in resources])
-    frame["broker_pool"] = rows["broker_pool"].to_numpy()
-    out = frame.groupby("broker_pool").sum().stack().rename("moved").reset_index()
-    return out.rename(columns={"level_1": "resource"})[columns]
 
 
 def load_after(load: pd.DataFrame, changes: pd.DataFrame, partitions: pd.DataFrame,
@@ -143,7 +127,7 @@ def load_after(load: pd.DataFrame, changes: pd.DataFrame, partitions: pd.DataFra
     new["is_leader"] = new.groupby(["topic", "partition"]).cumcount() == 0
 
     def per_broker(rows: pd.DataFrame, sign: float) -> pd.DataFrame:
-        lead, follow = _role_loads(rows, resources)
+        lead, follow = role_loads_of(rows, resources)
         amount = np.where(rows["is_leader"].to_numpy()[:, None], lead, follow) * sign
         frame = pd.DataFrame(amount, columns=[r.name for r in resources])
         frame["broker_id"] = rows["broker_id"].to_numpy()

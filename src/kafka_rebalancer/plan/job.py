@@ -48,11 +48,13 @@ from kafka_rebalancer.model.schemas import (
     SKIPPED,
 )
 from kafka_rebalancer.operations.request import PlanningScope, read_request, scope_of
-from kafka_rebalancer.plan.artifacts import dumps, plan_hash, reassignment_document
-from kafka_rebalancer.plan.changes import load_after, moved_amounts, partition_changes, trim_to_budgets
-from kafka_rebalancer.plan.summary import build_summary
+from kafka_rebalancer.plan.artifacts import dumps, parse_reassignment, plan_hash, reassignment_document
+from kafka_rebalancer.plan.changes import load_after, partition_changes, trim_to_budgets
+from kafka_rebalancer.plan.summary import build_summary, planner_claim
+from kafka_rebalancer.quality.recheck import claim_rows, draining_brokers, recheck_plan
 from kafka_rebalancer.report.tables import human_bytes
 from kafka_rebalancer.run_folder import PLAN, SNAPSHOT, RunFolder, read_json, write_json, write_table
+from kafka_rebalancer.snapshot.store import read_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -166,21 +168,30 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
         write_table(out, BROKER_LOAD_AFTER, after_pdf)
         (out / "plan.json").write_text(plan_text)
         (out / "rollback.json").write_text(rollback_text)
+        # The summary's figures come from the re-check of plan.json against the snapshot, apart from the
+        # planner's bookkeeping (after_pdf, its bound), which is kept as its claim beside them.
+        snapshot_tables, _ = read_snapshot(run)
+        recheck = recheck_plan(config, snapshot_tables, parse_reassignment(plan_text, "plan.json"), bands_pdf,
+                               draining_brokers(request))
+        claim = planner_claim(after_pdf, bands_pdf, planned["lower_bound_bytes"],
+                              claim_rows(after_pdf, recheck, bands_pdf))
         summary = build_summary(
-            config=config, manifest=manifest, plan_hash=digest, bands=bands_pdf, load_before=load_pdf,
-            load_after=after_pdf, moved=moved_amounts(moves, touched, resources), moves=moves, changes=changes,
+            config=config, manifest=manifest, plan_hash=digest, bands=bands_pdf, recheck=recheck, claim=claim,
             skipped=skipped_pdf, notes=planned["notes"], hot=planned["hot"], infeasible=planned["infeasible"],
-            statuses=statuses, moves_dropped_by_budget=dropped,
-            lower_bound_bytes=planned["lower_bound_bytes"])
+            statuses=statuses, moves_dropped_by_budget=dropped)
         summary["plan_seconds"] = round(time.monotonic() - started, 3)
         write_json(out / "summary.json", summary)
     totals = summary["totals"]
     log.info("plan %s: read %d replicas of %d partitions; %d partitions change: %d replica moves (%s), %d "
-             "leadership transfers; brokers out of band %d -> %d (predicted); %d partitions skipped; artifacts in %s",
+             "leadership transfers; brokers out of band %d -> %d (re-checked from plan.json); %d partitions "
+             "skipped; artifacts in %s",
              digest[:12], int(manifest["rows"]["replicas"]), int(manifest["rows"]["partitions"]),
              totals["partitions_changed"], totals["replica_moves"], human_bytes(totals["moved_bytes"]),
              totals["leadership_moves"], totals["out_of_band_before"], totals["out_of_band_after"],
              totals["skipped_partitions"], run.stage_path(PLAN))
+    if claim["disagreements_with_recheck"]:
+        log.warning("the planner's predicted after-state disagrees with the re-check of plan.json on %d "
+                    "broker-resource pairs (validation will fail the plan)", claim["disagreements_with_recheck"])
     return summary
 
 

@@ -3,7 +3,7 @@ independent re-derivation of the after-state, not the planner's own bookkeeping.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -20,6 +20,8 @@ class CheckTables:
     partitions: pd.DataFrame  # one row per partition in the plan
     brokers: pd.DataFrame  # one row per (pool broker, balanced resource)
     totals: pd.DataFrame  # one row: the plan's size against the budgets
+    # one row per (broker, resource): the planner's claim beside the re-check (recheck.claim_rows); none: unchecked
+    claims: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def replicas_after(snapshot: SnapshotTables, plan: list[Reassignment]) -> pd.DataFrame:

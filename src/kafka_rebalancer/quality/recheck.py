@@ -1,0 +1,260 @@
+"""The re-check: what a plan does, recomputed from plan.json and the snapshot alone, apart from the planner's
+bookkeeping (its steps, its model, broker_load_after.parquet). The summary, the report, `status` and the bench
+read their figures from here; the validation suite fails a plan whose planner claim disagrees with it.
+
+- Before: each broker's load in the current placement, judged against the band of the current placement (the
+  pool's mean as it is now, not as it will be once forced replicas have landed).
+- After: the placement plan.json leaves, judged against the plan's band (whose mean counts the replicas that must
+  arrive in the pool or leave it).
+- Every replica leaving a broker is forced (its broker is dead, is being drained, or is outside the topic's pool:
+  pool isolation) or a balance move (the rest).
+- Lower bounds: forced, the bytes of every replica that must leave its broker; balance, per pool and resource
+  `max(sum of excess above the band, sum of deficit below it)` of the current placement, in the resource's unit and
+  as the fewest bytes that carry it (balance.bounds' reasoning, on the snapshot's replicas). Forced replicas landing
+  on brokers below the band do some of the balance work, so a plan with forced moves can read balance moved / LB
+  below 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from kafka_rebalancer.balance.bounds import _Knapsack, _smallest
+from kafka_rebalancer.balance.status import band_status, bands_frame, broker_load_frame
+from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.model.resources import Resource
+from kafka_rebalancer.operations.request import ManualRequest
+from kafka_rebalancer.plan.artifacts import Reassignment
+from kafka_rebalancer.plan.changes import role_loads_of
+from kafka_rebalancer.quality.checks import replicas_after
+from kafka_rebalancer.snapshot.build import SnapshotTables
+
+EPS = 1e-9
+DEAD, DRAINING, POOL_ISOLATION, BALANCE = "dead_broker", "draining_broker", "pool_isolation", "balance"
+FORCED_REASONS = (DEAD, DRAINING, POOL_ISOLATION)
+# A claim agrees with the re-check when the loads match to this relative tolerance (Spark and pandas add in
+# different orders) and both put the broker on the same side of the band.
+LOAD_TOLERANCE = 1e-6
+
+
+def draining_brokers(request: ManualRequest | None) -> frozenset[int]:
+    """The brokers a manual drain empties (their replicas leave them whatever the balance)."""
+    if request is None or request.action != "drain-brokers":
+        return frozenset()
+    return frozenset(request.brokers)
+
+
+def unbalanced_as_planned(placement_bands: pd.DataFrame, plan_bands: pd.DataFrame) -> pd.DataFrame:
+    """What the plan left unbalanced (another pool than a manual action's, metrics too incomplete to balance on)
+    is not judged in any other placement's band either."""
+    unbalanced = ~plan_bands["balanced"].astype(bool)
+    left = set(zip(plan_bands.loc[unbalanced, "broker_pool"], plan_bands.loc[unbalanced, "resource"], strict=True))
+    keys = pd.Series(list(zip(placement_bands["broker_pool"], placement_bands["resource"], strict=True)),
+                     index=placement_bands.index)
+    return placement_bands.assign(balanced=placement_bands["balanced"].astype(bool) & ~keys.isin(left))
+
+
+@dataclass(frozen=True)
+class Recheck:
+    bands_before: pd.DataFrame  # the band of the current placement (schema BANDS)
+    before: pd.DataFrame  # band_status of the current placement against bands_before
+    after: pd.DataFrame  # band_status of the planned placement against the plan's bands
+    partitions: pd.DataFrame  # per planned partition: broker_pool, replica_moves, moved_bytes, leader changes
+    leaving: pd.DataFrame  # per replica leaving a broker: broker_pool, size_bytes, reason, load per resource
+    must_leave: pd.DataFrame  # per replica that must leave its broker now: broker_pool, size_bytes, reason
+    bounds: pd.DataFrame  # per (pool, resource) balanced: lower_bound (unit), lower_bound_bytes
+    pool_bound_bytes: dict[str, float]  # per pool: the balance part's lower bound in bytes over all resources
+    resources: list[Resource]
+
+    def out_of_band(self, side: str, pool: str | None = None, resource: str | None = None) -> list[int]:
+        status = self.before if side == "before" else self.after
+        rows = status[status["counted"] & ~status["inside"]]
+        if pool is not None:
+            rows = rows[rows["broker_pool"] == pool]
+        if resource is not None:
+            rows = rows[rows["resource"] == resource]
+        return sorted(int(b) for b in rows["broker_id"])
+
+    def figures(self, pool: str | None = None) -> dict[str, object]:
+        """Counts, bytes and both moved / LB of one pool, or of the whole plan (pool None)."""
+        def of(frame: pd.DataFrame) -> pd.DataFrame:
+            return frame if pool is None else frame[frame["broker_pool"] == pool]
+
+        parts, leaving, must = of(self.partitions), of(self.leaving), of(self.must_leave)
+        by_reason = leaving.groupby("reason")["size_bytes"].sum()
+        forced = {r: int(by_reason.get(r, 0)) for r in FORCED_REASONS}
+        forced_bytes, balance_bytes = sum(forced.values()), int(by_reason.get(BALANCE, 0))
+        forced_bound = int(must["size_bytes"].sum())
+        bound = float(sum(v for p, v in self.pool_bound_bytes.items() if pool is None or p == pool))
+        return {
+            "partitions_changed": len(parts), "replica_moves": int(parts["replica_moves"].sum()),
+            "leadership_moves": int(parts["preferred_leader_changes"].sum()),
+            "leadership_only_changes": int(parts["leadership_only"].sum()),
+            "forced_moves": int((leaving["reason"] != BALANCE).sum()), "moved_bytes": int(parts["moved_bytes"].sum()),
+            "forced_bytes": forced_bytes, "forced_bytes_by_reason": forced, "balance_bytes": balance_bytes,
+            "forced_lower_bound_bytes": forced_bound,
+            "forced_moved_over_lb": _ratio(forced_bytes, forced_bound),
+            "lower_bound_bytes": bound, "moved_over_lb": _ratio(balance_bytes, bound),
+        }
+
+    def resource_figures(self, pool: str, resource: str) -> dict[str, object]:
+        """One (pool, resource): the balance part's LB and what moved, in the resource's unit."""
+        leaving = self.leaving[self.leaving["broker_pool"] == pool]
+        balance = leaving["reason"] == BALANCE
+        bound = self.bounds[(self.bounds["broker_pool"] == pool) & (self.bounds["resource"] == resource)]
+        lb = float(bound["lower_bound"].iloc[0]) if len(bound) else 0.0
+        moved = float(leaving.loc[balance, resource].sum()) + self._leadership_moved(pool, resource)
+        return {"lower_bound": lb, "lower_bound_bytes": float(bound["lower_bound_bytes"].iloc[0]) if len(bound)
+                else 0.0, "moved": moved, "moved_over_lb": _ratio(moved, lb),
+                "forced_moved": float(leaving.loc[~balance, resource].sum()),
+                "out_of_band_before": self.out_of_band("before", pool, resource),
+                "out_of_band_after": self.out_of_band("after", pool, resource)}
+
+    def _leadership_moved(self, pool: str, resource: str) -> float:
+        parts = self.partitions[self.partitions["broker_pool"] == pool]
+        return float(parts[f"leadership_{resource}"].sum())
+
+
+def _ratio(moved: float, bound: float) -> float | None:
+    return moved / bound if bound > 0 else None
+
+
+def recheck_plan(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[Reassignment],
+                 plan_bands: pd.DataFrame, draining: Iterable[int] = ()) -> Recheck:
+    """Re-derive what the plan does from plan.json and the snapshot (see the module's docstring)."""
+    resources = config.resource_list()
+    draining = frozenset(int(b) for b in draining)
+    load_before = broker_load_frame(snapshot.brokers, snapshot.replicas, resources)
+    bands_before = unbalanced_as_planned(bands_frame(load_before, config), plan_bands)
+    before = band_status(load_before, bands_before)
+    after = band_status(broker_load_frame(snapshot.brokers, replicas_after(snapshot, plan), resources), plan_bands)
+
+    replicas = _replicas_with_facts(snapshot, resources, draining)
+    partitions, leaving = _changes(snapshot, plan, replicas, resources)
+    must_leave = replicas[replicas["movable"] & (replicas["reason"] != BALANCE)]
+    bounds, pool_bound_bytes = _balance_bounds(before, replicas, resources)
+    return Recheck(bands_before, before, after, partitions, leaving,
+                   must_leave[["broker_pool", "topic", "partition", "broker_id", "size_bytes", "reason"]],
+                   bounds, pool_bound_bytes, resources)
+
+
+def _replicas_with_facts(snapshot: SnapshotTables, resources: list[Resource],
+                         draining: frozenset[int]) -> pd.DataFrame:
+    """The snapshot's replicas with their load per resource, their topic's pool (broker_pool), why they would
+    leave their broker (a forced reason, or balance) and whether their partition may move at all (led, fully in
+    sync but for dead brokers' replicas, not excluded, on no excluded broker)."""
+    brokers = snapshot.brokers.drop_duplicates("broker_id").set_index("broker_id")
+    parts = snapshot.partitions.drop_duplicates(["topic", "partition"])
+    alive = {int(b) for b in brokers.index[brokers["alive"].astype(bool)]}
+    excluded = {int(b) for b in brokers.index[brokers["excluded"].astype(bool)]}
+    movable = [pool is not None and not bool(skip) and int(leader) >= 0
+               and not any(int(b) in excluded for b in members)
+               and {int(b) for b in members if int(b) in alive} <= {int(b) for b in isr}
+               for pool, skip, leader, members, isr in zip(parts["topic_pool"], parts["excluded"], parts["leader"],
+                                                           parts["replicas"], parts["isr"], strict=True)]
+    facts = parts[["topic", "partition", "topic_pool"]].assign(movable=movable)
+    out = snapshot.replicas.merge(facts, on=["topic", "partition"]).rename(columns={"topic_pool": "broker_pool"})
+    for r in resources:
+        out[r.name] = out[r.replica_load_column].astype(float) if r.replica_load_column else 1.0
+    home_pool = out["broker_id"].map(brokers["broker_pool"])
+    reason = np.where(~out["broker_id"].isin(alive), DEAD, np.where(
+        out["broker_id"].isin(draining), DRAINING,
+        np.where(home_pool.isna() | (home_pool != out["broker_pool"]), POOL_ISOLATION, BALANCE)))
+    out["reason"] = reason
+    out["size_bytes"] = out["size_bytes"].astype("int64")
+    return out[out["broker_pool"].notna()]
+
+
+def _changes(snapshot: SnapshotTables, plan: list[Reassignment], replicas: pd.DataFrame,
+             resources: list[Resource]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per planned partition what changes against the snapshot (replicas added, preferred leader changed, order
+    only), with the leader's load handed over to a replica that stays; and the replicas that leave their broker."""
+    names = [r.name for r in resources]
+    planned = pd.DataFrame([(r.topic, r.partition, list(r.replicas)) for r in plan],
+                           columns=["topic", "partition", "new_replicas"])
+    parts = planned.merge(snapshot.partitions.drop_duplicates(["topic", "partition"]), on=["topic", "partition"])
+    pairs = [([int(b) for b in old], [int(b) for b in new]) for old, new in
+             zip(parts["replicas"], parts["new_replicas"], strict=True)]
+    added = np.array([len(set(new) - set(old)) for old, new in pairs], dtype="int64")
+    out = pd.DataFrame({
+        "broker_pool": parts["topic_pool"], "topic": parts["topic"], "partition": parts["partition"],
+        "replica_moves": added, "moved_bytes": added * parts["size_bytes"].to_numpy("int64"),
+        "preferred_leader_changes": [old[:1] != new[:1] for old, new in pairs],
+        "leadership_only": [a == 0 and old != new for (old, new), a in zip(pairs, added, strict=True)]})
+    # The leadership handed from the current leader to another replica it stays beside: the leader's share of
+    # the role-dependent loads leaves the old leader without a replica moving.
+    lead, follow = role_loads_of(parts, resources)
+    handed = np.array([int(leader) in new and new[:1] != [int(leader)]
+                       for leader, (_, new) in zip(parts["leader"], pairs, strict=True)], dtype=bool)
+    for k, name in enumerate(names):
+        out[f"leadership_{name}"] = np.where(handed, lead[:, k] - follow[:, k], 0.0)
+    gone = pd.DataFrame([(t, p, b) for t, p, (old, new) in zip(parts["topic"], parts["partition"], pairs,
+                                                                  strict=True) for b in old if b not in new],
+                        columns=["topic", "partition", "broker_id"])
+    leaving = gone.merge(replicas, on=["topic", "partition", "broker_id"])
+    return out, leaving[["broker_pool", "topic", "partition", "broker_id", "size_bytes", "reason", *names]]
+
+
+def _balance_bounds(before: pd.DataFrame, replicas: pd.DataFrame,
+                    resources: list[Resource]) -> tuple[pd.DataFrame, dict[str, float]]:
+    """Per (pool, resource) balanced: LB in the unit and the fewest bytes carrying it; per pool: the bytes bound
+    over all resources (a broker gives away, and receives, at least the largest of its minima; brokers' replicas
+    are distinct, so these add up). Leader count, network out and CPU can be fixed by leadership alone: no bytes.
+    The replicas considered are those that may move and need not (forced ones are the forced part's)."""
+    counted = before[before["counted"]]
+    candidates = replicas[replicas["movable"] & (replicas["reason"] == BALANCE)]
+    rows = []
+    pool_bytes: dict[str, float] = {}
+    for pool, brokers in counted.groupby("broker_pool", sort=True):
+        in_pool = candidates[candidates["broker_pool"] == pool]
+        by_broker = {int(b): group for b, group in in_pool.groupby("broker_id")}
+        gives: dict[int, float] = {}
+        receives: dict[int, float] = {}
+        for r in resources:
+            status = brokers[brokers["resource"] == r.name]
+            if status.empty:
+                continue
+            excess = (status["load"] - status["upper"] * status["capacity"]).clip(lower=0).to_numpy()
+            deficit = (status["lower"] * status["capacity"] - status["load"]).clip(lower=0).to_numpy()
+            given = np.zeros(len(status))
+            received = np.zeros(len(status))
+            if not r.role_dependent:
+                sizes = in_pool["size_bytes"].to_numpy(float)
+                pool_smallest = np.concatenate([[0.0], np.cumsum(np.sort(sizes))])
+                pool_knapsack = None if r.is_count else _Knapsack(in_pool[r.name].to_numpy(float), sizes)
+                for i, broker_id in enumerate(status["broker_id"]):
+                    mine = by_broker.get(int(broker_id), in_pool.iloc[:0])
+                    if excess[i] > EPS:
+                        given[i] = (_smallest(mine["size_bytes"].to_numpy(float), excess[i]) if r.is_count else
+                                    _Knapsack(mine[r.name].to_numpy(float),
+                                              mine["size_bytes"].to_numpy(float)).bytes_for(excess[i]))
+                    if deficit[i] > EPS:
+                        received[i] = (pool_smallest[min(int(np.ceil(deficit[i] - EPS)), len(sizes))] if r.is_count
+                                       else pool_knapsack.bytes_for(deficit[i]))  # type: ignore[union-attr]
+                for broker_id, g, got in zip(status["broker_id"], given, received, strict=True):
+                    gives[int(broker_id)] = max(gives.get(int(broker_id), 0.0), float(g))
+                    receives[int(broker_id)] = max(receives.get(int(broker_id), 0.0), float(got))
+            rows.append((pool, r.name, max(float(excess.sum()), float(deficit.sum())),
+                         max(float(given.sum()), float(received.sum()))))
+        pool_bytes[str(pool)] = max(sum(gives.values(), 0.0), sum(receives.values(), 0.0))
+    return pd.DataFrame(rows, columns=["broker_pool", "resource", "lower_bound", "lower_bound_bytes"]), pool_bytes
+
+
+def claim_rows(claimed_after: pd.DataFrame, recheck: Recheck, plan_bands: pd.DataFrame) -> pd.DataFrame:
+    """Per broker and resource: the planner's predicted load after the plan (broker_load_after) and its in-band
+    verdict beside the re-check's; `agrees` is False where the loads differ or, for a counted broker, the
+    verdicts do."""
+    claim = band_status(claimed_after, plan_bands)[["broker_id", "resource", "load", "inside"]]
+    truth = recheck.after[["broker_pool", "broker_id", "resource", "load", "inside", "counted"]]
+    rows = truth.merge(claim, on=["broker_id", "resource"], how="outer", suffixes=("_rechecked", "_claimed"),
+                       indicator=True)
+    loads_agree = (rows["load_claimed"] - rows["load_rechecked"]).abs() <= LOAD_TOLERANCE * np.maximum(
+        1.0, np.maximum(rows["load_claimed"].abs(), rows["load_rechecked"].abs()))
+    verdicts_agree = ~rows["counted"].fillna(True).astype(bool) | (rows["inside_claimed"] == rows["inside_rechecked"])
+    rows["agrees"] = (rows["_merge"] == "both") & loads_agree & verdicts_agree
+    return rows[["broker_pool", "broker_id", "resource", "load_claimed", "load_rechecked", "inside_claimed",
+                 "inside_rechecked", "agrees"]].reset_index(drop=True)

@@ -1,0 +1,138 @@
+"""The re-check of a plan (quality/recheck.py) on hand-made clusters whose figures are known by hand, and the
+validation expectation that holds the planner's claim to it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from kafka_rebalancer.balance.status import bands_frame, broker_load_frame
+from kafka_rebalancer.kafka_admin import BrokerInfo, PartitionInfo
+from kafka_rebalancer.plan.artifacts import Reassignment
+from kafka_rebalancer.plan.changes import load_after, partition_changes
+from kafka_rebalancer.quality.checks import CheckTables
+from kafka_rebalancer.quality.recheck import claim_rows, recheck_plan
+from kafka_rebalancer.quality.suite import run_suite
+from kafka_rebalancer.snapshot.build import SnapshotTables, build_snapshot_tables
+
+# Pool a: brokers 1, 2, 3 and the dead broker 4; pool b: 5 and 6. Disk only, 1000 bytes each, band ±20%.
+CONFIG = {"cluster": {"name": "c1"}, "pools": {"a": {"brokers": [1, 2, 3, 4]}, "b": {"brokers": [5, 6]}},
+          "topic_pools": [{"topics": "t*", "pool": "a"}, {"topics": "u*", "pool": "b"}],
+          "capacity": {"default": {"disk_bytes": 1000}}, "resources": {"disk": {"threshold": 1.2}}}
+
+
+def snapshot(config: Any, partitions: list[tuple[str, int, list[int], int]], dead: set[int]) -> SnapshotTables:
+    """(topic, partition, replicas, size): every replica in sync, the first one leading, on racks r1..r6."""
+    cluster = [BrokerInfo(b, f"r{b}", "h", 9090 + b) for b in range(1, 7) if b not in dead]
+    infos = [PartitionInfo(t, p, r, [b for b in r if b not in dead], r[0] if r[0] not in dead else r[1])
+             for t, p, r, _ in partitions]
+    log_dirs: dict[int, dict[str, Any]] = {b.broker_id: {"replicas": {}} for b in cluster}
+    for t, p, r, size in partitions:
+        for b in r:
+            if b not in dead:
+                log_dirs[b]["replicas"][(t, p)] = size
+    return build_snapshot_tables(config, cluster, infos, log_dirs)
+
+
+def current_bands(config: Any, tables: SnapshotTables) -> pd.DataFrame:
+    return bands_frame(broker_load_frame(tables.brokers, tables.replicas, config.resource_list()), config)
+
+
+def test_forced_and_balance_bytes_and_both_lower_bounds_by_hand(config_factory: Callable[..., Any]) -> None:
+    config = config_factory(CONFIG)
+    # t0's replica on the dead broker 4 and t1's on broker 5 (pool b) must leave them: 100 + 50 forced bytes.
+    tables = snapshot(config, [("t0", 0, [1, 4], 100), ("t1", 0, [1, 5], 50), ("t2", 0, [1, 2], 200),
+                               ("t3", 0, [1, 2], 80), ("u0", 0, [5, 6], 10)], dead={4})
+    # The current placement of pool a's live brokers: 1 holds 430, 2 holds 280, 3 nothing; mean 710 / 3000,
+    # band [189.33, 284]: broker 1 is 146 above it, broker 3 189.33 below, so the balance LB is 568/3 bytes.
+    plan = [Reassignment("t0", 0, [1, 3]), Reassignment("t1", 0, [1, 2]), Reassignment("t2", 0, [3, 2])]
+    # The plan's band counts the 150 forced bytes arriving: mean 860 / 3000.
+    plan_bands = bands_frame(broker_load_frame(tables.brokers, tables.replicas, config.resource_list()),
+                             config).assign(mean=860 / 3000, lower=860 / 3000 * 0.8, upper=860 / 3000 * 1.2)
+    recheck = recheck_plan(config, tables, plan, plan_bands)
+
+    assert recheck.out_of_band("before", "a") == [1, 3]
+    assert recheck.out_of_band("after", "a") == []  # 230, 330, 300 inside [229.33, 344]
+    pool = recheck.figures("a")
+    assert pool["forced_bytes_by_reason"] == {"dead_broker": 100, "draining_broker": 0, "pool_isolation": 50}
+    assert (pool["forced_bytes"], pool["balance_bytes"], pool["moved_bytes"]) == (150, 200, 350)
+    assert (pool["replica_moves"], pool["forced_moves"]) == (3, 2)
+    assert pool["forced_lower_bound_bytes"] == 150 and pool["forced_moved_over_lb"] == 1.0
+    assert pool["lower_bound_bytes"] == pytest.approx(568 / 3)
+    assert pool["moved_over_lb"] == pytest.approx(200 / (568 / 3))
+    disk = recheck.resource_figures("a", "disk")
+    assert disk["lower_bound"] == pytest.approx(568 / 3) and disk["lower_bound_bytes"] == pytest.approx(568 / 3)
+    assert (disk["moved"], disk["forced_moved"]) == (200, 150)
+    assert recheck.figures()["moved_bytes"] == 350  # pool b moved nothing
+
+
+def test_a_drained_brokers_replicas_are_forced(config_factory: Callable[..., Any]) -> None:
+    config = config_factory(CONFIG)
+    tables = snapshot(config, [("t0", 0, [1, 2], 100), ("t1", 0, [2, 3], 40)], dead=set())
+    plan = [Reassignment("t0", 0, [1, 3])]
+    recheck = recheck_plan(config, tables, plan, current_bands(config, tables), draining=[2])
+    assert recheck.figures("a")["forced_bytes_by_reason"]["draining_broker"] == 100
+    assert recheck.figures("a")["forced_lower_bound_bytes"] == 140  # t1's replica on 2 must leave too
+
+
+def test_one_replica_outside_the_count_band_is_out_of_band(config_factory: Callable[..., Any]) -> None:
+    config = config_factory({**CONFIG, "resources": {"replica_count": {"threshold": 1.1}}})
+    # Six replicas on brokers 1..3 of pool a (4 is dead and holds none): band [2, 2]; the plan leaves 3, 1, 2.
+    tables = snapshot(config, [("t0", 0, [1, 2], 10), ("t1", 0, [2, 3], 10), ("t2", 0, [3, 1], 10)], dead={4})
+    bands = current_bands(config, tables)
+    assert bands.set_index("broker_pool").loc["a", ["lower", "upper"]].tolist() == [2.0, 2.0]
+    recheck = recheck_plan(config, tables, [Reassignment("t1", 0, [1, 3])], bands)
+    assert recheck.out_of_band("before") == []
+    assert recheck.out_of_band("after", "a", "replica_count") == [1, 2]
+
+
+def test_counts_come_from_plan_json_against_the_snapshot(config_factory: Callable[..., Any]) -> None:
+    config = config_factory(CONFIG)
+    tables = snapshot(config, [("t0", 0, [1, 2], 10), ("t1", 0, [1, 2], 20), ("t2", 0, [3, 1], 30),
+                               ("t3", 0, [2, 3], 40)], dead={4})
+    # t0: order only (the preferred leader changes, nothing copied); t1: one replica moves, same leader; t2: one
+    # moves and the leader changes; t3 as it is (listed for a leader election only).
+    plan = [Reassignment("t0", 0, [2, 1]), Reassignment("t1", 0, [1, 3]), Reassignment("t2", 0, [2, 1]),
+            Reassignment("t3", 0, [2, 3])]
+    figures = recheck_plan(config, tables, plan, current_bands(config, tables)).figures()
+    assert {k: figures[k] for k in ("partitions_changed", "replica_moves", "leadership_moves",
+                                    "leadership_only_changes", "moved_bytes")} == {
+        "partitions_changed": 4, "replica_moves": 2, "leadership_moves": 2, "leadership_only_changes": 1,
+        "moved_bytes": 50}
+
+
+def _claims(config: Any, tamper: bool) -> pd.DataFrame:
+    # Brokers 1, 2, 3 hold 600, 300, 300 (band [320, 480]); t0 moves from 1 to 3: 450, 300, 450.
+    tables = snapshot(config, [("t0", 0, [1, 2], 150), ("t1", 0, [1, 2], 150), ("t2", 0, [1, 3], 300)], dead={4})
+    moves = pd.DataFrame([{"broker_pool": "a", "seq": 0, "action": "replica", "topic": "t0", "partition": 0,
+                           "source_broker": 1, "target_broker": 3, "size_bytes": 150, "resource": "disk",
+                           "forced": False}])
+    changes = partition_changes(tables.partitions, moves)
+    load = broker_load_frame(tables.brokers, tables.replicas, config.resource_list())
+    bands = bands_frame(load, config)
+    claimed = load_after(load, changes, tables.partitions, config.resource_list())
+    if tamper:  # a bookkeeping slip: broker 3's arrival not counted
+        claimed.loc[claimed["broker_id"] == 3, "load"] -= 150
+        claimed["usage"] = claimed["load"] / claimed["capacity"]
+    plan = [Reassignment(t, p, list(r)) for t, p, r in zip(changes["topic"], changes["partition"],
+                                                            changes["new_replicas"], strict=True)]
+    return claim_rows(claimed, recheck_plan(config, tables, plan, bands), bands)
+
+
+@pytest.mark.parametrize("tamper", [False, True])
+def test_validation_fails_when_the_planners_claim_disagrees_with_the_recheck(
+        config_factory: Callable[..., Any], tamper: bool) -> None:
+    config = config_factory(CONFIG)
+    empty = pd.DataFrame()
+    success, failures, _ = run_suite(CheckTables(empty, empty, empty, _claims(config, tamper)), config)
+    assert success is not tamper
+    if tamper:
+        (failure,) = failures
+        assert failure["table"] == "claims"
+        (row,) = failure["rows"]
+        assert (row["broker_id"], row["resource"]) == (3, "disk")
+        assert (row["load_claimed"], row["load_rechecked"]) == (300.0, 450.0)
+        assert (row["inside_claimed"], row["inside_rechecked"]) == (False, True)
