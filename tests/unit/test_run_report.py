@@ -268,6 +268,29 @@ def test_a_dry_run_reports_the_verdicts_and_no_execution(tmp_path: Path) -> None
     assert 'class="not-run">not run' in section(page, "verification")
 
 
+def test_show_and_the_approval_body_print_the_summarys_rechecked_figures(tmp_path: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    from kafka_rebalancer.operations.approval import PlanFacts, approval_body
+    from kafka_rebalancer.report.show import show_run
+
+    config, tables, run = make_cluster(tmp_path, SMALL, "scheduled__2026-11-23T02_00_00_00_00")
+    write_plan(run, config, tables, replica_moves(tables, 6))
+    summary = read_json(run.stage_path(PLAN) / "summary.json")
+    out = io.StringIO()
+    show_run(Console(file=out, width=400), run)
+    text = out.getvalue()
+    for pool, facts in summary["pools"].items():
+        assert (f"pool {pool}: {facts['replica_moves']} replica moves, {facts['leadership_moves']} leadership" in text)
+        assert "(forced 0 B, moved/LB -; balance " in text
+    body = approval_body(config, run, PlanFacts.read(config, run), [])
+    for pool, facts in summary["pools"].items():
+        assert f"| {pool} | {facts['replica_moves']} | {facts['leadership_moves']} | " \
+               f"{facts['leadership_only_changes']} |" in body
+
+
 def test_an_executed_run_shows_the_timeline_result_and_verification(tmp_path: Path) -> None:
     config, tables, run = make_cluster(tmp_path, SMALL, "manual__2026-11-23T09_21_40_00_00")
     write_request(run, make_request(config, action="rebalance-pool", broker_pool="pool-1", requested_by="ann",
@@ -304,6 +327,8 @@ def test_an_executed_run_shows_the_timeline_result_and_verification(tmp_path: Pa
     for pool in data.plan.pools:
         facts = summary["pools"][pool.broker_pool]
         assert (pool.lower_bound_bytes, pool.moved_over_lb) == (facts["lower_bound_bytes"], facts["moved_over_lb"])
+        # Moves within the pool, none forced: every byte is the balance part's.
+        assert (pool.forced_bytes, pool.balance_bytes) == (0, facts["moved_bytes"])
         assert sum(f.bytes for f in pool.flows) == facts["moved_bytes"]
         for resource in pool.resources:
             assert resource.brokers_total == len(facts["brokers"])
@@ -325,7 +350,8 @@ def test_an_executed_run_shows_the_timeline_result_and_verification(tmp_path: Pa
     assert "truncated" not in moves_part
     assert moves_part.count('class="chart"') == len(config.pools)  # a Sankey per pool
     assert section(page, "usage").count('class="chart"') == len(config.pools) * len(config.resources)
-    assert "moved / LB" in section(page, "bounds")
+    bounds = section(page, "bounds")
+    assert "forced moved / LB" in bounds and "balance moved / LB" in bounds and "forced: why" in bounds
     skipped_part = section(page, "skipped")
     assert "under-replicated" in skipped_part and "kafka-topics --alter --partitions" in skipped_part
     assert section(page, "execution").count('class="chart"') == len(config.pools)

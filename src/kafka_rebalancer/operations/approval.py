@@ -119,15 +119,16 @@ def approval_body(config: RebalancerConfig, run: RunFolder, facts: PlanFacts, wa
     lines += [f"{totals['replica_moves']} replica moves ({human_bytes(totals['moved_bytes'])}), "
               f"{totals['partitions_changed']} partitions change; estimated "
               f"{_duration(facts.duration_s)} at {human_bytes(facts.throttle_bytes_per_s or 0)}/s per broker.", "",
-              "| pool | replica moves | leadership changes | bytes | out of band before → after |",
-              "|---|---|---|---|---|"]
+              "| pool | replica moves | preferred leader changes | leadership only | bytes (forced; balance) "
+              "| out of band before → after |",
+              "|---|---|---|---|---|---|"]
     for pool, p in s["pools"].items():
         band = "; ".join(f"{name}: {len(r['out_of_band_before'])} → {len(r['out_of_band_after'])}"
                          for name, r in p["resources"].items())
-        leadership = int(sum(1 for o, n in zip(facts.changes["old_replicas"], facts.changes["new_replicas"],
-                                               strict=True) if set(o) == set(n))
-                         if pool in set(facts.changes["broker_pool"]) else 0)
-        lines.append(f"| {pool} | {p['replica_moves']} | {leadership} | {human_bytes(p['moved_bytes'])} | {band} |")
+        split = (f" ({human_bytes(p['forced_bytes'])}; {human_bytes(p['balance_bytes'])})"
+                 if "forced_bytes" in p else "")
+        lines.append(f"| {pool} | {p['replica_moves']} | {p['leadership_moves']} | "
+                     f"{p.get('leadership_only_changes', '-')} | {human_bytes(p['moved_bytes'])}{split} | {band} |")
     largest = facts.changes.assign(copies=[len(set(n) - set(o)) for o, n in zip(
         facts.changes["old_replicas"], facts.changes["new_replicas"], strict=True)])
     largest = largest[largest["copies"] > 0].sort_values("size_bytes", ascending=False).head(LARGEST_MOVES)

@@ -131,9 +131,10 @@ class ResourceView:
     brokers_total: int
     out_of_band_before: list[int]
     out_of_band_after: list[int]
-    lower_bound: float | None
-    moved: float | None
+    lower_bound: float | None  # of the balance part, against the band of the current placement
+    moved: float | None  # by balance moves
     moved_over_lb: float | None
+    forced_moved: float | None  # by forced moves
     infeasible: int
 
 
@@ -144,8 +145,13 @@ class PoolPlanView:
     replica_moves: int | None
     leadership_moves: int | None
     moved_bytes: int | None
-    lower_bound_bytes: float | None
-    moved_over_lb: float | None
+    forced_bytes: int | None
+    forced_bytes_by_reason: dict[str, int]
+    forced_lower_bound_bytes: float | None  # the bytes that must leave their brokers
+    forced_moved_over_lb: float | None
+    balance_bytes: int | None
+    lower_bound_bytes: float | None  # of the balance part
+    moved_over_lb: float | None  # balance bytes / its lower bound
     resources: list[ResourceView]
     flows: list[Flow]  # by sender and receiver, the ones past SANKEY_BROKERS grouped (broker None)
     flows_total: int  # broker-to-broker pairs before grouping
@@ -424,8 +430,11 @@ def _pool_plan(broker_pool: str, facts: dict[str, Any], flows: list[Flow]) -> Po
     return PoolPlanView(
         broker_pool=broker_pool, partitions_changed=facts.get("partitions_changed"),
         replica_moves=facts.get("replica_moves"), leadership_moves=facts.get("leadership_moves"),
-        moved_bytes=facts.get("moved_bytes"), lower_bound_bytes=facts.get("lower_bound_bytes"),
-        moved_over_lb=facts.get("moved_over_lb"),
+        moved_bytes=facts.get("moved_bytes"), forced_bytes=facts.get("forced_bytes"),
+        forced_bytes_by_reason=facts.get("forced_bytes_by_reason") or {},
+        forced_lower_bound_bytes=facts.get("forced_lower_bound_bytes"),
+        forced_moved_over_lb=facts.get("forced_moved_over_lb"), balance_bytes=facts.get("balance_bytes"),
+        lower_bound_bytes=facts.get("lower_bound_bytes"), moved_over_lb=facts.get("moved_over_lb"),
         resources=[_resource(name, info, brokers) for name, info in resources.items()],
         flows=shown, flows_total=len(flows), senders_grouped=senders_grouped, receivers_grouped=receivers_grouped)
 
@@ -447,7 +456,8 @@ def _resource(name: str, info: dict[str, Any], brokers: list[dict[str, Any]]) ->
         balanced=bool(band.get("balanced", True)), note=band.get("note"),
         brokers=_shown_brokers(usages, band.get("lower"), upper), brokers_total=len(usages),
         out_of_band_before=out_before, out_of_band_after=out_after, lower_bound=info.get("lower_bound"),
-        moved=info.get("moved"), moved_over_lb=info.get("moved_over_lb"), infeasible=int(info.get("infeasible") or 0))
+        moved=info.get("moved"), moved_over_lb=info.get("moved_over_lb"), forced_moved=info.get("forced_moved"),
+        infeasible=int(info.get("infeasible") or 0))
 
 
 def _shown_brokers(usages: list[BrokerUsage], lower: float | None, upper: float | None) -> list[BrokerUsage]:
@@ -720,24 +730,44 @@ def _render_bounds(plan: PlanView) -> str:
         if pool.partitions_changed is None:  # a summary without per-pool figures (a plan written by hand)
             continue
         pool_rows.append([pool.broker_pool, _number_cell(pool.partitions_changed), _number_cell(pool.replica_moves),
-                          _bytes_cell(pool.moved_bytes), _bytes_cell(pool.lower_bound_bytes),
-                          _ratio_cell(pool.moved_over_lb)])
+                          _bytes_cell(pool.moved_bytes), _bytes_cell(pool.forced_bytes),
+                          _forced_reasons(pool.forced_bytes_by_reason), _bytes_cell(pool.forced_lower_bound_bytes),
+                          _ratio_cell(pool.forced_moved_over_lb), _bytes_cell(pool.balance_bytes),
+                          _bytes_cell(pool.lower_bound_bytes), _ratio_cell(pool.moved_over_lb)])
         for r in pool.resources:
             resource_rows.append([
-                pool.broker_pool, r.resource, _amount_cell(r.resource, r.lower_bound),
-                _amount_cell(r.resource, r.moved), _ratio_cell(r.moved_over_lb),
+                pool.broker_pool, r.resource, _amount_cell(r.resource, r.forced_moved),
+                _amount_cell(r.resource, r.lower_bound), _amount_cell(r.resource, r.moved),
+                _ratio_cell(r.moved_over_lb),
                 (f"{len(r.out_of_band_before)} → {len(r.out_of_band_after)}", len(r.out_of_band_after)),
                 _number_cell(r.infeasible)])
     if not pool_rows:
         return "<p>plan/summary.json has no per-pool figures.</p>"
-    intro = ("LB is the least any plan must move to bring every broker into its band (the larger of the excess "
-             "above and the room below the band); moved / LB near 1 means the plan moves little more than it must.")
+    intro = ("Recomputed from plan.json and the snapshot. Forced moves take replicas off dead or draining brokers "
+             "and bring replicas home to their topic's pool; their LB is the bytes that must leave, so their "
+             "moved / LB is 1 when all of them are placed. Balance moves are the rest; their LB is the least any "
+             "plan must move to bring every broker of the current placement into its band (the larger of the excess "
+             "above and the room below the band), and moved / LB near 1 means the plan moves little more than it "
+             "must (below 1 when forced replicas filled brokers below the band).")
     return (f"<p>{_esc(intro)}</p>"
             + _table(["pool", ("partitions changed", True), ("replica moves", True), ("moved", True),
-                      ("lower bound", True), ("moved / LB", True)], pool_rows, sortable=True)
+                      ("forced", True), "forced: why", ("must leave", True), ("forced moved / LB", True),
+                      ("balance", True), ("balance LB", True), ("balance moved / LB", True)], pool_rows,
+                     sortable=True)
             + "<h3>Per resource</h3>"
-            + _table(["pool", "resource", ("lower bound", True), ("moved", True), ("moved / LB", True),
-                      ("out of band before → after", True), ("infeasible", True)], resource_rows, sortable=True))
+            + _table(["pool", "resource", ("forced moved", True), ("balance LB", True), ("balance moved", True),
+                      ("balance moved / LB", True), ("out of band before → after", True), ("infeasible", True)],
+                     resource_rows, sortable=True))
+
+
+FORCED_REASON_WORDS = {"dead_broker": "dead broker", "draining_broker": "draining broker",
+                       "pool_isolation": "pool isolation"}
+
+
+def _forced_reasons(by_reason: dict[str, int]) -> Cell:
+    """The forced bytes by why they moved, largest first."""
+    parts = sorted(((v, k) for k, v in by_reason.items() if v), reverse=True)
+    return "; ".join(f"{FORCED_REASON_WORDS.get(k, k)} {human_bytes(v)}" for v, k in parts) or "-"
 
 
 def _render_skipped(plan: PlanView) -> str:

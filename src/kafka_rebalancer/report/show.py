@@ -9,8 +9,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from kafka_rebalancer.balance.status import band_status
-from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD, BROKER_LOAD_AFTER, PARTITION_CHANGES
+from kafka_rebalancer.model.schemas import PARTITION_CHANGES
 from kafka_rebalancer.report.overview import RunOverview, run_overview
 from kafka_rebalancer.report.tables import human_bytes
 from kafka_rebalancer.run_folder import EXECUTE, PLAN, VALIDATION, RunFolder, read_json, read_table
@@ -53,50 +52,61 @@ def show_run(console: Console, run: RunFolder) -> None:
         return
     plan_dir = run.stage_path(PLAN)
     summary = read_json(plan_dir / "summary.json")
-    bands = read_table(plan_dir, BANDS)
-    before = band_status(read_table(plan_dir, BROKER_LOAD), bands)
-    after = band_status(read_table(plan_dir, BROKER_LOAD_AFTER), bands)
     for broker_pool, facts in summary["pools"].items():
-        _pool_table(console, broker_pool, facts, before[before["broker_pool"] == broker_pool],
-                    after[after["broker_pool"] == broker_pool])
+        _pool_table(console, broker_pool, facts)
     _top_moves(console, read_table(plan_dir, PARTITION_CHANGES))
     _skipped(console, summary)
     _validation(console, run)
     _execution(console, run, overview)
 
 
-def _pool_table(console: Console, broker_pool: str, facts: dict[str, Any], before: pd.DataFrame,
-                after: pd.DataFrame) -> None:
+def _pool_table(console: Console, broker_pool: str, facts: dict[str, Any]) -> None:
+    """Per broker and resource, from the summary (the re-check of plan.json): usage before -> after, the band
+    after, and in or OUT of the band before (the current placement's) and after (the plan's)."""
     resources = list(facts["resources"])
-    bound = facts.get("moved_over_lb")
     title = (f"pool {broker_pool}: {facts['replica_moves']} replica moves, {facts['leadership_moves']} leadership, "
-             f"{human_bytes(facts['moved_bytes'])}" + (f", moved/LB {bound:.2f}" if bound is not None else ""))
+             f"{human_bytes(facts['moved_bytes'])}" + _split(facts))
     table = _table(console, title, ["broker", *(f"{r} (band)" for r in resources)])
-    predicted = after.set_index(["broker_id", "resource"])
-    for broker_id, rows in before.groupby("broker_id", sort=True):
-        cells = [str(broker_id)]
+    for broker in facts["brokers"]:
+        cells = [str(broker["broker_id"])]
         for resource in resources:
-            row = rows[rows["resource"] == resource]
-            if row.empty:
+            usage, band = broker.get(resource), facts["resources"][resource]["band"]
+            if usage is None:
                 cells.append("-")
                 continue
-            b = row.iloc[0]
-            a = predicted.loc[(broker_id, resource)] if (broker_id, resource) in predicted.index else b
-            cells.append(f"{_usage(resource, b)} -> {_usage(resource, a)} ({_usage(resource, b, 'lower')}.."
-                         f"{_usage(resource, b, 'upper')}) {_inside(b)} -> {_inside(a)}")
+            counted = broker["eligible"] and band["balanced"]
+            cells.append(f"{_usage(resource, usage['usage_before'])} -> {_usage(resource, usage['usage_after'])} "
+                         f"({_usage(resource, band['lower'])}..{_usage(resource, _upper(band))}) "
+                         f"{_inside(counted, usage['inside_before'])} -> {_inside(counted, usage['inside_after'])}")
         table.add_row(*cells)
     console.print(table)
 
 
-def _usage(resource: str, row: pd.Series, column: str = "usage") -> str:
-    value = float(row[column])
+def _split(facts: dict[str, Any]) -> str:
+    """Forced and balance bytes, each with its moved / LB (summaries before the split have neither)."""
+    if facts.get("forced_bytes") is None:
+        return ""
+    return (f" (forced {human_bytes(facts['forced_bytes'])}, moved/LB {_ratio(facts.get('forced_moved_over_lb'))}; "
+            f"balance {human_bytes(facts['balance_bytes'])}, moved/LB {_ratio(facts.get('moved_over_lb'))})")
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _upper(band: dict[str, Any]) -> float:
+    cap = band.get("capacity_threshold")
+    return band["upper"] if cap is None else min(band["upper"], cap)
+
+
+def _usage(resource: str, value: float) -> str:
     return f"{value:.1%}" if resource in ("disk", "network_in", "network_out", "cpu") else f"{value:.0f}"
 
 
-def _inside(row: pd.Series) -> str:
-    if not row["counted"]:
+def _inside(counted: bool, inside: bool) -> str:
+    if not counted:
         return "n/a"
-    return "in" if row["inside"] else "OUT"
+    return "in" if inside else "OUT"
 
 
 def _top_moves(console: Console, changes: pd.DataFrame) -> None:
