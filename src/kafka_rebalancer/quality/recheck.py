@@ -149,22 +149,21 @@ def _replicas_with_facts(snapshot: SnapshotTables, resources: list[Resource],
     sync but for dead brokers' replicas, not excluded, on no excluded broker)."""
     brokers = snapshot.brokers.drop_duplicates("broker_id").set_index("broker_id")
     parts = snapshot.partitions.drop_duplicates(["topic", "partition"])
-    alive = {int(b) for b in brokers.index[brokers["alive"].astype(bool)]}
-    excluded = {int(b) for b in brokers.index[brokers["excluded"].astype(bool)]}
-    movable = [pool is not None and not bool(skip) and int(leader) >= 0
-               and not any(int(b) in excluded for b in members)
-               and {int(b) for b in members if int(b) in alive} <= {int(b) for b in isr}
-               for pool, skip, leader, members, isr in zip(parts["topic_pool"], parts["excluded"], parts["leader"],
-                                                           parts["replicas"], parts["isr"], strict=True)]
-    facts = parts[["topic", "partition", "topic_pool"]].assign(movable=movable)
-    out = snapshot.replicas.merge(facts, on=["topic", "partition"]).rename(columns={"topic_pool": "broker_pool"})
+    alive = brokers.index[brokers["alive"].astype(bool)]
+    excluded = brokers.index[brokers["excluded"].astype(bool)]
+    facts = parts[["topic", "partition", "topic_pool", "leader", "excluded"]].rename(
+        columns={"topic_pool": "broker_pool", "excluded": "topic_excluded"})
+    out = snapshot.replicas.merge(facts, on=["topic", "partition"])
+    on_alive = out["broker_id"].isin(alive)
+    blocking = out["broker_id"].isin(excluded) | (on_alive & ~out["in_isr"].astype(bool))
+    out["movable"] = (~blocking.groupby([out["topic"], out["partition"]]).transform("any")
+                      & (out["leader"] >= 0) & ~out["topic_excluded"].astype(bool) & out["broker_pool"].notna())
     for r in resources:
         out[r.name] = out[r.replica_load_column].astype(float) if r.replica_load_column else 1.0
     home_pool = out["broker_id"].map(brokers["broker_pool"])
-    reason = np.where(~out["broker_id"].isin(alive), DEAD, np.where(
+    out["reason"] = np.where(~on_alive, DEAD, np.where(
         out["broker_id"].isin(draining), DRAINING,
         np.where(home_pool.isna() | (home_pool != out["broker_pool"]), POOL_ISOLATION, BALANCE)))
-    out["reason"] = reason
     out["size_bytes"] = out["size_bytes"].astype("int64")
     return out[out["broker_pool"].notna()]
 
