@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -68,9 +69,10 @@ class Recheck:
     must_leave: pd.DataFrame  # per replica that must leave its broker now: broker_pool, size_bytes, reason
     bounds: pd.DataFrame  # per (pool, resource) balanced: lower_bound (unit), lower_bound_bytes
     pool_bound_bytes: dict[str, float]  # per pool: the balance part's lower bound in bytes over all resources
-    resources: list[Resource]
 
-    def out_of_band(self, side: str, pool: str | None = None, resource: str | None = None) -> list[int]:
+    def out_of_band(self, side: Literal["before", "after"], pool: str | None = None,
+                    resource: str | None = None) -> list[int]:
+        """The brokers outside their band (of a balanced resource) before or after the plan."""
         status = self.before if side == "before" else self.after
         rows = status[status["counted"] & ~status["inside"]]
         if pool is not None:
@@ -106,17 +108,13 @@ class Recheck:
         leaving = self.leaving[self.leaving["broker_pool"] == pool]
         balance = leaving["reason"] == BALANCE
         bound = self.bounds[(self.bounds["broker_pool"] == pool) & (self.bounds["resource"] == resource)]
-        lb = float(bound["lower_bound"].iloc[0]) if len(bound) else 0.0
-        moved = float(leaving.loc[balance, resource].sum()) + self._leadership_moved(pool, resource)
-        return {"lower_bound": lb, "lower_bound_bytes": float(bound["lower_bound_bytes"].iloc[0]) if len(bound)
-                else 0.0, "moved": moved, "moved_over_lb": _ratio(moved, lb),
+        lb, lb_bytes = (float(bound[c].iloc[0]) if len(bound) else 0.0 for c in ("lower_bound", "lower_bound_bytes"))
+        handed = self.partitions.loc[self.partitions["broker_pool"] == pool, f"leadership_{resource}"]
+        moved = float(leaving.loc[balance, resource].sum()) + float(handed.sum())
+        return {"lower_bound": lb, "lower_bound_bytes": lb_bytes, "moved": moved, "moved_over_lb": _ratio(moved, lb),
                 "forced_moved": float(leaving.loc[~balance, resource].sum()),
                 "out_of_band_before": self.out_of_band("before", pool, resource),
                 "out_of_band_after": self.out_of_band("after", pool, resource)}
-
-    def _leadership_moved(self, pool: str, resource: str) -> float:
-        parts = self.partitions[self.partitions["broker_pool"] == pool]
-        return float(parts[f"leadership_{resource}"].sum())
 
 
 def _ratio(moved: float, bound: float) -> float | None:
@@ -139,7 +137,7 @@ def recheck_plan(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[
     bounds, pool_bound_bytes = _balance_bounds(before, replicas, resources)
     return Recheck(bands_before, before, after, partitions, leaving,
                    must_leave[["broker_pool", "topic", "partition", "broker_id", "size_bytes", "reason"]],
-                   bounds, pool_bound_bytes, resources)
+                   bounds, pool_bound_bytes)
 
 
 def _replicas_with_facts(snapshot: SnapshotTables, resources: list[Resource],
