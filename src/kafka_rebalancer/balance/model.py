@@ -89,6 +89,9 @@ class PoolModel:
 
         self.load = np.zeros((len(brokers), len(resources)))
         np.add.at(self.load, self.r_broker, self.r_load)
+        # Per broker, how many changes touched its replicas or loads: lets a search remember a broker's answer
+        # until the broker changes.
+        self.changes = np.zeros(len(brokers), dtype=np.int64)
         # Replicas per broker as of the snapshot, and those that arrived since (for scanning candidates).
         order = np.argsort(self.r_broker, kind="stable")
         bounds = np.searchsorted(self.r_broker[order], np.arange(len(brokers) + 1))
@@ -164,6 +167,7 @@ class PoolModel:
         self.load[target] += self.r_load[r]
         self.r_broker[r] = target
         self._arrived_on[target].append(r)
+        self.changes[[source, target]] += 1
 
     def transfer_leadership(self, new_leader: int) -> int:
         """Make replica new_leader the partition's leader and first replica; returns the old leader's row."""
@@ -174,5 +178,6 @@ class PoolModel:
             self.r_is_leader[row] = lead
             self.r_load[row] = self.r_lead[row] if lead else self.r_follow[row]
             self.load[self.r_broker[row]] += self.r_load[row]
+            self.changes[self.r_broker[row]] += 1
         self.r_position[[old, new_leader]] = self.r_position[[new_leader, old]]
         return old
