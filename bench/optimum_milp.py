@@ -127,12 +127,15 @@ def _balanced_bands(bands: pd.DataFrame, pool: str, config: RebalancerConfig) ->
 
 
 def solve_optimum(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.DataFrame, *,
-                  time_limit: float = 120.0, mip_rel_gap: float = 1e-6,
+                  time_limit: float = 120.0, mip_rel_gap: float = 1e-4,
                   start: list[Reassignment] | None = None) -> Optimum:
-    """The MILP of every pool with brokers (see the module docstring). `start`: a plan (e.g. the planner's) given
-    to HiGHS as a first solution when it keeps the rules and bands (HiGHS ignores it otherwise)."""
+    """The MILP of every pool with brokers (see the module docstring). HiGHS stops at `time_limit` seconds per
+    pool, or when the best plan is proven within `mip_rel_gap` of the optimum (1e-4: HiGHS' default). `start`:
+    a plan (e.g. the planner's) given to HiGHS as a first solution when it keeps the rules and bands (HiGHS
+    ignores it otherwise)."""
     pools = sorted(p for p in snapshot.brokers["broker_pool"].dropna().unique())
-    free = free_partitions(snapshot, config)
+    # A partition whose topic's pool has no broker cannot be placed: it stays, as fixed load.
+    free = free_partitions(snapshot, config) & snapshot.partitions["topic_pool"].isin(pools)
     start_map = {(r.topic, int(r.partition)): [int(b) for b in r.replicas] for r in start or []}
     return Optimum([_solve_pool(snapshot, config, bands, pool, free, time_limit, mip_rel_gap, start_map)
                     for pool in pools])

@@ -65,7 +65,7 @@ def check(snapshot: SnapshotTables, config: RebalancerConfig, band_table: pd.Dat
           **kwargs: Any) -> Any:
     """Solve; the optimum must be `expected`, proven, and its plan recounted by the bench's own evaluation must
     copy exactly that and land every broker in band."""
-    result = solve_optimum(snapshot, config, band_table, time_limit=30, **kwargs)
+    result = solve_optimum(snapshot, config, band_table, time_limit=30, mip_rel_gap=0.0, **kwargs)
     assert result.proven, result.status
     assert result.bytes == expected
     assert result.bound_bytes is not None and abs(result.bound_bytes - expected) < 1e-3
