@@ -80,8 +80,8 @@ class Planner:
         self._movable_originals = [rs[model.r_movable[rs] & model.gives[b]] for b, rs in
                                    enumerate(model.replicas_on(b) for b in range(len(model.broker_ids)))]
         self.broker_moves = np.zeros(len(model.broker_ids), dtype=np.int64)
-        # (broker, resource) -> the broker's change count when none of its replicas could leave it (see _can_give).
-        self._cannot_give: dict[tuple[int, int], int] = {}
+        # Per (broker, resource): the broker's change count when none of its replicas could leave it (_can_give).
+        self._cannot_give = np.full((len(model.broker_ids), len(model.resources)), -1, dtype=np.int64)
         self.moved_bytes = 0
         self.replica_moves = 0
         self.plan = PoolPlan()
@@ -335,13 +335,13 @@ class Planner:
         a receiver, and usually again on the next turn: the answer is kept until s changes, which spares most
         searches when many brokers fill up from the same givers (a scale-out)."""
         m = self.model
-        if self._cannot_give.get((s, k)) == m.changes[s]:
+        if self._cannot_give[s, k] == m.changes[s]:
             return False
         loads = m.r_load[self._movable_on(s, k)]
         keeps = np.all(~(loads > 0) | ((m.load[s] - loads) / m.capacity[s] >= self.lower - EPS), axis=1)
         if keeps.any():
             return True
-        self._cannot_give[(s, k)] = int(m.changes[s])
+        self._cannot_give[s, k] = m.changes[s]
         return False
 
     def _movable_on(self, b: int, k: int) -> np.ndarray:
@@ -632,8 +632,10 @@ class Planner:
                 return True
         if not m.receives[t] or not self._broker_budget_ok()[t] or not self._budget_left():
             return False
-        for s in givers[: self.candidate_limit // 2]:
-            if not self._broker_budget_ok()[s] or not self._can_give(int(s), k):
+        tried = givers[: self.candidate_limit // 2]
+        tried = tried[self._broker_budget_ok()[tried] & (self._cannot_give[tried, k] != m.changes[tried])]
+        for s in tried:
+            if not self._can_give(int(s), k):
                 continue
             rs = self._movable_on(int(s), k)
             rs = self._order(rs[m.r_load[rs, k] <= most + EPS], k, need, giver=int(s),
