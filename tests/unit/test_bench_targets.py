@@ -1,4 +1,4 @@
-"""The benchmark report states issue 3's targets as met or not from the figures, never by hand."""
+"""The benchmark report states its targets as met or not from the figures, never by hand."""
 
 from __future__ import annotations
 
@@ -6,21 +6,25 @@ from bench.run import target_status
 
 
 def result(wall_s: float, peak_rss_mb: int = 1000, out_after: int = 0, infeasible: int = 0,
-           moved_over_lb: float = 1.0) -> dict:
+           moved_over_lb: float = 1.0, claim_disagreements: int = 0) -> dict:
     return {"wall_s": wall_s, "peak_rss_mb": peak_rss_mb, "out_of_band_after": out_after, "infeasible": infeasible,
-            "moved_over_lb": moved_over_lb}
+            "moved_over_lb": moved_over_lb, "claim_disagreements": claim_disagreements}
 
 
 def test_every_target_of_the_scales_measured_is_judged() -> None:
     status = dict(target_status({"small": result(5, moved_over_lb=1.2), "medium": result(19.9),
-                                 "large": result(61, peak_rss_mb=9000, out_after=2, infeasible=1)}))
+                                 "large": result(61, peak_rss_mb=9000, out_after=2, infeasible=1,
+                                                 claim_disagreements=3)}))
     assert status == {
         "small out of band after == infeasible (0 == 0)": True,
+        "small planner's claim == re-check (0 disagreements)": True,
         "small moved/LB 1.2 <= 1.10": False,
         "medium wall 19.9 s <= 20 s": True,
         "medium out of band after == infeasible (0 == 0)": True,
+        "medium planner's claim == re-check (0 disagreements)": True,
         "medium moved/LB 1.0 <= 1.10": True,
         "large wall 61.0 s <= 60 s": False,
         "large peak 9000 MB <= 8192 MB": False,
         "large out of band after == infeasible (2 == 1)": False,
+        "large planner's claim == re-check (3 disagreements)": False,
     }

@@ -1,0 +1,167 @@
+"""Planner speed as a ratio: this checkout's `kafka-rebalancer plan` against another checkout's, side by side.
+
+    python -m bench.side_by_side --baseline ../baseline-checkout [--scales single-200,medium] [-n 3]
+
+Absolute times on shared machines drift by up to 2x between hours, so both run in turn on the same snapshot
+(a warm-up pair first, then A B A B ...), each as a whole `kafka-rebalancer plan` process (Spark local[2], the
+scale's driver memory), and the figure is the ratio new / baseline of each pair. Both plans are then judged by
+the same independent check (this checkout's bands and `bench.baselines.evaluate`: replica moves and bytes
+counted from plan.json, brokers out of band from the after-state), so "no worse" means the same thing for
+both. Writes bench/side-by-side.json and its section of BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.baselines import evaluate
+from bench.run import BENCH, OUT, REPORT, machine, prepare, run_measured
+from bench.scales import SCALES, Scale
+from kafka_rebalancer.config import load_config
+from kafka_rebalancer.model.schemas import BANDS
+from kafka_rebalancer.plan.artifacts import read_reassignment
+from kafka_rebalancer.run_folder import PLAN, RunFolder, read_json, read_table
+from kafka_rebalancer.snapshot import read_snapshot
+
+RESULTS = BENCH / "side-by-side.json"
+RUN_ID = "side-by-side"
+SIDES = ("new", "baseline")
+
+
+def side_config(scale: Scale, side: str) -> Path:
+    """The scale's config for one side, runs under its own folder; the snapshot linked into its run folder."""
+    config_path, run = prepare(scale)
+    body = yaml.safe_load(config_path.read_text())
+    folder = OUT / scale.name / "side-by-side" / side
+    body["run_root"] = str(folder / "runs")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "config.yaml"
+    path.write_text(yaml.safe_dump(body, sort_keys=False))
+    snapshot = folder / "runs" / body["cluster"]["name"] / RUN_ID / "snapshot"
+    if not snapshot.exists():
+        snapshot.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(run.stage_path("snapshot"), snapshot, copy_function=os.link)
+    return path
+
+
+def plan_once(checkout: Path, config_path: Path, scale: Scale, log_path: Path) -> dict[str, Any]:
+    """One whole `kafka-rebalancer plan` process of `checkout`'s code (its src first on the path)."""
+    cmd = [sys.executable, "-c", "import sys; from kafka_rebalancer.cli import main; sys.exit(main())",
+           "plan", "--config", str(config_path), "--run-id", RUN_ID]
+    env = {**os.environ, "PYTHONPATH": str(checkout / "src"), "PYSPARK_PYTHON": sys.executable,
+           "PYSPARK_SUBMIT_ARGS": f"--driver-memory {scale.driver_memory} pyspark-shell"}
+    measured = run_measured(cmd, env=env, cwd=checkout, log_path=log_path)
+    if measured["returncode"] != 0:
+        raise RuntimeError(f"plan failed ({checkout}); see {log_path}")
+    return {"process_s": measured["process_s"], "peak_rss_mb": measured["peak_rss_mb"]}
+
+
+def judged(config_path: Path) -> dict[str, Any]:
+    """Both sides' plans by one yardstick: this checkout's bands (from the new side's plan) and evaluate()."""
+    new_config = load_config(config_path)
+    run = RunFolder(new_config.run_dir(RUN_ID))
+    snapshot, _ = read_snapshot(run)
+    bands = read_table(run.stage_path(PLAN), BANDS)
+    out = {}
+    for side in SIDES:
+        side_run = RunFolder(load_config(config_path.parent.parent / side / "config.yaml").run_dir(RUN_ID))
+        plan = read_reassignment(side_run.stage_path(PLAN) / "plan.json")
+        figures = evaluate(snapshot, new_config, bands, plan)
+        figures["plan_hash"] = read_json(side_run.stage_path(PLAN) / "summary.json")["plan_hash"]
+        out[side] = figures
+    return out
+
+
+def compare(scale: Scale, baseline: Path, runs: int) -> dict[str, Any]:
+    configs = {side: side_config(scale, side) for side in SIDES}
+    checkouts = {"new": BENCH.parent, "baseline": baseline}
+    logs = OUT / scale.name / "side-by-side"
+    times: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
+    for i in range(runs + 1):  # the first pair warms the page cache and the JVM archive: not counted
+        for side in SIDES:
+            label = "warm-up" if i == 0 else f"run {i}/{runs}"
+            print(f"[{scale.name}] {side} {label} ...", flush=True)
+            figure = plan_once(checkouts[side], configs[side], scale, logs / f"{side}.log")
+            print(f"[{scale.name}] {side} {label}: {figure['process_s']:.1f} s, {figure['peak_rss_mb']} MB",
+                  flush=True)
+            if i:
+                times[side].append(figure)
+    ratios = [n["process_s"] / b["process_s"] for n, b in zip(times["new"], times["baseline"], strict=True)]
+    return {
+        "runs": runs, "ratio_new_over_baseline": {"min": round(min(ratios), 3), "median": round(
+            statistics.median(ratios), 3), "max": round(max(ratios), 3), "pairs": [round(r, 3) for r in ratios]},
+        **{f"{side}_s": {"median": round(statistics.median(t["process_s"] for t in times[side]), 1),
+                         "all": [t["process_s"] for t in times[side]]} for side in SIDES},
+        **{f"{side}_peak_rss_mb": max(t["peak_rss_mb"] for t in times[side]) for side in SIDES},
+        "plans": judged(configs["new"]),
+    }
+
+
+def write_report(results: dict[str, Any], baseline: str, info: dict[str, Any]) -> None:
+    rows = [("scale", "brokers / replicas", "ratio new / baseline (median, min-max)", "new s (median)",
+             "baseline s (median)", "peak MB new / baseline", "out of band after new / baseline",
+             "replica moves new / baseline", "moved GiB new / baseline")]
+    for name, r in results.items():
+        new, old = r["plans"]["new"], r["plans"]["baseline"]
+        ratio = r["ratio_new_over_baseline"]
+        spec = SCALES[name].spec
+        rows.append((name, f"{spec.n_brokers:,} / {spec.n_partitions * spec.replication_factor:,}",
+                     f"{ratio['median']} ({ratio['min']}-{ratio['max']}, {r['runs']} pairs)",
+                     str(r["new_s"]["median"]), str(r["baseline_s"]["median"]),
+                     f"{r['new_peak_rss_mb']} / {r['baseline_peak_rss_mb']}",
+                     f"{new['out_of_band_after']} / {old['out_of_band_after']}",
+                     f"{new['replica_moves']:,} / {old['replica_moves']:,}",
+                     f"{new['moved_bytes'] / 2**30:,.0f} / {old['moved_bytes'] / 2**30:,.0f}"))
+    table = "\n".join("| " + " | ".join(r) + " |" for r in [rows[0], tuple("---" for _ in rows[0]), *rows[1:]])
+    start, end = "<!-- side-by-side:start -->", "<!-- side-by-side:end -->"
+    block = (f"{start}\nCommand: `python -m bench.side_by_side --baseline <checkout of {baseline}> --scales "
+             f"{','.join(results)}`, {time.strftime('%Y-%m-%d')}. Machine: {info['cpu']}, {info['cores']} cores; "
+             f"whole `kafka-rebalancer plan` processes in turn on the same snapshot, a warm-up pair first; times "
+             f"are process wall seconds (Spark session included). Plans judged by one yardstick (this checkout's "
+             f"bands, moves and bytes counted from plan.json).\n\n{table}\n{end}")
+    text = REPORT.read_text()
+    text = text.split(start)[0] + block + text.split(end)[1] if start in text else text + "\n" + block + "\n"
+    REPORT.write_text(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--baseline", required=True, type=Path, help="a checkout of the code to compare against")
+    parser.add_argument("--scales", default="single-200,single-1000,medium,large")
+    parser.add_argument("-n", "--runs", type=int, default=3, help="counted pairs per scale")
+    args = parser.parse_args(argv)
+    baseline = args.baseline.resolve()
+    if not (baseline / "src" / "kafka_rebalancer" / "cli.py").is_file():
+        print(f"--baseline {baseline}: not a kafka-rebalancer checkout (no src/kafka_rebalancer/cli.py)",
+              file=sys.stderr)
+        return 2
+    unknown = [name for name in args.scales.split(",") if name not in SCALES]
+    if unknown:
+        print(f"--scales: unknown {', '.join(unknown)}; expected some of {', '.join(SCALES)}", file=sys.stderr)
+        return 2
+    label = subprocess.run(["git", "-C", str(baseline), "rev-parse", "--short", "HEAD"], capture_output=True,
+                           text=True).stdout.strip() or baseline.name
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    for name in args.scales.split(","):
+        results[name] = compare(SCALES[name], baseline, args.runs)
+        print(f"[{name}] " + json.dumps({k: v for k, v in results[name].items() if k != "plans"}), flush=True)
+    ordered = {k: results[k] for k in SCALES if k in results}
+    RESULTS.write_text(json.dumps(ordered, indent=2) + "\n")
+    write_report(ordered, label, machine())
+    print(f"wrote {RESULTS} and {REPORT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
