@@ -8,9 +8,11 @@ from typing import Any
 import pandas as pd
 
 from bench.baselines import evaluate
+from bench.optimum import disk_flows, placement_violations
 from bench.optimum_milp import solve_optimum
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.schemas import BANDS, BROKERS, PARTITIONS, REPLICAS
+from kafka_rebalancer.plan.artifacts import Reassignment
 from kafka_rebalancer.snapshot.build import SnapshotTables
 
 Part = tuple[str, int, list[int], int]  # topic, partition, replicas, size
@@ -34,12 +36,13 @@ def cluster(brokers: list[tuple[int, str | None]], parts: list[Part], *, capacit
     rows, prows = [], []
     for topic, p, replicas, size in parts:
         isr = [x for x in replicas if x not in dead and x not in out_of_isr.get((topic, p), [])]
+        leader = isr[0] if isr else -1  # no replica in sync: offline
         for pos, x in enumerate(replicas):
-            rows.append({"topic": topic, "partition": p, "broker_id": x, "position": pos, "is_leader": x == isr[0],
+            rows.append({"topic": topic, "partition": p, "broker_id": x, "position": pos, "is_leader": x == leader,
                          "in_isr": x in isr, "size_bytes": size, "nw_in_bytes_per_s": 0.0,
                          "nw_out_bytes_per_s": 0.0, "cpu_cores": 0.0})
         prows.append({"topic": topic, "partition": p, "replication_factor": len(replicas), "replicas": replicas,
-                      "isr": isr, "leader": isr[0], "topic_pool": topic_pool(topic), "excluded": False,
+                      "isr": isr, "leader": leader, "topic_pool": topic_pool(topic), "excluded": False,
                       "size_bytes": size, "bytes_in_per_s": 0.0, "bytes_out_per_s": 0.0, "cpu_leader_cores": 0.0,
                       "cpu_follower_cores": 0.0})
     snapshot = SnapshotTables(b[BROKERS.names], pd.DataFrame(rows)[REPLICAS.names],
@@ -162,3 +165,22 @@ def test_an_unreachable_band_is_reported_infeasible() -> None:
                            time_limit=30)
     assert result.bytes is None and not result.proven
     assert "nfeasible" in result.status
+
+
+def test_the_bench_recount_flags_broken_placement_rules() -> None:
+    snapshot, config = cluster([(1, "a"), (2, "b"), (3, "c"), (4, "c")], RACK_PARTS, dead=(2,))
+    assert placement_violations(snapshot, config, [Reassignment("t", 1, [1, 3])]) == 0  # Q off the dead broker
+    assert placement_violations(snapshot, config, [Reassignment("f", 1, [1])]) == 1  # offline: may not move
+    assert placement_violations(snapshot, config, [Reassignment("t", 0, [3, 4])]) == 1  # P twice on rack c
+    assert placement_violations(snapshot, config, [Reassignment("f", 0, [2])]) == 1  # onto the dead broker
+    assert placement_violations(snapshot, config, [Reassignment("t", 0, [1, 1])]) == 1  # a broker twice
+    assert placement_violations(snapshot, config, [Reassignment("t", 0, [1, 4, 3])]) == 1  # RF changed
+
+
+def test_disk_flows_add_up_to_the_bytes_moved() -> None:
+    # Broker 1 (40, upper 35) is over by 5: shedding 12 to broker 4 overshoots by 7; a swap leg of 2 back onto it.
+    snapshot, _ = cluster([(1, "a"), (2, "b"), (3, "c"), (4, "d")], [
+        ("t", 0, [1], 20), ("t", 1, [1], 12), ("t", 2, [1], 8), ("t", 3, [2], 30), ("t", 4, [3], 28),
+        ("t", 5, [4], 25), ("t", 6, [4], 2)])
+    flows = disk_flows(snapshot, bands(DISK_BAND), [Reassignment("t", 1, [4]), Reassignment("t", 6, [1])])
+    assert flows == {"moved": 14, "excess": 5, "deficit": 0, "overshoot": 5, "into_over": 2, "out_of_others": 2}
