@@ -92,6 +92,7 @@ class PoolModel:
         # Per broker, how many changes touched its replicas or loads: lets a search remember a broker's answer
         # until the broker changes.
         self.changes = np.zeros(len(brokers), dtype=np.int64)
+        self._replicas_on: dict[int, tuple[int, np.ndarray]] = {}
         # Replicas per broker as of the snapshot, and those that arrived since (for scanning candidates).
         order = np.argsort(self.r_broker, kind="stable")
         bounds = np.searchsorted(self.r_broker[order], np.arange(len(brokers) + 1))
@@ -113,12 +114,18 @@ class PoolModel:
         return self.r_broker[self.partition_rows(r)]
 
     def replicas_on(self, b: int) -> np.ndarray:
+        """The replicas b holds now; kept until b changes (searches ask for the same brokers many times)."""
+        cached = self._replicas_on.get(b)
+        if cached is not None and cached[0] == self.changes[b]:
+            return cached[1]
         original = self._original_on[b]
         here = original[self.r_broker[original] == b]
         if self._arrived_on[b]:
             arrived = np.unique(np.array(self._arrived_on[b], dtype=np.int64))
             arrived = arrived[(self.r_broker[arrived] == b) & (self.original_broker[arrived] != b)]
             here = np.concatenate([here, arrived])
+        here.flags.writeable = False  # shared by every caller until b changes
+        self._replicas_on[b] = (int(self.changes[b]), here)
         return here
 
     def leadership_delta(self, r: int) -> np.ndarray:
