@@ -18,6 +18,8 @@ bound is max(forced bytes + sum given, sum received).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from kafka_rebalancer.balance.model import PoolModel
@@ -51,6 +53,24 @@ def _smallest(sizes: np.ndarray, count: float) -> float:
     return float(np.sort(sizes)[:n].sum()) if n > 0 else 0.0
 
 
+def fewest_bytes(excess: np.ndarray, deficit: np.ndarray, is_count: bool,
+                 own_replicas: Callable[[int], tuple[np.ndarray, np.ndarray]], pool_load: np.ndarray,
+                 pool_size: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For one resource, per broker: the fewest bytes it must give away to shed its excess (from its own
+    replicas, `own_replicas(i)` = (loads, sizes)) and receive to fill its deficit (from the pool's replicas)."""
+    pool_sizes = np.sort(pool_size.astype(float))
+    pool_smallest = np.concatenate([[0.0], np.cumsum(pool_sizes)])
+    pool_knapsack = None if is_count else _Knapsack(pool_load, pool_size)
+    given, received = np.zeros(len(excess)), np.zeros(len(deficit))
+    for i in np.flatnonzero(excess > EPS):
+        loads, sizes = own_replicas(int(i))
+        given[i] = _smallest(sizes, excess[i]) if is_count else _Knapsack(loads, sizes).bytes_for(excess[i])
+    for i in np.flatnonzero(deficit > EPS):
+        received[i] = (pool_smallest[min(int(np.ceil(deficit[i] - EPS)), len(pool_sizes))] if is_count
+                       else pool_knapsack.bytes_for(deficit[i]))  # type: ignore[union-attr]
+    return given, received
+
+
 def byte_lower_bound(model: PoolModel, lower: np.ndarray, upper: np.ndarray, balanced: list[int]) -> float:
     """The bound, for the model's state before any move."""
     gives, receives = bytes_per_broker(model, lower, upper, balanced)
@@ -61,30 +81,23 @@ def byte_lower_bound(model: PoolModel, lower: np.ndarray, upper: np.ndarray, bal
 def bytes_per_broker(model: PoolModel, lower: np.ndarray, upper: np.ndarray,
                      balanced: list[int]) -> tuple[np.ndarray, np.ndarray]:
     """Per broker: the fewest bytes it must give away, and receive, to get inside every band."""
-    eligible = np.flatnonzero(model.eligible)
     movable = model.r_movable & ~model.r_must_move
     pool = np.flatnonzero(movable)
     gives = np.zeros(len(model.broker_ids))
     receives = np.zeros(len(model.broker_ids))
-    pool_sizes = np.sort(model.r_size[pool].astype(float))
-    pool_smallest = np.concatenate([[0.0], np.cumsum(pool_sizes)])
     for k in balanced:
-        res = model.resources[k]
-        if res.role_dependent:
+        if model.resources[k].role_dependent:
             continue
         load, cap = model.load[:, k], model.capacity[:, k]
-        excess = np.maximum(load - upper[k] * cap, 0.0)
-        deficit = np.maximum(lower[k] * cap - load, 0.0)
-        pool_knapsack = None if res.is_count else _Knapsack(model.r_load[pool, k], model.r_size[pool])
-        for b in eligible:
-            if excess[b] > EPS:
-                mine = model.replicas_on(int(b))
-                mine = mine[movable[mine]]
-                given = (_smallest(model.r_size[mine], excess[b]) if res.is_count
-                         else _Knapsack(model.r_load[mine, k], model.r_size[mine]).bytes_for(excess[b]))
-                gives[b] = max(gives[b], given)
-            if deficit[b] > EPS:
-                got = (pool_smallest[min(int(np.ceil(deficit[b] - EPS)), len(pool_sizes))] if res.is_count
-                       else pool_knapsack.bytes_for(deficit[b]))  # type: ignore[union-attr]
-                receives[b] = max(receives[b], got)
+        excess = np.where(model.eligible, np.maximum(load - upper[k] * cap, 0.0), 0.0)
+        deficit = np.where(model.eligible, np.maximum(lower[k] * cap - load, 0.0), 0.0)
+
+        def own(b: int, k: int = k) -> tuple[np.ndarray, np.ndarray]:
+            mine = model.replicas_on(b)
+            mine = mine[movable[mine]]
+            return model.r_load[mine, k], model.r_size[mine]
+
+        given, received = fewest_bytes(excess, deficit, model.resources[k].is_count, own, model.r_load[pool, k],
+                                       model.r_size[pool])
+        gives, receives = np.maximum(gives, given), np.maximum(receives, received)
     return gives, receives

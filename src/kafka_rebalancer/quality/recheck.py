@@ -17,14 +17,14 @@ read their figures from here; the validation suite fails a plan whose planner cl
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import pandas as pd
 
-from kafka_rebalancer.balance.bounds import _Knapsack, _smallest
+from kafka_rebalancer.balance.bounds import fewest_bytes
 from kafka_rebalancer.balance.status import band_status, bands_frame, broker_load_frame
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.resources import Resource
@@ -196,6 +196,15 @@ def _changes(snapshot: SnapshotTables, plan: list[Reassignment], replicas: pd.Da
     return out, leaving[["broker_pool", "topic", "partition", "broker_id", "size_bytes", "reason", *names]]
 
 
+def _replicas_of(by_broker: dict[int, pd.DataFrame], broker_ids: np.ndarray, resource_name: str,
+                 empty: pd.DataFrame) -> Callable[[int], tuple[np.ndarray, np.ndarray]]:
+    """(loads, sizes) of the i-th broker's replicas, for `fewest_bytes`."""
+    def own(i: int) -> tuple[np.ndarray, np.ndarray]:
+        mine = by_broker.get(int(broker_ids[i]), empty)
+        return mine[resource_name].to_numpy(float), mine["size_bytes"].to_numpy(float)
+    return own
+
+
 def _balance_bounds(before: pd.DataFrame, replicas: pd.DataFrame,
                     resources: list[Resource]) -> tuple[pd.DataFrame, dict[str, float]]:
     """Per (pool, resource) balanced: LB in the unit and the fewest bytes carrying it; per pool: the bytes bound
@@ -220,18 +229,9 @@ def _balance_bounds(before: pd.DataFrame, replicas: pd.DataFrame,
             given = np.zeros(len(status))
             received = np.zeros(len(status))
             if not r.role_dependent:
-                sizes = in_pool["size_bytes"].to_numpy(float)
-                pool_smallest = np.concatenate([[0.0], np.cumsum(np.sort(sizes))])
-                pool_knapsack = None if r.is_count else _Knapsack(in_pool[r.name].to_numpy(float), sizes)
-                for i, broker_id in enumerate(status["broker_id"]):
-                    mine = by_broker.get(int(broker_id), in_pool.iloc[:0])
-                    if excess[i] > EPS:
-                        given[i] = (_smallest(mine["size_bytes"].to_numpy(float), excess[i]) if r.is_count else
-                                    _Knapsack(mine[r.name].to_numpy(float),
-                                              mine["size_bytes"].to_numpy(float)).bytes_for(excess[i]))
-                    if deficit[i] > EPS:
-                        received[i] = (pool_smallest[min(int(np.ceil(deficit[i] - EPS)), len(sizes))] if r.is_count
-                                       else pool_knapsack.bytes_for(deficit[i]))  # type: ignore[union-attr]
+                own = _replicas_of(by_broker, status["broker_id"].to_numpy(), r.name, in_pool.iloc[:0])
+                given, received = fewest_bytes(excess, deficit, r.is_count, own, in_pool[r.name].to_numpy(float),
+                                               in_pool["size_bytes"].to_numpy(float))
                 for broker_id, g, got in zip(status["broker_id"], given, received, strict=True):
                     gives[int(broker_id)] = max(gives.get(int(broker_id), 0.0), float(g))
                     receives[int(broker_id)] = max(receives.get(int(broker_id), 0.0), float(got))
