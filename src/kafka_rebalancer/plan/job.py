@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -47,13 +47,14 @@ from kafka_rebalancer.model.schemas import (
     REPLICAS,
     SKIPPED,
 )
-from kafka_rebalancer.operations.request import PlanningScope, read_request, scope_of
+from kafka_rebalancer.operations.request import ManualRequest, PlanningScope, read_request, scope_of
 from kafka_rebalancer.plan.artifacts import dumps, parse_reassignment, plan_hash, reassignment_document
 from kafka_rebalancer.plan.changes import load_after, partition_changes, trim_to_budgets
 from kafka_rebalancer.plan.summary import build_summary, planner_claim
 from kafka_rebalancer.quality.recheck import claim_rows, draining_brokers, recheck_plan
 from kafka_rebalancer.report.tables import human_bytes
 from kafka_rebalancer.run_folder import PLAN, SNAPSHOT, RunFolder, read_json, write_json, write_table
+from kafka_rebalancer.snapshot.build import SnapshotTables
 from kafka_rebalancer.snapshot.store import read_snapshot
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,13 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
     if request is not None and request.action == "execute-reviewed" and run.has(PLAN):
         log.info("execute-reviewed: the reviewed run's plan is kept as it is (not planned again)")
         return read_json(run.stage_path(PLAN) / "summary.json")
+    # The re-check reads the snapshot in pandas: beside the Spark work, which mostly leaves the driver waiting.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan-job-snapshot") as background:
+        return _plan(spark, config, run, request, background.submit(read_snapshot, run), started)
+
+
+def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request: ManualRequest | None,
+          snapshot_read: Future[tuple[SnapshotTables, dict[str, Any]]], started: float) -> dict[str, Any]:
     scope = scope_of(request)
     progress = _Progress()
     snap = run.require(SNAPSHOT)
@@ -170,7 +178,7 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
         (out / "rollback.json").write_text(rollback_text)
         # The summary's figures come from the re-check of plan.json against the snapshot, apart from the
         # planner's bookkeeping (after_pdf, its bound), which is kept as its claim beside them.
-        snapshot_tables, _ = read_snapshot(run)
+        snapshot_tables, _ = snapshot_read.result()
         recheck = recheck_plan(config, snapshot_tables, parse_reassignment(plan_text, "plan.json"), bands_pdf,
                                draining_brokers(request))
         claim = planner_claim(after_pdf, bands_pdf, planned["lower_bound_bytes"],
