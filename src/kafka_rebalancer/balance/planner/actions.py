@@ -1,0 +1,325 @@
+"""The actions: each looks for one change that helps a broker in one resource, asks the constraints, and makes it
+through the state when they accept (returning True), or changes nothing (False).
+
+- a leadership transfer (another in-sync replica becomes the first replica and, after the preferred leader
+  election, the leader): no data moves; it changes network out, CPU and leader count;
+- a replica move: an over-loaded broker gives away a replica whose load lies in the pre-check window
+  `[load_s - target_upper*cap_s, load_s - lower*cap_s]`, so it lands inside the band; an under-loaded broker
+  takes one in `[target_lower*cap_t - load_t, upper*cap_t - load_t]` from a broker that stays above the lower
+  edge. When no replica lands the broker inside, the largest that does not overshoot moves and the broker is
+  fixed further on its next turn. Best fit by size (least data moved); for counts, the smallest replica;
+- a swap, when no single move fits: a larger replica for a smaller one, so the net transfer lands in the window;
+- a hot-partition spread, for a broker whose hot partitions alone keep it over the band;
+- a forced placement, for a replica that must move whatever the balance (hard constraints).
+
+`need` is the load that lands the broker inside the target band, `most` the most it may move without
+overshooting the band on the other side.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kafka_rebalancer.balance.planner.constraints import EPS, Constraints
+from kafka_rebalancer.balance.planner.ranking import Ranking
+from kafka_rebalancer.balance.planner.state import PlanState
+
+
+class Action:
+    def __init__(self, state: PlanState, constraints: Constraints, ranking: Ranking) -> None:
+        self.state = state
+        self.model = state.model
+        self.constraints = constraints
+        self.placement = constraints.placement
+        self.acceptance = constraints.acceptance
+        self.budget = constraints.budget
+        self.ranking = ranking
+        self.candidate_limit = ranking.candidate_limit
+
+
+class LeadershipTransfer(Action):
+    def hand_over(self, s: int, k: int, need: float, most: float) -> bool:
+        """Hand leadership of a partition s leads to another of its in-sync replicas."""
+        m = self.model
+        usage = m.usage[:, k]
+        for r in self.ranking.leaderships(m.replicas_on(s), k, need, most, leaders=True,
+                                          b=s)[: self.candidate_limit]:
+            delta = m.leadership_delta(int(r))
+            if not self.acceptance.loss_ok(s, delta):
+                continue
+            others = m.partition_rows(int(r))
+            others = others[(others != r) & m.eligible[m.r_broker[others]]]
+            ok = others[self.acceptance.gain_ok(m.r_broker[others], delta)]
+            if len(ok):
+                self.state.apply_leadership([int(ok[np.argmin(usage[m.r_broker[ok]])])], k)
+                return True
+        return False
+
+    def take_over(self, t: int, k: int, need: float, most: float) -> bool:
+        """Take over leadership of a partition t follows."""
+        m = self.model
+        rs = self.ranking.leaderships(m.replicas_on(t), k, need, most, leaders=False, b=t)[: self.candidate_limit]
+        leaders = m.leaders_of(rs)
+        rs, leaders = rs[leaders >= 0], leaders[leaders >= 0]
+        # The first candidate whose leader's broker stays above its lower edges and t below its upper edges.
+        delta = m.r_lead[rs] - m.r_follow[rs]
+        ok = np.flatnonzero(self.acceptance.losses_ok(m.r_broker[leaders], delta)
+                            & self.acceptance.gain_ok(t, delta))
+        if not len(ok):
+            return False
+        self.state.apply_leadership([int(rs[ok[0]])], k)
+        return True
+
+    def swap(self, giver: int, taker: int, k: int, need: float, most: float) -> bool:
+        """Hand giver's leadership of one partition to taker and take over a lighter one from taker, so the net
+        transfer in resource k reaches `need` without exceeding `most`; leader counts stay as they are and no
+        data moves."""
+        m = self.model
+        if most <= EPS:
+            return False
+
+        def shared_leaders(b: int, other: int) -> tuple[np.ndarray, np.ndarray]:
+            """b's leader rows of partitions `other` follows, and other's rows of those partitions."""
+            mine, theirs = m.replicas_on(b), m.replicas_on(other)
+            mine = mine[m.r_is_leader[mine] & m.p_leadership_ok[m.r_pindex[mine]]]
+            if not len(mine) or not len(theirs):
+                return mine[:0], theirs[:0]
+            # other's row of each of b's partitions, by a sorted lookup (a broker holds a partition at most once)
+            by_partition = np.argsort(m.r_pindex[theirs], kind="stable")
+            partitions = m.r_pindex[theirs][by_partition]
+            at = np.minimum(np.searchsorted(partitions, m.r_pindex[mine]), len(partitions) - 1)
+            keep = partitions[at] == m.r_pindex[mine]
+            return mine[keep], theirs[by_partition[at[keep]]]
+
+        give, give_to = shared_leaders(giver, taker)
+        take, take_from = shared_leaders(taker, giver)
+        if not len(give) or not len(take):
+            return False
+        pairs = self.ranking.pairs(m.r_lead[give, k] - m.r_follow[give, k], m.r_lead[take, k] - m.r_follow[take, k],
+                                   need, most)
+        for i, j in pairs:
+            net = m.leadership_delta(int(give_to[i])) - m.leadership_delta(int(take_from[j]))
+            if self.acceptance.exchange_ok(giver, taker, net):
+                self.state.apply_leadership([int(give_to[i]), int(take_from[j])], k)
+                return True
+        return False
+
+    def with_room(self, b: int, k: int, need: float, most: float, taking: bool, swaps: int = 3) -> bool:
+        """Leader count: when taking a leadership would push b over another band (network out or CPU at its upper
+        edge), first hand heavy leaderships over for light ones; when handing one over would take b under another
+        band (at its lower edge), first take heavy leaderships for light ones. Leadership swaps leave the count as
+        it is (up to `swaps` of them); then the leadership is taken or handed over, or the swaps are given up."""
+        m = self.model
+        lower, limit = self.acceptance.lower, self.acceptance.limit
+        done = 0
+        for j, res in enumerate(m.resources):
+            if j == k or not res.role_dependent or res.is_count or not self.acceptance.band(j).balanced:
+                continue
+            while done < swaps:
+                usage, spare, room = m.usage[:, j], m.load[:, j] - lower[j] * m.capacity[:, j], \
+                    limit[j] * m.capacity[:, j] - m.load[:, j]
+                # The other side of each swap: brokers with room to take load (b gives it), or spare to give it.
+                others = np.flatnonzero(m.eligible & ((usage < limit[j] - EPS) if taking else
+                                                      (usage > lower[j] + EPS)))
+                others = others[others != b]
+                others = others[np.argsort(usage[others] if taking else -usage[others], kind="stable")]
+                if not any(self.swap(b, int(y), j, EPS, min(spare[b], room[y])) if taking else
+                           self.swap(int(y), b, j, EPS, min(spare[y], room[b]))
+                           for y in others[: self.candidate_limit // 2]):
+                    break
+                done += 1
+                if (self.take_over if taking else self.hand_over)(b, k, need, most):
+                    return True
+        for _ in range(done):
+            self.state.undo_last()
+        return False
+
+
+class ReplicaMove(Action):
+    def __init__(self, state: PlanState, constraints: Constraints, ranking: Ranking) -> None:
+        super().__init__(state, constraints, ranking)
+        # Per (broker, resource): the broker's change count when none of its replicas could leave it (`_can_give`).
+        m = state.model
+        self._cannot_give = np.full((len(m.broker_ids), len(m.resources)), -1, dtype=np.int64)
+
+    def give(self, s: int, k: int, need: float, most: float) -> bool:
+        """Move one of s's replicas, by best fit, to the least used broker in k that every rule allows."""
+        m = self.model
+        rs = self.state.movable_on(s, k)
+        rs = rs[m.r_load[rs, k] <= most + EPS]
+        for r in self.ranking.replicas(rs, k, need, giver=s):
+            if not self.acceptance.loss_ok(s, m.r_load[r]):
+                continue
+            targets = self.constraints.feasible_targets(r, s)
+            if targets.any():
+                usage = m.usage[:, k]
+                t = int(np.flatnonzero(targets)[np.argmin(usage[targets])])
+                self.state.apply([(r, t)], k)
+                return True
+        return False
+
+    def take(self, t: int, k: int, need: float, most: float, givers: np.ndarray) -> bool:
+        """Move one replica to t from the first of `givers` (most used first) that has one every rule allows."""
+        m = self.model
+        tried = givers[: self.candidate_limit // 2]
+        tried = tried[self.budget.brokers_left()[tried] & (self._cannot_give[tried, k] != m.changes[tried])]
+        for s in tried:
+            if not self._can_give(int(s), k):
+                continue
+            rs = self.state.movable_on(int(s), k)
+            rs = self.ranking.replicas(rs[m.r_load[rs, k] <= most + EPS], k, need, giver=int(s), receiver=t)
+            ok = rs[self.constraints.accepted(rs, int(s), t)]
+            ok = ok[self.placement.allows_many(ok, t)]
+            if len(ok):
+                self.state.apply([(int(ok[0]), t)], k)
+                return True
+        return False
+
+    def _can_give(self, s: int, k: int) -> bool:
+        """Whether some replica of s that may move for resource k keeps s at or above every lower edge (the
+        acceptance rule's loss side, which depends on s alone). A broker without one fails every search for
+        a receiver, and usually again on the next turn: the answer is kept until s changes, which spares most
+        searches when many brokers fill up from the same givers (a scale-out)."""
+        m = self.model
+        if self._cannot_give[s, k] == m.changes[s]:
+            return False
+        loads = m.r_load[self.state.movable_on(s, k)]
+        if self.acceptance.losses_ok(s, loads).any():
+            return True
+        self._cannot_give[s, k] = m.changes[s]
+        return False
+
+
+class ReplicaSwap(Action):
+    def swap(self, giver: int, taker: int, k: int, need: float, most: float) -> bool:
+        """Exchange a replica of giver for a smaller one of taker so the net transfer in resource k reaches
+        `need` without exceeding `most` (or comes as close as it can)."""
+        m = self.model
+        if most <= EPS or not self.budget.moves_left(2) or not self.budget.brokers_left(2)[[giver, taker]].all():
+            return False
+        # Each broker gives one replica and receives the other's: both must be allowed both (manual roles).
+        if not (m.receives[[giver, taker]].all() and m.gives[[giver, taker]].all()):
+            return False
+        give = self.state.movable_on(giver, k)
+        # The taker may hand back a replica that arrived earlier in the plan: only the final state is executed,
+        # so it goes straight from its first broker to the giver (a broker that was empty has nothing else).
+        take = m.replicas_on(taker)
+        take = take[m.r_movable[take]]
+        if not len(give) or not len(take):
+            return False
+        # Leaders for leaders and followers for followers, so the leader counts stay as they are.
+        pairs = []
+        for role in (True, False):
+            g, t = give[m.r_is_leader[give] == role], take[m.r_is_leader[take] == role]
+            if len(g) and len(t):
+                pairs += [(int(g[i]), int(t[j])) for i, j in self.ranking.pairs(m.r_load[g, k], m.r_load[t, k],
+                                                                                 need, most)]
+        for r1, r2 in pairs:
+            if m.r_pindex[r1] == m.r_pindex[r2] or not self.budget.bytes_ok(int(m.r_size[r1] + m.r_size[r2])):
+                continue
+            if not (self.placement.allows(r1, giver, taker) and self.placement.allows(r2, taker, giver)):
+                continue
+            if self.acceptance.exchange_ok(giver, taker, m.r_load[r1] - m.r_load[r2]):
+                self.state.apply([(r1, taker), (r2, giver)], k)
+                return True
+        return False
+
+
+class HotPartitionSpread(Action):
+    def spread(self, s: int, k: int) -> bool:
+        """A broker holding several hot partitions (each alone larger than the band's width) whose loads together
+        exceed the upper edge can never get inside by giving other replicas away, and no single action that keeps
+        the acceptance rule takes one of them. Hand the smallest of them over (its leadership, alone or swapped for
+        the lightest leadership coming back so leader counts hold; else the replica) to the broker with the least
+        load in k whose own hot partitions leave room for it; that broker then sheds ordinary load on its own
+        turns. Each step lowers the hot load of brokers whose hot loads alone overflow, so it cannot cycle. Other
+        resources keep the acceptance rule."""
+        m = self.model
+        acceptance, limit = self.acceptance, self.acceptance.limit
+        hot, total = self.hot_load(s, k)
+        if len(hot) < 2 or total <= limit[k] * m.capacity[s, k] + EPS:
+            return False
+        r = int(hot[np.lexsort((hot, m.r_load[hot, k]))[0]])
+        # The resources in which the partition is hot (k among them) are exempt from the acceptance rule: the
+        # same reasoning holds for each. The others keep it.
+        k_count = len(m.resources)
+        hot_in = [j for j in range(k_count)
+                  if not m.resources[j].is_count and np.abs(m.r_lead[r, j]) > acceptance.width(s)[j] + EPS]
+        other = ~np.isin(np.arange(k_count), hot_in)
+
+        def takes(t: int, delta: np.ndarray) -> bool:
+            return bool(m.eligible[t]) and all(
+                self.hot_load(t, j)[1] + delta[j] <= limit[j] * m.capacity[t, j] + EPS
+                and (m.load[t, j] + delta[j]) / m.capacity[t, j] <= acceptance.ceiling[j] + EPS for j in hot_in)
+
+        if m.r_is_leader[r] and m.p_leadership_ok[m.r_pindex[r]]:
+            delta = m.leadership_delta(r)
+            rows = [int(x) for x in m.partition_rows(r) if x != r]
+            for x in sorted(rows, key=lambda x: (m.usage[m.r_broker[x], k], x)):
+                t = int(m.r_broker[x])
+                if not takes(t, delta):
+                    continue
+                if acceptance.exchange_ok(s, t, np.where(other, delta, 0.0)):
+                    self.state.apply_leadership([x], k)
+                    return True
+                back = m.replicas_on(t)
+                back = back[m.r_is_leader[back] & m.p_leadership_ok[m.r_pindex[back]]]
+                for y in back[np.lexsort((back, m.r_load[back, k]))][: self.candidate_limit]:
+                    mine = m.partition_rows(int(y))
+                    mine = mine[m.r_broker[mine] == s]
+                    net = delta - m.leadership_delta(int(mine[0])) if len(mine) else None
+                    if net is not None and takes(t, net) and acceptance.exchange_ok(s, t, np.where(other, net, 0.0)):
+                        self.state.apply_leadership([x, int(mine[0])], k)
+                        return True
+        if not (m.r_movable[r] and m.gives[s] and not self.state.moved[r] and self.budget.moves_left()
+                and self.budget.bytes_ok(int(m.r_size[r]))
+                and self.budget.brokers_left()[s] and acceptance.loss_ok(s, np.where(other, m.r_load[r], 0.0))):
+            return False
+        targets = [int(t) for t in np.flatnonzero(self.placement.targets(r, s) & self.budget.brokers_left())
+                   if takes(int(t), m.r_load[r]) and acceptance.gain_ok(int(t), np.where(other, m.r_load[r], 0.0))]
+        if not targets:
+            return False
+        self.state.apply([(r, min(targets, key=lambda t: (m.usage[t, k], t)))], k)
+        return True
+
+    def hot_load(self, b: int, k: int) -> tuple[np.ndarray, float]:
+        """b's replicas whose load in k alone exceeds b's band width, and their total load."""
+        m = self.model
+        rs = m.replicas_on(b)
+        hot = rs[m.r_load[rs, k] > self.acceptance.width(b)[k] + EPS]
+        return hot, float(m.r_load[hot, k].sum())
+
+
+class ForcedPlacement(Action):
+    def place(self, r: int, spread: bool = False) -> bool:
+        """Move replica r (which must move: off a dead broker, home to its pool, or, with spread, to a rack its
+        partition lacks) to the broker with the most room that keeps the placement rules and the capacity
+        thresholds, inside the bands if any broker allows."""
+        m = self.model
+        s = int(m.r_broker[r])
+        ok = (self.placement.targets(r, s, spread) & self.budget.brokers_left()
+              & self.acceptance.under_ceiling(m.r_load[r]))
+        if not ok.any() or not self.budget.moves_left() or not self.budget.brokers_left()[s]:
+            return False
+        within_bands = ok & self.acceptance.gain_ok(np.arange(len(m.broker_ids)), m.r_load[r])
+        candidates = np.flatnonzero(within_bands if within_bands.any() else ok)
+        # The broker where the replica sits most centrally in every band: the lowest of its highest position in
+        # a band (0 = lower edge, 1 = upper edge) after the move, so no resource fills up ahead of the others.
+        lower, limit = self.acceptance.lower, self.acceptance.limit
+        after = (m.load[candidates] + m.r_load[r]) / m.capacity[candidates]
+        span = np.where(np.isfinite(limit - lower), limit - lower, np.inf)
+        with np.errstate(invalid="ignore"):  # resources without a band: infinite edges, masked out below
+            position = np.where(np.isfinite(span) & (span > 0), (after - lower) / np.where(span > 0, span, 1), 0.0)
+        t = int(candidates[np.lexsort((candidates, position.max(axis=1)))[0]])
+        self.state.apply([(r, t)], None, forced=True)
+        return True
+
+    def rack_duplicate(self, p: int, k: int) -> int:
+        """The replica of partition p to spread: of those sharing a rack with an earlier one, the one on the
+        broker most used in resource k."""
+        m = self.model
+        rows = np.arange(m.p_start[p], m.p_start[p] + m.p_count[p])
+        racks = m.rack[m.r_broker[rows]]
+        _, first_seen = np.unique(racks, return_index=True)
+        duplicates = np.setdiff1d(np.arange(len(rows)), first_seen)
+        return int(rows[duplicates[np.argmax(m.usage[m.r_broker[rows[duplicates]], k])]])

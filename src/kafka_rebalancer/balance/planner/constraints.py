@@ -1,0 +1,233 @@
+"""What an action must keep: every check here can veto an action, none chooses one.
+
+Placement rules: only alive, non-excluded brokers receive (and, in a manual operation, only those allowed to); no
+broker twice in a partition; rack diversity never below min(RF, racks in the pool) nor below what the partition
+has; only movable replicas move (`PlanState.movable_on`); budgets hold.
+
+Acceptance rule: for every balanced resource an action changes, the broker losing load stays at or above the
+band's lower edge and the one gaining stays at or below its upper edge and the capacity threshold, so fixing one
+resource never pushes another out of its band, nor a broker already outside further out. Capacity thresholds
+hold even for resources that are not balanced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kafka_rebalancer.balance.bands import Band
+from kafka_rebalancer.balance.model import PoolModel
+from kafka_rebalancer.balance.planner.state import PlanState
+
+EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Budgets:
+    max_replica_moves: int
+    max_moved_bytes: int | None = None
+    max_moves_per_broker: int | None = None
+
+
+class BudgetRule:
+    """Vetoes replica moves once a budget is used up (leadership transfers cost none)."""
+
+    def __init__(self, budgets: Budgets, state: PlanState) -> None:
+        self.budgets = budgets
+        self.state = state
+
+    def moves_left(self, moves: int = 1) -> bool:
+        return self.state.replica_moves + moves <= self.budgets.max_replica_moves
+
+    def brokers_left(self, moves: int = 1) -> np.ndarray:
+        """Mask over brokers that may take part in `moves` more replica moves."""
+        if self.budgets.max_moves_per_broker is None:
+            return np.ones(len(self.state.broker_moves), dtype=bool)
+        return self.state.broker_moves + moves <= self.budgets.max_moves_per_broker
+
+    def bytes_ok(self, extra: int | np.ndarray) -> bool | np.ndarray:
+        """Copying `extra` more bytes keeps the byte budget (per element, for an array of sizes)."""
+        return self.budgets.max_moved_bytes is None or self.state.moved_bytes + extra <= self.budgets.max_moved_bytes
+
+
+class Placement:
+    """Where a replica may go: the placement rules, which depend on the assignment alone."""
+
+    def __init__(self, model: PoolModel) -> None:
+        self.model = model
+
+    def targets(self, r: int, s: int, spread: bool = False, undo: bool = False) -> np.ndarray:
+        """Mask over brokers that may hold replica r instead of s: alive, not excluded, not already holding the
+        partition, and keeping its rack diversity (never below min(RF, racks in the pool), nor below what the
+        partition has now; with spread, the target must add a rack). `undo`: r goes back where it was, which a
+        broker that may not receive still allows."""
+        m = self.model
+        ok = (m.eligible if undo else m.receives).copy()
+        ok[s] = False
+        members = m.partition_brokers(r)
+        ok[members] = False
+        other_racks = self._racks_required(members, s, spread)
+        for rack in other_racks:
+            ok &= m.rack != rack
+        return ok
+
+    def allows(self, r: int, s: int, t: int) -> bool:
+        """`targets` for one replica and target."""
+        m = self.model
+        members = m.partition_brokers(r)
+        if not m.receives[t] or t == s or t in members:
+            return False
+        return int(m.rack[t]) not in self._racks_required(members, s)
+
+    def allows_many(self, rs: np.ndarray, t: int) -> np.ndarray:
+        """`allows` over many replicas (each from the broker it is on) to one target, vectorised: the planner asks
+        this for every candidate of a search."""
+        m = self.model
+        if not len(rs) or not m.receives[t]:
+            return np.zeros(len(rs), dtype=bool)
+        rows, valid = m.partition_row_matrix(rs)
+        count = m.p_count[m.r_pindex[rs]]
+        members, racks = m.r_broker[rows], m.rack[m.r_broker[rows]]
+        others = valid & (rows != rs[:, None])
+
+        def distinct(mask: np.ndarray) -> np.ndarray:
+            ordered = np.sort(np.where(mask, racks, -1), axis=1)
+            return ((ordered[:, 1:] != ordered[:, :-1]) & (ordered[:, 1:] >= 0)).sum(axis=1) + (ordered[:, 0] >= 0)
+
+        required = np.minimum(np.minimum(count, m.n_racks), distinct(valid))
+        rack_clash = ((racks == m.rack[t]) & others).any(axis=1)
+        holds = ((members == t) & valid).any(axis=1)
+        return ~holds & ~((distinct(others) < required) & rack_clash)
+
+    def short_of_racks(self) -> np.ndarray:
+        """Mask over partitions: its replicas are on fewer racks than min(RF, racks in the pool)."""
+        m = self.model
+        racks = m.rack[m.r_broker]
+        order = np.lexsort((racks, m.r_pindex))
+        partition, rack = m.r_pindex[order], racks[order]
+        first = np.r_[True, (partition[1:] != partition[:-1]) | (rack[1:] != rack[:-1])]
+        distinct = np.bincount(partition[first], minlength=len(m.p_start))
+        return distinct < np.minimum(m.p_count, m.n_racks)
+
+    def _racks_required(self, members: np.ndarray, s: int, spread: bool = False) -> set[int]:
+        """The racks a new replica replacing s must avoid (empty: any rack keeps the diversity required)."""
+        m = self.model
+        racks = m.rack[members].tolist()
+        other_racks = {rack for b, rack in zip(members.tolist(), racks, strict=True) if b != s}
+        required = min(len(racks), m.n_racks, len(set(racks)) + (1 if spread else 0))
+        return other_racks if len(other_racks) < required else set()
+
+
+class Acceptance:
+    """The acceptance rule over the pool's bands, as usage edges per resource (index k): `lower` and `upper` for
+    balanced resources (infinite otherwise), `ceiling` the capacity threshold, `limit` the lower of the two."""
+
+    def __init__(self, model: PoolModel, bands: dict[str, Band], names: list[str]) -> None:
+        self.model = model
+        self.bands = bands
+        self.names = names
+        k_count = len(names)
+        self.lower = np.full(k_count, -np.inf)
+        self.upper = np.full(k_count, np.inf)
+        self.ceiling = np.full(k_count, np.inf)
+        for k, name in enumerate(names):
+            band = bands.get(name)
+            if band is None:
+                continue
+            if band.balanced:
+                self.lower[k], self.upper[k] = band.lower, band.upper
+            if band.capacity_threshold is not None:
+                self.ceiling[k] = band.capacity_threshold
+        self.limit = np.minimum(self.upper, self.ceiling)
+
+    def band(self, k: int) -> Band:
+        return self.bands[self.names[k]]
+
+    def gain_ok(self, brokers: np.ndarray | int, delta: np.ndarray) -> np.ndarray:
+        """Brokers gaining `delta` stay at or below the upper edge and the capacity threshold of every balanced
+        resource that rises."""
+        m = self.model
+        after = (m.load[brokers] + delta) / m.capacity[brokers]
+        return np.all(~(delta > 0) | (after <= self.limit + EPS), axis=-1)
+
+    def loss_ok(self, broker: int, delta: np.ndarray) -> bool:
+        """A broker losing `delta` stays at or above the lower edge of every balanced resource that falls."""
+        m = self.model
+        after = (m.load[broker] - delta) / m.capacity[broker]
+        return bool(np.all(~(delta > 0) | (after >= self.lower - EPS)))
+
+    def losses_ok(self, brokers: np.ndarray | int, deltas: np.ndarray) -> np.ndarray:
+        """`loss_ok` for many (broker, delta) pairs at once, one per row (or one broker losing any one row)."""
+        m = self.model
+        after = (m.load[brokers] - deltas) / m.capacity[brokers]
+        return np.all(~(deltas > 0) | (after >= self.lower - EPS), axis=1)
+
+    def moves_ok(self, rs: np.ndarray, s: int, t: int) -> np.ndarray:
+        """Mask over candidate replicas rs: moving each from s to t keeps the rule for both brokers."""
+        m = self.model
+        loads = m.r_load[rs]
+        changes = loads > 0
+        loss = np.all(~changes | ((m.load[s] - loads) / m.capacity[s] >= self.lower - EPS), axis=1)
+        gain = np.all(~changes | ((m.load[t] + loads) / m.capacity[t] <= self.limit + EPS), axis=1)
+        return loss & gain
+
+    def exchange_ok(self, giver: int, taker: int, delta: np.ndarray) -> bool:
+        """The rule for a net transfer `delta` from giver to taker (a swap's net)."""
+        given, returned = np.maximum(delta, 0), np.maximum(-delta, 0)
+        return (self.loss_ok(giver, given) and self.loss_ok(taker, returned)
+                and bool(self.gain_ok(taker, given)) and bool(self.gain_ok(giver, returned)))
+
+    def under_ceiling(self, delta: np.ndarray) -> np.ndarray:
+        """Mask over brokers that stay at or below every capacity threshold after gaining `delta`."""
+        m = self.model
+        return np.all((m.load + delta) / m.capacity <= self.ceiling + EPS, axis=1)
+
+    # -- distances from the bands ----------------------------------------------------------------------
+    def distance(self, usage: np.ndarray) -> np.ndarray:
+        """Per (broker, resource) usage: the distance outside the band (0 inside)."""
+        return np.maximum(np.maximum(self.lower - usage, usage - self.limit), 0.0)
+
+    def status(self, brokers: list[int]) -> np.ndarray:
+        """`distance` of these brokers now."""
+        return self.distance(self.model.usage[brokers])
+
+    def out_of_band(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The eligible brokers over and under resource k's band."""
+        m = self.model
+        usage = m.usage[:, k]
+        eligible = np.flatnonzero(m.eligible)
+        over = eligible[usage[eligible] > self.limit[k] + EPS]
+        under = eligible[usage[eligible] < self.lower[k] - EPS]
+        return over, under
+
+    def width(self, b: int) -> np.ndarray:
+        """b's band widths in load units (infinite for unbalanced resources)."""
+        with np.errstate(invalid="ignore"):
+            width = (self.limit - self.lower) * self.model.capacity[b]
+        return np.where(np.isfinite(width), width, np.inf)
+
+
+class Constraints:
+    """The rules together, for the checks that combine them."""
+
+    def __init__(self, state: PlanState, bands: dict[str, Band], budgets: Budgets) -> None:
+        self.model = state.model
+        self.placement = Placement(state.model)
+        self.acceptance = Acceptance(state.model, bands, state.names)
+        self.budget = BudgetRule(budgets, state)
+
+    def accepted(self, rs: np.ndarray, s: int, t: int) -> np.ndarray:
+        """Mask over candidate replicas rs: moving each from s to t keeps the acceptance rule and the budgets."""
+        ok = self.acceptance.moves_ok(rs, s, t)
+        if self.budget.budgets.max_moved_bytes is not None:
+            ok &= self.budget.bytes_ok(self.model.r_size[rs])
+        return ok
+
+    def feasible_targets(self, r: int, s: int) -> np.ndarray:
+        """Mask over brokers that may receive replica r from s under every rule."""
+        m = self.model
+        if not self.budget.bytes_ok(int(m.r_size[r])):
+            return np.zeros(len(m.broker_ids), dtype=bool)
+        return (self.placement.targets(r, s) & self.budget.brokers_left()
+                & self.acceptance.gain_ok(np.arange(len(m.broker_ids)), m.r_load[r]))

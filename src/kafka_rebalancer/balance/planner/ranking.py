@@ -1,0 +1,108 @@
+"""Best fit: the order in which an action tries its candidates (replicas, leaderships, swap pairs).
+
+For a size resource, candidates that land the broker inside the target band come first (least load first, so
+the least data moves), then the others (largest first). For a count every replica weighs 1: those whose other
+loads are closest to what the brokers should move per replica come first, then the least data.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kafka_rebalancer.balance.model import PoolModel
+from kafka_rebalancer.balance.planner.constraints import EPS, Acceptance
+
+
+class Ranking:
+    def __init__(self, model: PoolModel, acceptance: Acceptance, candidate_limit: int) -> None:
+        self.model = model
+        self.lower, self.limit = acceptance.lower, acceptance.limit
+        self.candidate_limit = candidate_limit
+        # Band widths at the mean capacity: to compare loads of different resources (as band shares).
+        width = np.where(np.isfinite(acceptance.upper - self.lower), acceptance.upper - self.lower, 0.0)
+        k_count = len(self.lower)
+        mean_capacity = model.capacity[model.eligible].mean(axis=0) if model.eligible.any() else np.ones(k_count)
+        scale = width * mean_capacity
+        self.footprint_scale = np.where(scale > 0, 1.0 / np.where(scale > 0, scale, 1.0), 0.0)
+
+    def replicas(self, replicas: np.ndarray, k: int, need: float, giver: int = -1,
+                 receiver: int = -1) -> np.ndarray:
+        """Replica candidates to fix resource k, the first `candidate_limit` by best fit (module docstring); need:
+        the load that lands the broker inside the target band."""
+        m = self.model
+        if not len(replicas):
+            return replicas
+        if m.resources[k].is_count:
+            primary = self._proportional(m.r_load[replicas], k, giver, receiver)
+            secondary = m.r_size[replicas].astype(float)
+        else:
+            load = m.r_load[replicas, k]
+            # One ascending key: fitting replicas by load, then the others by decreasing load.
+            primary = np.where(load >= need - EPS, load, 2.0 * (np.abs(load).max() + 1.0) - load)
+            secondary = np.zeros(len(replicas))
+        if len(replicas) > self.candidate_limit:
+            top = np.argpartition(primary, self.candidate_limit - 1)[: self.candidate_limit]
+            replicas, primary, secondary = replicas[top], primary[top], secondary[top]
+        return replicas[np.lexsort((replicas, secondary, primary))]
+
+    def leaderships(self, rs: np.ndarray, k: int, need: float, most: float, leaders: bool, b: int) -> np.ndarray:
+        """Replicas of b whose leadership could change (leaders to hand over, or followers to take over) by at
+        most `most` in k, by the same best fit as replica moves."""
+        m = self.model
+        rs = rs[(m.r_is_leader[rs] == leaders) & m.p_leadership_ok[m.r_pindex[rs]]]
+        gain = m.r_lead[rs, k] - m.r_follow[rs, k]
+        keep = (gain > EPS) & (gain <= most + EPS)
+        rs, gain = rs[keep], gain[keep]
+        if m.resources[k].is_count:
+            deltas = m.r_lead[rs] - m.r_follow[rs]
+            score = np.abs(deltas - self._per_unit_gap(b, k, giving=leaders)) @ self.footprint_scale
+            return rs[np.lexsort((rs, score))]
+        fits = gain >= need - EPS
+        return np.concatenate([rs[fits][np.argsort(gain[fits], kind="stable")],
+                               rs[~fits][np.argsort(-gain[~fits], kind="stable")]])
+
+    def pairs(self, give: np.ndarray, take: np.ndarray, need: float, most: float) -> list[tuple[int, int]]:
+        """Pairs (i, j) whose net transfer give[i] - take[j] lies in (0, most], ranked like single moves: those
+        that reach `need` first (the smallest net, least overshoot), then the others (the largest net first)."""
+        order = np.argsort(take, kind="stable")
+        sorted_take = take[order]
+        idx = np.arange(len(give))
+        # Per i: the largest take with net >= need (a fit), else the smallest take with net <= most.
+        fit = np.searchsorted(sorted_take, give - need + EPS, side="right") - 1
+        low = np.searchsorted(sorted_take, give - most - EPS, side="left")
+        fit_ok = (fit >= 0) & (fit >= low)
+        fit_net = np.where(fit_ok, give - sorted_take[np.clip(fit, 0, None)], 0.0)
+        fit_ok &= fit_net > EPS
+        low_c = np.clip(low, 0, max(len(sorted_take) - 1, 0))
+        low_net = give - sorted_take[low_c]
+        low_ok = ~fit_ok & (low < len(sorted_take)) & (low_net > EPS) & (low_net <= most + EPS)
+        chosen = np.where(fit_ok, fit, low_c)
+        keep = fit_ok | low_ok
+        group = np.where(fit_ok, 0, 1)[keep]
+        key = np.where(fit_ok, fit_net, -low_net)[keep]
+        ranked = np.lexsort((idx[keep], key, group))[: self.candidate_limit]
+        return [(int(i), int(order[j])) for i, j in zip(idx[keep][ranked], chosen[keep][ranked], strict=True)]
+
+    def _per_unit_gap(self, b: int, k: int, giving: bool) -> np.ndarray:
+        """What one unit of count resource k should carry of every other balanced resource for broker b: for the
+        resources where b is outside the band on the side it moves away from, its gap to the band's middle divided
+        by its count gap; nothing where b is inside (there it should move as little as possible)."""
+        m = self.model
+        middle = (self.lower + np.where(np.isfinite(self.limit), self.limit, self.lower)) / 2 * m.capacity[b]
+        if giving:
+            gap = np.where(m.load[b] > self.limit * m.capacity[b] + EPS, m.load[b] - middle, 0.0)
+        else:
+            gap = np.where(m.load[b] < self.lower * m.capacity[b] - EPS, middle - m.load[b], 0.0)
+        units = (m.load[b, k] - middle[k]) if giving else (middle[k] - m.load[b, k])
+        gap = np.where(np.isfinite(gap) & (gap > 0), gap, 0.0)
+        gap[k] = 0.0
+        return gap / units if units > EPS else np.zeros_like(gap)
+
+    def _proportional(self, loads: np.ndarray, k: int, giver: int, receiver: int = -1) -> np.ndarray:
+        """Per candidate: how far its loads are from what the giver (and the receiver, when known) should shed
+        (take) per unit of count k, as band shares. Fixing a count with replicas of the right size moves the
+        other resources along, instead of leaving them to swaps and extra moves later."""
+        score = np.abs(loads - self._per_unit_gap(giver, k, giving=True)) @ self.footprint_scale
+        if receiver >= 0:
+            score = score + np.abs(loads - self._per_unit_gap(receiver, k, giving=False)) @ self.footprint_scale
+        return score

@@ -1,0 +1,102 @@
+"""After balancing: a smaller plan with the same result.
+
+Actions that turned out unnecessary are reverted (latest first), and a replica move is made with a smaller
+replica of the same source where that one does as well, moving the plan towards the lower bound of data moved.
+Only the final state is executed, so either changes the plan, never its outcome for the bands.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kafka_rebalancer.balance.planner.constraints import EPS, Constraints
+from kafka_rebalancer.balance.planner.state import LEADERSHIP, REPLICA, Move, PlanState
+
+
+def prune(state: PlanState, constraints: Constraints) -> None:
+    """Revert actions (latest first) whose revert leaves every broker they touched inside its bands or no
+    further out, and keeps every placement rule: a smaller plan with the same result."""
+    m = state.model
+    status = constraints.acceptance.status
+    dropped: set[int] = set()
+    later: set[int] = set()  # partitions that later, kept actions depend on
+    for seq, group in sorted(state.actions().items(), reverse=True):
+        partitions = {int(m.r_pindex[mv.replica]) for mv in group}
+        if any(mv.forced for mv in group) or partitions & later or not _revertible(state, constraints, group):
+            later |= partitions
+            continue
+        touched = sorted({b for mv in group for b in (mv.source, mv.target)})
+        before = status(touched)
+        state.restore(group)
+        after = status(touched)
+        if np.all((after <= before) | (after <= EPS)):
+            dropped.add(seq)
+        else:
+            state.replay(group)
+            later |= partitions
+    state.drop(dropped)
+
+
+def _revertible(state: PlanState, constraints: Constraints, group: list[Move]) -> bool:
+    """The action's revert is possible as it stands: a leadership transfer's new leader still leads and its old
+    one is still in the partition; a moved replica is still on its target and may go back to its source."""
+    m = state.model
+    if group[0].action == LEADERSHIP:
+        return all(int((m.r_broker[m.partition_rows(mv.replica)] == mv.source).sum()) == 1
+                   and m.r_is_leader[mv.replica] for mv in group)
+    return all(m.r_broker[mv.replica] == mv.target
+               and constraints.placement.targets(mv.replica, mv.target, undo=True)[mv.source] for mv in group)
+
+
+def substitute(state: PlanState, constraints: Constraints) -> None:
+    """For each replica move, largest first: if a smaller replica of the same source, moved to the same target
+    instead, leaves both brokers inside their bands (or no further out) and keeps the placement rules, move that
+    one instead. Only the final state matters, so this copies fewer bytes for the same result."""
+    m = state.model
+    singles = [g[0] for g in state.actions().values()
+               if len(g) == 1 and g[0].action == REPLICA and not g[0].forced]
+    # Partitions with several actions keep them (they depend on each other), and a substitute must come from a
+    # partition no action touches (its move takes the replaced move's place in the sequence).
+    actions = state.actions_per_partition()
+    fixed, touched = actions > 1, actions > 0
+    replaced: dict[int, Move] = {}
+    for mv in sorted(singles, key=lambda mv: (-int(m.r_size[mv.replica]), mv.seq)):
+        r, s, t = mv.replica, mv.source, mv.target
+        if fixed[m.r_pindex[r]] or m.r_broker[r] != t:
+            continue
+        before = constraints.acceptance.status([s, t])
+        rs = state.movable_on(s, state.names.index(mv.resource))
+        rs = rs[(m.r_size[rs] < m.r_size[r]) & ~touched[m.r_pindex[rs]]]
+        if not len(rs):
+            continue
+        # With r back on s and a candidate moved instead, s and t stay inside their bands or no further out
+        # (distance <= max(before, EPS)) exactly when each of the candidate's loads lies in a window.
+        lo, hi = _window(constraints, s, t, m.load[s] + m.r_load[r], m.load[t] - m.r_load[r], before)
+        loads = m.r_load[rs]
+        fine = np.all((loads >= lo) & (loads <= hi), axis=1)
+        m.move(r, s)
+        ok = rs[fine][np.argsort(m.r_size[rs[fine]], kind="stable")]
+        ok = ok[constraints.placement.allows_many(ok, t)]
+        if not len(ok):
+            m.move(r, t)
+            continue
+        chosen = int(ok[0])
+        m.move(chosen, t)
+        replaced[mv.seq] = state.substitute(mv, chosen)
+        fixed[m.r_pindex[chosen]] = touched[m.r_pindex[chosen]] = True
+    state.plan.moves = [replaced.get(mv.seq, mv) for mv in state.plan.moves]
+
+
+def _window(constraints: Constraints, s: int, t: int, base_s: np.ndarray, base_t: np.ndarray,
+            before: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per resource, the loads l that s (at base_s, giving l) and t (at base_t, taking l) can exchange while each
+    stays within its distance `before` of its band (or EPS): distance(u) <= D means lower - D <= u <= limit + D,
+    solved for l (one comparison per load instead of a distance per load)."""
+    acceptance = constraints.acceptance
+    lower, limit = acceptance.lower, acceptance.limit
+    cap_s, cap_t = acceptance.model.capacity[s], acceptance.model.capacity[t]
+    d_s, d_t = np.maximum(before[0], EPS), np.maximum(before[1], EPS)
+    with np.errstate(invalid="ignore"):  # unbalanced resources: infinite edges give infinite bounds
+        lo = np.maximum(base_s - (limit + d_s) * cap_s, (lower - d_t) * cap_t - base_t)
+        hi = np.minimum(base_s - (lower - d_s) * cap_s, (limit + d_t) * cap_t - base_t)
+    return lo, hi

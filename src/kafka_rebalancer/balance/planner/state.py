@@ -1,0 +1,147 @@
+"""The planning state of one pool: the `PoolModel` (assignment, leaders, per-broker loads) and what the plan has
+done to it so far: the action log, which replicas moved, and the budgets used.
+
+Every change goes through here, so the log and the counters always describe the model. An action is one entry
+of the log under one sequence number: a replica move, a leadership transfer, or both halves of a swap. Only the
+final state is executed (`kafka_rebalancer.plan.changes` replays the log), so an action can be taken back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kafka_rebalancer.balance.feasibility import Infeasible
+from kafka_rebalancer.balance.model import PoolModel
+
+REPLICA, LEADERSHIP = "replica", "leadership"
+HARD = "hard"  # the resource of a forced move
+
+
+@dataclass(frozen=True)
+class Move:
+    seq: int  # one action: a move, a leadership transfer, or both halves of a swap
+    action: str  # REPLICA or LEADERSHIP
+    replica: int  # the row moved, or the row that becomes leader
+    source: int  # broker index giving the replica (or the leadership)
+    target: int
+    resource: str  # the resource this action fixes, or HARD for a forced move
+    forced: bool = False
+
+
+@dataclass
+class PoolPlan:
+    moves: list[Move] = field(default_factory=list)
+    notes: list[tuple[str, int | None, str]] = field(default_factory=list)  # (resource, broker_id, text)
+    hot: list[tuple[int, str, float, float]] = field(default_factory=list)  # (row, resource, load, band width)
+    infeasible: list[Infeasible] = field(default_factory=list)
+    lower_bound_bytes: float = 0.0
+
+
+class PlanState:
+    """The model being changed, the plan's log of actions, and the counters the budgets are checked against."""
+
+    def __init__(self, model: PoolModel, names: list[str]) -> None:
+        self.model = model
+        self.names = names  # resource names by index, for the log
+        self.plan = PoolPlan()
+        self.moved = np.zeros(len(model.r_broker), dtype=bool)  # per replica row: moved by the plan
+        self.broker_moves = np.zeros(len(model.broker_ids), dtype=np.int64)  # replica moves in or out, per broker
+        self.moved_bytes = 0
+        self.replica_moves = 0
+        self._seq = 0
+        # A broker that may not give (a manual operation's role) offers no replica to balancing moves.
+        self._movable_originals = [rs[model.r_movable[rs] & model.gives[b]] for b, rs in
+                                   enumerate(model.replicas_on(b) for b in range(len(model.broker_ids)))]
+
+    def movable_on(self, b: int, k: int) -> np.ndarray:
+        """Replicas of b that may still move and carry load in k (a moved replica never moves again, so only
+        b's own)."""
+        rs = self._movable_originals[b]
+        return rs[~self.moved[rs] & (self.model.r_load[rs, k] > 0)]
+
+    # -- acting ----------------------------------------------------------------------------------------
+    def apply(self, moves: list[tuple[int, int]], k: int | None, forced: bool = False) -> None:
+        """One action: a replica move (replica row, target broker), or both halves of a swap. k: the resource
+        it fixes, None for a forced move."""
+        for r, t in moves:
+            s = int(self.model.r_broker[r])
+            self.model.move(r, t)
+            mv = Move(self._seq, REPLICA, r, s, t, HARD if k is None else self.names[k], forced)
+            self._count([mv], 1)
+            self.plan.moves.append(mv)
+        self._seq += 1
+
+    def apply_leadership(self, new_leaders: list[int], k: int) -> None:
+        """One action: a leadership transfer, or both halves of a leadership swap."""
+        m = self.model
+        for new_leader in new_leaders:
+            old = m.transfer_leadership(new_leader)
+            self.plan.moves.append(Move(self._seq, LEADERSHIP, new_leader, int(m.r_broker[old]),
+                                        int(m.r_broker[new_leader]), self.names[k]))
+        self._seq += 1
+
+    def undo_last(self) -> None:
+        """Take the last action back entirely (a compound action given up)."""
+        seq = self.plan.moves[-1].seq
+        group = [mv for mv in self.plan.moves if mv.seq == seq]
+        self.restore(reversed(group))
+        self._count(group, -1)
+        self.plan.moves = self.plan.moves[: -len(group)]
+        self._seq -= 1
+
+    # -- trying an action's revert (pruning) -----------------------------------------------------------
+    def restore(self, moves: Iterable[Move]) -> None:
+        """Put the model back as it was before these moves, in the order given (the log and the counters stay)."""
+        m = self.model
+        for mv in moves:
+            if mv.action == LEADERSHIP:
+                rows = m.partition_rows(mv.replica)
+                m.transfer_leadership(int(rows[m.r_broker[rows] == mv.source][0]))
+            else:
+                m.move(mv.replica, mv.source)
+
+    def replay(self, moves: Iterable[Move]) -> None:
+        """Make these moves on the model again, in the order given, after `restore`."""
+        for mv in moves:
+            if mv.action == LEADERSHIP:
+                self.model.transfer_leadership(mv.replica)
+            else:
+                self.model.move(mv.replica, mv.target)
+
+    def drop(self, seqs: set[int]) -> None:
+        """Remove restored actions from the log and give their budget back."""
+        self._count([mv for mv in self.plan.moves if mv.seq in seqs], -1)
+        self.plan.moves = [mv for mv in self.plan.moves if mv.seq not in seqs]
+
+    def substitute(self, mv: Move, replica: int) -> Move:
+        """The replica move mv made with another replica of the same source (already moved to the same target)
+        instead: the counters follow; the caller puts the returned move in mv's place in the log."""
+        self.moved[mv.replica], self.moved[replica] = False, True
+        self.moved_bytes += int(self.model.r_size[replica]) - int(self.model.r_size[mv.replica])
+        return Move(mv.seq, REPLICA, replica, mv.source, mv.target, mv.resource)
+
+    # -- reading the log -------------------------------------------------------------------------------
+    def actions(self) -> dict[int, list[Move]]:
+        """The log's actions by sequence number, in order."""
+        actions: dict[int, list[Move]] = {}
+        for mv in self.plan.moves:
+            actions.setdefault(mv.seq, []).append(mv)
+        return actions
+
+    def actions_per_partition(self) -> np.ndarray:
+        m = self.model
+        touched = np.array([m.r_pindex[mv.replica] for mv in self.plan.moves], dtype=np.int64)
+        return np.bincount(touched, minlength=len(m.p_start))
+
+    def _count(self, moves: list[Move], sign: int) -> None:
+        """Add (sign 1) or remove (-1) the replica moves among `moves` to the counters and the moved flags."""
+        for mv in moves:
+            if mv.action != REPLICA:
+                continue
+            self.moved[mv.replica] = sign > 0
+            self.broker_moves[[mv.source, mv.target]] += sign
+            self.moved_bytes += sign * int(self.model.r_size[mv.replica])
+            self.replica_moves += sign

@@ -1,0 +1,213 @@
+"""The order in which the planner tries its actions (the package docstring has the whole algorithm).
+
+1. Hard constraints first, as forced moves: replicas on dead brokers are drained, replicas outside their topic's
+   pool are brought home, partitions whose replicas share racks although the pool has enough racks get them
+   spread. Forced moves go to the broker with the most room that keeps placement rules and capacity thresholds.
+2. Then, for each balanced resource in priority order, the brokers outside the band are fixed in turns (one action
+   per broker per turn, most distant first), cheapest action first: a leadership transfer (for resources the
+   leader's role changes), a replica move, a swap, and, for a broker that only hot partitions keep over the band,
+   a hot-partition spread. Passes over the resources repeat until one changes nothing.
+3. Finally the plan is made smaller (`refine`), and what stays outside its band is explained.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kafka_rebalancer.balance.bands import Band
+from kafka_rebalancer.balance.bounds import byte_lower_bound
+from kafka_rebalancer.balance.feasibility import prove_infeasible
+from kafka_rebalancer.balance.model import PoolModel
+from kafka_rebalancer.balance.planner.actions import (
+    ForcedPlacement,
+    HotPartitionSpread,
+    LeadershipTransfer,
+    ReplicaMove,
+    ReplicaSwap,
+)
+from kafka_rebalancer.balance.planner.constraints import EPS, Budgets, Constraints
+from kafka_rebalancer.balance.planner.ranking import Ranking
+from kafka_rebalancer.balance.planner.refine import prune, substitute
+from kafka_rebalancer.balance.planner.state import HARD, PlanState, PoolPlan
+
+
+class Planner:
+    def __init__(self, model: PoolModel, bands: dict[str, Band], priority: list[str], budgets: Budgets,
+                 candidate_limit: int = 48) -> None:
+        self.model = model
+        self.names = [r.name for r in model.resources]
+        self.priority = [self.names.index(name) for name in priority if name in self.names]
+        self.candidate_limit = candidate_limit
+        self.state = PlanState(model, self.names)
+        self.constraints = Constraints(self.state, bands, budgets)
+        self.acceptance = self.constraints.acceptance
+        self.budget = self.constraints.budget
+        ranking = Ranking(model, self.acceptance, candidate_limit)
+        self.leadership = LeadershipTransfer(self.state, self.constraints, ranking)
+        self.replica_move = ReplicaMove(self.state, self.constraints, ranking)
+        self.swap = ReplicaSwap(self.state, self.constraints, ranking)
+        self.hot_spread = HotPartitionSpread(self.state, self.constraints, ranking)
+        self.forced = ForcedPlacement(self.state, self.constraints, ranking)
+
+    @property
+    def plan(self) -> PoolPlan:
+        return self.state.plan
+
+    def run(self, max_passes: int = 20) -> PoolPlan:
+        acceptance = self.acceptance
+        balanced = [k for k in self.priority if acceptance.band(k).balanced]
+        self.plan.lower_bound_bytes = byte_lower_bound(self.model, acceptance.lower, acceptance.limit, balanced)
+        self._hard()
+        self.plan.infeasible = prove_infeasible(self.model, acceptance.lower, acceptance.limit, balanced,
+                                                self.state.moved)
+        for _ in range(max_passes):
+            if not any([self._fix_resource(k) for k in balanced]):
+                break
+        prune(self.state, self.constraints)
+        substitute(self.state, self.constraints)
+        self._explain(balanced)
+        return self.plan
+
+    # -- 1. hard constraints ---------------------------------------------------------------------------
+    def _hard(self) -> None:
+        m = self.model
+        for r in sorted(np.flatnonzero(m.r_must_move), key=lambda r: (-m.r_size[r], r)):
+            if not self.forced.place(int(r)):
+                where = "a dead broker" if not m.eligible[m.r_broker[r]] else "outside its topic's pool"
+                self.plan.notes.append((HARD, int(m.broker_ids[m.r_broker[r]]),
+                                        f"{m.r_topic[r]}-{m.r_partition[r]}: its replica on {where} could not be "
+                                        f"placed (no broker with room keeps the placement rules, or the budget)"))
+        # Placing a partition's replica changes only that partition's racks, so the partitions short of racks
+        # can be found once, for all of them.
+        first = self.priority[0] if self.priority else 0
+        for p in np.flatnonzero(m.p_leadership_ok & self.constraints.placement.short_of_racks()):
+            # Spread: move the duplicated-rack replica on the busiest broker to a rack the partition lacks.
+            r = self.forced.rack_duplicate(int(p), first)
+            if not self.forced.place(r, spread=True):
+                self.plan.notes.append((HARD, int(m.broker_ids[m.r_broker[r]]),
+                                        f"{m.r_topic[r]}-{m.r_partition[r]}: replicas share a rack and no broker on "
+                                        f"another rack has room"))
+
+    # -- 2. balancing ----------------------------------------------------------------------------------
+    def _fix_resource(self, k: int) -> bool:
+        """Turns over the brokers outside the band until a turn in which every one of them tried changes nothing;
+        True if anything changed. A broker whose tries keep failing sits out 1, 2, 4, ... turns in between (its
+        chances rarely change from one turn to the next, and a failed try costs as much as a whole search)."""
+        band = self.acceptance.band(k)
+        changed = False
+        failures: dict[int, int] = {}
+        wait: dict[int, int] = {}
+        while True:
+            over, under = self.acceptance.out_of_band(k)
+            usage = self.model.usage[:, k]
+            distance = np.r_[usage[over] - self.acceptance.limit[k], self.acceptance.lower[k] - usage[under]]
+            to_fix = np.r_[over, under][np.argsort(-distance, kind="stable")]
+            over_set = set(over.tolist())
+            progress = skipped = False
+            for b in map(int, to_fix):
+                if wait.get(b, 0) > 0:
+                    wait[b] -= 1
+                    skipped = True
+                    continue
+                fix = self._move_out if b in over_set else self._move_in
+                if fix(b, k, band):
+                    progress = changed = True
+                    failures.pop(b, None)
+                else:
+                    failures[b] = failures.get(b, 0) + 1
+                    wait[b] = 2 ** (failures[b] - 1) - 1
+            if not progress and not skipped:
+                return changed
+            if not progress:  # only waiting brokers left: give every one of them its try now
+                wait.clear()
+
+    def _move_out(self, s: int, k: int, band: Band) -> bool:
+        """One action taking load in k off over-loaded broker s."""
+        m = self.model
+        limit = self.acceptance.limit
+        cap = m.capacity[s, k]
+        need = m.load[s, k] - band.target_upper * cap
+        most = m.load[s, k] - band.lower * cap
+        usage = m.usage[:, k]
+        takers = np.flatnonzero(m.eligible & (usage < limit[k] - EPS))
+        takers = takers[np.argsort(usage[takers], kind="stable")]
+        # A swap lands a replica on the taker and takes one from it: brokers a manual operation keeps from either
+        # are left out before the cut, so they do not crowd out the others (leadership goes anywhere eligible).
+        swap_takers = takers[m.receives[takers] & m.gives[takers]][: self.candidate_limit // 4]
+        takers = takers[: self.candidate_limit // 4]
+        if m.resources[k].role_dependent:
+            if self.leadership.hand_over(s, k, need, most):
+                return True
+            if m.resources[k].is_count and self.leadership.with_room(s, k, need, most, taking=False):
+                return True
+            if not m.resources[k].is_count and any(
+                    self.leadership.swap(s, int(t), k, need, min(most, limit[k] * m.capacity[t, k] - m.load[t, k]))
+                    for t in takers):
+                return True
+        if not self.budget.brokers_left()[s] or not self.budget.moves_left():
+            return False
+        if self.replica_move.give(s, k, need, most):
+            return True
+        if m.resources[k].is_count:  # a swap leaves counts unchanged
+            return False
+        for t in swap_takers:
+            room = limit[k] * m.capacity[t, k] - m.load[t, k]
+            if self.swap.swap(s, int(t), k, need, min(most, room)):
+                return True
+        return self.hot_spread.spread(s, k)
+
+    def _move_in(self, t: int, k: int, band: Band) -> bool:
+        """One action bringing load in k to under-loaded broker t."""
+        m = self.model
+        cap = m.capacity[t, k]
+        need = band.target_lower * cap - m.load[t, k]
+        most = self.acceptance.limit[k] * cap - m.load[t, k]
+        usage = m.usage[:, k]
+        sources = np.flatnonzero(m.eligible & (usage > band.lower + EPS))
+        sources = sources[sources != t]
+        by_usage = sources[np.argsort(-usage[sources], kind="stable")]
+        # Replicas come only from brokers that may give (a manual operation's role); leaderships from any.
+        givers = by_usage[m.gives[by_usage]]
+        if m.resources[k].role_dependent:
+            if self.leadership.take_over(t, k, need, most):
+                return True
+            if m.resources[k].is_count and self.leadership.with_room(t, k, need, most, taking=True):
+                return True
+            if not m.resources[k].is_count and any(
+                    self.leadership.swap(int(s), t, k, need, min(most, m.load[s, k] - band.lower * m.capacity[s, k]))
+                    for s in by_usage[: self.candidate_limit // 4]):
+                return True
+        if not m.receives[t] or not self.budget.brokers_left()[t] or not self.budget.moves_left():
+            return False
+        if self.replica_move.take(t, k, need, most, givers):
+            return True
+        if m.resources[k].is_count:
+            return False
+        for s in givers[: self.candidate_limit // 4]:
+            spare = m.load[s, k] - band.lower * m.capacity[s, k]
+            if self.swap.swap(int(s), t, k, need, min(most, spare)):
+                return True
+        return False
+
+    # -- 3. explaining ---------------------------------------------------------------------------------
+    def _explain(self, balanced: list[int]) -> None:
+        m = self.model
+        acceptance = self.acceptance
+        for k in balanced:
+            band = acceptance.band(k)
+            width = (acceptance.limit[k] - acceptance.lower[k]) * m.capacity[m.eligible, k]
+            if not m.resources[k].is_count and len(width):
+                # A partition whose load alone exceeds every broker's band width cannot be balanced by moving it.
+                first_rows = m.p_start
+                for r in first_rows[m.r_lead[first_rows, k] > width.max()]:
+                    self.plan.hot.append((int(r), self.names[k], float(m.r_lead[r, k]), float(width.max())))
+            over, under = acceptance.out_of_band(k)
+            for b in np.r_[over, under]:
+                usage = m.usage[b, k]
+                why = (f"move budget reached (max_replica_moves={self.budget.budgets.max_replica_moves})"
+                       if not self.budget.moves_left() else
+                       "no leadership transfer, replica move or swap fits without breaking a placement rule or "
+                       "another resource's band")
+                self.plan.notes.append((self.names[k], int(m.broker_ids[b]),
+                                        f"usage {usage:.4g} outside band [{band.lower:.4g}, "
+                                        f"{acceptance.limit[k]:.4g}] after the plan: {why}"))
