@@ -10,7 +10,6 @@ import pytest
 from kafka_rebalancer.balance.bands import Band, band_for
 from kafka_rebalancer.balance.model import PoolModel
 from kafka_rebalancer.balance.planner import Budgets, Planner
-from kafka_rebalancer.balance.planner.refine import prune
 from kafka_rebalancer.config import Budgets as ConfigBudgets
 from kafka_rebalancer.model.resources import DISK, LEADER_COUNT, NETWORK_OUT, REPLICA_COUNT
 from kafka_rebalancer.plan.changes import partition_changes, trim_to_budgets
@@ -274,19 +273,6 @@ def test_hard_constraints_come_first() -> None:
     assert not {b for t, b in where if b in (4, 5)}
     v_racks = {model.rack_names[model.r_broker[i]] for i in range(len(rows)) if model.r_topic[i] == "v"}
     assert len(v_racks) == 2
-
-
-def test_prune_reverts_actions_the_plan_does_not_need() -> None:
-    # Loads 50 / 30 / 40 of 100: band [0.36, 0.44]. Moving t-0 (10) from broker 1 to 2 fixes both; moving v-0 (2)
-    # from broker 3 to 2 as well changes nothing that matters: prune reverts it and keeps the first.
-    model = pool([(1, "a", 100), (2, "b", 100), (3, "c", 100)],
-                 [("t", i, 1, 0, 10) for i in range(5)] + [("u", 0, 2, 0, 30), ("v", 0, 3, 0, 2), ("v", 1, 3, 0, 38)])
-    planner = Planner(model, bands_of(model), ["disk"], Budgets(100))
-    planner.state.apply([(0, 1)], 0)
-    planner.state.apply([(6, 1)], 0)
-    prune(planner.state, planner.constraints)
-    assert [(m.replica, m.target) for m in planner.plan.moves] == [(0, 1)]
-    assert model.usage[:, 0].tolist() == [0.4, 0.4, 0.4] and planner.state.replica_moves == 1
 
 
 def test_rack_locked_pool_with_a_dead_broker_is_proven_infeasible() -> None:

@@ -1,0 +1,155 @@
+"""Each action on its own: what it proposes, and what it changes through the state when the constraints accept."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from kafka_rebalancer.balance.bands import Band
+from kafka_rebalancer.balance.model import PoolModel
+from kafka_rebalancer.balance.planner import Budgets
+from kafka_rebalancer.balance.planner.actions import (
+    ForcedPlacement,
+    HotPartitionSpread,
+    LeadershipTransfer,
+    ReplicaMove,
+    ReplicaSwap,
+)
+from kafka_rebalancer.balance.planner.constraints import Constraints
+from kafka_rebalancer.balance.planner.ranking import Ranking
+from kafka_rebalancer.balance.planner.state import LEADERSHIP, REPLICA, PlanState
+from kafka_rebalancer.model.resources import DISK, REPLICA_COUNT
+from tests.unit.test_planner import bands_of, pool, traffic_pool
+
+
+def action(kind: type, model: PoolModel, bands: dict[str, Band] | None = None, budgets: Budgets | None = None):
+    """An action of this kind over a fresh state of the model (bands_of's bands; a budget of 100 moves)."""
+    state = PlanState(model, [r.name for r in model.resources])
+    constraints = Constraints(state, bands or bands_of(model), budgets or Budgets(100))
+    return kind(state, constraints, Ranking(model, constraints.acceptance, candidate_limit=48))
+
+
+def test_a_leadership_transfer_changes_leader_loads_but_no_replica() -> None:
+    model = traffic_pool(leaders=[1] * 4, brokers=2)  # replica_count, leader_count, network_out (30 per leader)
+    brokers = model.r_broker.copy()
+    transfer = action(LeadershipTransfer, model)
+    assert transfer.hand_over(0, 1, need=1.0, most=2.0)
+    (mv,) = transfer.state.plan.moves
+    assert (mv.action, mv.source, mv.target, int(model.r_broker[mv.replica])) == (LEADERSHIP, 0, 1, 1)
+    assert model.r_is_leader[mv.replica]
+    assert np.array_equal(model.r_broker, brokers)
+    assert model.load.tolist() == [[4, 3, 90], [4, 1, 30]]
+    assert transfer.state.replica_moves == 0 and transfer.state.moved_bytes == 0
+
+
+def test_taking_over_a_leadership_and_the_acceptance_veto() -> None:
+    model = traffic_pool(leaders=[1] * 4, brokers=2)
+    transfer = action(LeadershipTransfer, model)
+    assert transfer.take_over(1, 1, need=1.0, most=2.0)
+    assert model.load[:, 1].tolist() == [3, 1]
+    # Broker 1 now leads 3 of the band's [2, 2]: taking another would leave it at 2, fine; a third would take it
+    # under the lower edge, which the rule vetoes however much broker 2 wants it.
+    assert transfer.take_over(1, 1, need=1.0, most=2.0)
+    assert not transfer.take_over(1, 1, need=1.0, most=2.0)
+    assert model.load[:, 1].tolist() == [2, 2]
+
+
+def test_a_swap_moves_its_net_transfer_in_one_action() -> None:
+    # Loads 60 / 40 of 100, band [0.45, 0.55]: broker 1's replicas (30, 30) are too large to move alone; a 30
+    # for broker 2's 20 moves a net 10.
+    model = pool([(1, "a", 100), (2, "b", 100)],
+                 [("t", 0, 1, 0, 30), ("t", 1, 1, 0, 30), ("u", 0, 2, 0, 20), ("u", 1, 2, 0, 20)],
+                 resources=(DISK, REPLICA_COUNT))
+    swap = action(ReplicaSwap, model)
+    assert swap.swap(0, 1, 0, need=5.5, most=15.0)
+    moves = swap.state.plan.moves
+    assert [(mv.action, mv.source, mv.target, int(model.r_size[mv.replica])) for mv in moves] == [
+        (REPLICA, 0, 1, 30), (REPLICA, 1, 0, 20)]
+    assert {mv.seq for mv in moves} == {0}
+    assert model.load.tolist() == [[50, 2], [50, 2]]
+    assert swap.state.replica_moves == 2 and swap.state.moved_bytes == 50
+
+
+def test_a_swap_needs_two_moves_of_budget() -> None:
+    model = pool([(1, "a", 100), (2, "b", 100)],
+                 [("t", 0, 1, 0, 30), ("t", 1, 1, 0, 30), ("u", 0, 2, 0, 20), ("u", 1, 2, 0, 20)])
+    assert not action(ReplicaSwap, model, budgets=Budgets(1)).swap(0, 1, 0, need=5.5, most=15.0)
+    assert model.load[:, 0].tolist() == [60, 40]
+
+
+def test_a_replica_move_gives_the_best_fit_to_the_least_used_broker_that_accepts_it() -> None:
+    # Capacities 100 / 200 / 100, loads 80 / 60 / 40, band [0.405, 0.495]: broker 1 sheds 35 (the one replica in
+    # its window [30.95, 39.5]) to broker 2 (0.30, the least used; it ends at 0.475).
+    model = pool([(1, "a", 100), (2, "b", 200), (3, "c", 100)],
+                 [("t", 0, 1, 0, 5), ("t", 1, 1, 0, 12), ("t", 2, 1, 0, 28), ("t", 3, 1, 0, 35),
+                  ("t", 4, 2, 0, 60), ("t", 5, 3, 0, 40)])
+    move = action(ReplicaMove, model)
+    assert move.give(0, 0, need=30.95, most=39.5)
+    (mv,) = move.state.plan.moves
+    assert (mv.replica, mv.source, mv.target) == (3, 0, 1)
+    assert model.load[:, 0].tolist() == [45, 95, 40]
+
+
+def test_a_replica_move_takes_from_the_first_giver_with_a_replica_that_fits() -> None:
+    # Loads 10 / 150 / 60 of 100 / 200 / 100, band [0.495, 0.605]: broker 1 needs [40.05, 50.5]; of broker 2's
+    # 75, 45 and 30 only 45 fits and leaves broker 2 inside.
+    model = pool([(1, "a", 100), (2, "b", 200), (3, "c", 100)],
+                 [("t", 0, 1, 0, 10), ("t", 1, 2, 0, 75), ("t", 2, 2, 0, 45), ("t", 3, 2, 0, 30),
+                  ("t", 4, 3, 0, 60)])
+    move = action(ReplicaMove, model)
+    assert move.take(0, 0, need=40.05, most=50.5, givers=np.array([1, 2]))
+    assert [(mv.replica, mv.source, mv.target) for mv in move.state.plan.moves] == [(2, 1, 0)]
+    assert model.load[:, 0].tolist() == [55, 105, 60]
+
+
+def hot_pool(hot: list[int]) -> PoolModel:
+    """Brokers 1..3 of 1000; broker 1 holds partitions of the `hot` sizes, brokers 2 and 3 twenty of 20 each."""
+    small = [("s", 20 * b + i, b, 0, 20) for b in (2, 3) for i in range(20)]
+    return pool([(1, "a", 1000), (2, "b", 1000), (3, "c", 1000)],
+                [("h", i, 1, 0, size) for i, size in enumerate(hot)] + small)
+
+
+def test_hot_partition_spread_hands_the_smallest_hot_partition_to_the_least_loaded_broker() -> None:
+    # Band [0.405, 0.495], 90 wide: 300 and 250 are both hot and together keep broker 1 over the band.
+    model = hot_pool([300, 250])
+    spread = action(HotPartitionSpread, model)
+    hot, total = spread.hot_load(0, 0)
+    assert (hot.tolist(), total) == ([0, 1], 550.0)
+    assert spread.spread(0, 0)
+    (mv,) = spread.state.plan.moves
+    assert (int(model.r_size[mv.replica]), mv.source, mv.target) == (250, 0, 1)
+    assert model.load[:, 0].tolist() == [300, 650, 400]
+
+
+def test_hot_partition_spread_leaves_a_single_hot_partition_alone() -> None:
+    model = hot_pool([500, 40])
+    assert not action(HotPartitionSpread, model).spread(0, 0)
+    assert model.load[:, 0].tolist() == [540, 400, 400]
+
+
+def test_forced_placement_goes_where_the_replica_sits_most_centrally_in_the_bands() -> None:
+    # Broker 4 is dead: its replica (10) goes to a live broker not holding its partition, the one where it lands
+    # lowest in the band: broker 3 (20 + 10 of 100) rather than broker 2 (35 + 10).
+    frame = pd.DataFrame([{"broker_id": b, "rack": rack, "alive": b != 4, "excluded": False,
+                           "disk_capacity_bytes": 100.0} for b, rack in zip(range(1, 5), "abcd", strict=True)])
+    rows = [("t", 0, 1, 0, 10), ("t", 0, 4, 1, 10), ("u", 0, 1, 0, 40), ("v", 0, 2, 0, 35), ("w", 0, 3, 0, 20)]
+    model = PoolModel(frame, pd.DataFrame([{"topic": t, "partition": p, "broker_id": b, "position": pos,
+                                            "size_bytes": size, "movable": True, "must_move": b == 4}
+                                           for t, p, b, pos, size in rows]), [DISK])
+    forced = action(ForcedPlacement, model)
+    assert forced.place(1)
+    (mv,) = forced.state.plan.moves
+    assert (mv.source, mv.target, mv.forced, mv.resource) == (3, 2, True, "hard")
+
+
+def test_rack_spread_moves_a_duplicate_to_the_rack_the_partition_lacks() -> None:
+    # t-0 on brokers 1, 2, 3, 4 of racks a, a, b, a (four racks in the pool): of the replicas repeating rack a
+    # (on brokers 2 and 4), the one on the busier broker (2, at 40) spreads, to broker 5 on rack c.
+    model = pool([(1, "a", 100), (2, "a", 100), (3, "b", 100), (4, "a", 100), (5, "c", 100), (6, "d", 100)],
+                 [("t", 0, 1, 0, 5), ("t", 0, 2, 1, 5), ("t", 0, 3, 2, 5), ("t", 0, 4, 3, 5), ("u", 0, 2, 0, 35),
+                  ("v", 0, 6, 0, 30)])
+    forced = action(ForcedPlacement, model)
+    r = forced.rack_duplicate(0, 0)
+    assert int(model.r_broker[r]) == 1
+    assert forced.place(r, spread=True)
+    assert forced.state.plan.moves[0].target == 4  # rack c or d, the emptiest

@@ -1,0 +1,120 @@
+"""The constraints veto actions: placement rules, budgets, capacity thresholds and the acceptance rule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kafka_rebalancer.balance.bands import Band
+from kafka_rebalancer.balance.model import PoolModel
+from kafka_rebalancer.balance.planner import Budgets
+from kafka_rebalancer.balance.planner.constraints import Acceptance, BudgetRule, Constraints, Placement
+from kafka_rebalancer.balance.planner.state import PlanState
+from kafka_rebalancer.model.resources import DISK
+from tests.unit.test_planner import pool
+
+
+def racks_pool(receives: dict[int, bool] | None = None) -> PoolModel:
+    """Brokers 1..5 on racks a, b, c, b, a (broker 5 dead); t-0 (RF 2) on brokers 1 and 2; u-0 on 3 and 4."""
+    frame = pd.DataFrame([{"broker_id": b, "rack": rack, "alive": b != 5, "excluded": False,
+                           "disk_capacity_bytes": 100.0} for b, rack in zip(range(1, 6), "abcba", strict=True)])
+    if receives is not None:
+        frame["receives"] = [receives.get(b, True) for b in range(1, 6)]
+    rows = [("t", 0, 1, 0), ("t", 0, 2, 1), ("u", 0, 3, 0), ("u", 0, 4, 1)]
+    replicas = pd.DataFrame([{"topic": t, "partition": p, "broker_id": b, "position": pos, "size_bytes": 10,
+                              "movable": True} for t, p, b, pos in rows])
+    return PoolModel(frame, replicas, [DISK])
+
+
+def test_placement_vetoes_the_partitions_own_brokers_a_rack_clash_and_dead_brokers() -> None:
+    placement = Placement(racks_pool())
+    # Row 0 (t-0 on broker 1, rack a): broker 2 already holds t-0; broker 4 is on rack b with broker 2, so t-0
+    # would drop from two racks to one; broker 5 is dead. Only broker 3 (rack c) may take it.
+    assert placement.targets(0, 0).tolist() == [False, False, True, False, False]
+    assert [placement.allows(0, 0, t) for t in range(5)] == [False, False, True, False, False]
+    # To broker 4 (rack b): t-0's replica on 1 would clash with 2's rack, the one on 2 keeps two racks, and u-0 is
+    # there already.
+    assert placement.allows_many(np.array([0, 1, 2]), 3).tolist() == [False, True, False]
+
+
+def test_placement_vetoes_a_broker_that_may_not_receive_except_to_undo() -> None:
+    placement = Placement(racks_pool(receives={3: False}))
+    assert not placement.targets(0, 0).any()
+    assert placement.allows_many(np.array([0]), 2).tolist() == [False]
+    assert placement.targets(0, 0, undo=True)[2]  # putting a replica back is always allowed
+
+
+def test_spread_asks_for_a_new_rack() -> None:
+    # t-0 on brokers 1 and 2, both on rack a. Moving the replica on broker 1 may keep one rack, so any broker
+    # outside t-0 may take it; with spread it must go to a rack t-0 lacks: broker 3 (rack b), not 4 (rack a).
+    model = pool([(1, "a", 100), (2, "a", 100), (3, "b", 100), (4, "a", 100)], [("t", 0, 1, 0, 1), ("t", 0, 2, 1, 1)])
+    placement = Placement(model)
+    assert placement.targets(0, 0).tolist() == [False, False, True, True]
+    assert placement.targets(0, 0, spread=True).tolist() == [False, False, True, False]
+
+
+def test_short_of_racks_finds_partitions_on_fewer_racks_than_they_could_use() -> None:
+    model = pool([(1, "a", 100), (2, "a", 100), (3, "b", 100)],
+                 [("t", 0, 1, 0, 1), ("t", 0, 2, 1, 1), ("u", 0, 1, 0, 1), ("u", 0, 3, 1, 1), ("v", 0, 2, 0, 1)])
+    assert Placement(model).short_of_racks().tolist() == [True, False, False]
+
+
+def disk_band(lower: float, upper: float, ceiling: float | None = None) -> dict[str, Band]:
+    return {"disk": Band("disk", False, (lower + upper) / 2, lower, upper, lower, upper, ceiling, True)}
+
+
+def two_brokers() -> PoolModel:
+    # Broker 1 at 60 of 100 with replicas of 5 and 20; broker 2 at 35 with one of 35.
+    return pool([(1, "a", 100), (2, "b", 100)], [("t", 0, 1, 0, 5), ("t", 1, 1, 0, 20), ("t", 2, 1, 0, 35),
+                                                 ("u", 0, 2, 0, 35)])
+
+
+def test_acceptance_vetoes_the_gainer_over_its_upper_edge_and_the_loser_under_its_lower_edge() -> None:
+    model = two_brokers()
+    rule = Acceptance(model, disk_band(0.40, 0.50), ["disk"])
+    # 5 lands broker 2 at 0.40 (fine) and broker 1 at 0.55 (over, but it only loses): accepted. 20 lands broker 2
+    # at 0.55, over its upper edge; 35 takes broker 1 to 0.25, under its lower edge.
+    assert rule.moves_ok(np.array([0, 1, 2]), 0, 1).tolist() == [True, False, False]
+    assert bool(rule.gain_ok(1, np.array([15.0]))) and not bool(rule.gain_ok(1, np.array([15.5])))
+    assert rule.loss_ok(0, np.array([20.0])) and not rule.loss_ok(0, np.array([20.5]))
+    # A resource the action does not change is not judged, however far out the broker is.
+    assert bool(rule.gain_ok(1, np.array([0.0]))) and rule.loss_ok(0, np.array([-3.0]))
+
+
+def test_the_capacity_threshold_vetoes_below_the_upper_edge() -> None:
+    rule = Acceptance(two_brokers(), disk_band(0.30, 0.60, ceiling=0.45), ["disk"])
+    assert rule.limit.tolist() == [0.45]
+    assert rule.moves_ok(np.array([0, 1]), 0, 1).tolist() == [True, False]
+    assert rule.under_ceiling(np.array([10.0])).tolist() == [False, True]
+
+
+def test_an_exchange_is_judged_by_its_net_transfer() -> None:
+    rule = Acceptance(two_brokers(), disk_band(0.40, 0.50), ["disk"])
+    assert rule.exchange_ok(0, 1, np.array([12.0]))  # 60 -> 48, 35 -> 47
+    assert not rule.exchange_ok(0, 1, np.array([16.0]))  # broker 2 at 0.51
+    assert not rule.exchange_ok(1, 0, np.array([5.0]))  # broker 1 gains while over its band
+
+
+def test_distance_and_out_of_band() -> None:
+    model = two_brokers()
+    rule = Acceptance(model, disk_band(0.40, 0.50), ["disk"])
+    assert rule.status([0, 1])[:, 0].tolist() == pytest.approx([0.10, 0.05])
+    over, under = rule.out_of_band(0)
+    assert (over.tolist(), under.tolist()) == ([0], [1])
+    assert rule.width(0).tolist() == pytest.approx([10.0])
+
+
+def test_budgets_veto_moves_once_used_up() -> None:
+    model = two_brokers()
+    state = PlanState(model, ["disk"])
+    rule = BudgetRule(Budgets(2, max_moved_bytes=30, max_moves_per_broker=1), state)
+    assert rule.moves_left(2) and not rule.moves_left(3)
+    assert rule.bytes_ok(30) and not rule.bytes_ok(31)
+    state.apply([(0, 1)], 0)
+    assert rule.moves_left() and not rule.moves_left(2)
+    assert rule.brokers_left().tolist() == [False, False]
+    assert rule.bytes_ok(np.array([25, 26])).tolist() == [True, False]
+    constraints = Constraints(state, disk_band(0.0, 1.0), Budgets(10, max_moved_bytes=30))
+    assert constraints.accepted(np.array([1, 2]), 0, 1).tolist() == [True, False]  # 5 + 35 bytes is over
+    assert not constraints.feasible_targets(2, 0).any()

@@ -1,0 +1,73 @@
+"""The strategy: forced moves before balancing, resources in priority order, the cheapest action first, and an
+explanation for every broker left outside its band."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from kafka_rebalancer.balance.model import PoolModel
+from kafka_rebalancer.balance.planner import Budgets, Planner
+from kafka_rebalancer.model.resources import DISK, REPLICA_COUNT
+from tests.unit.test_planner import bands_of, pool, traffic_pool
+
+
+def disk_and_count() -> PoolModel:
+    # Brokers 1 and 2 of 100: broker 1 holds six replicas of 10, broker 2 two of 20. Disk 60 / 40 (band
+    # [0.45, 0.55]) and counts 6 / 2 (band 4..4) are both out; moving a 10 helps both, a second one would push
+    # disk out again.
+    return pool([(1, "a", 100), (2, "b", 100)],
+                [("t", i, 1, 0, 10) for i in range(6)] + [("u", i, 2, 0, 20) for i in range(2)],
+                resources=(DISK, REPLICA_COUNT))
+
+
+@pytest.mark.parametrize("priority", [["replica_count", "disk"], ["disk", "replica_count"]])
+def test_resources_are_fixed_in_priority_order(priority: list[str]) -> None:
+    model = disk_and_count()
+    planner = Planner(model, bands_of(model), priority, Budgets(100))
+    calls: list[str] = []
+    fix = planner._fix_resource
+
+    def recorded(k: int) -> bool:
+        calls.append(planner.names[k])
+        return fix(k)
+
+    planner._fix_resource = recorded
+    plan = planner.run()
+    assert calls[:2] == priority
+    assert [mv.resource for mv in plan.moves] == priority[:1]
+    assert model.load.tolist() == [[50, 5], [50, 3]]
+
+
+def test_forced_moves_come_before_balancing_moves() -> None:
+    # Broker 4 is dead with two replicas; brokers 1..3 are out of balance (70 / 20 / 10).
+    frame = pd.DataFrame([{"broker_id": b, "rack": rack, "alive": b != 4, "excluded": False,
+                           "disk_capacity_bytes": 100.0} for b, rack in zip(range(1, 5), "abcd", strict=True)])
+    rows = [("t", i, 1, 0, 10) for i in range(7)] + [("u", 0, 2, 0, 20), ("v", 0, 3, 0, 10),
+                                                      ("w", 0, 4, 0, 5), ("w", 1, 4, 0, 15)]
+    model = PoolModel(frame, pd.DataFrame([{"topic": t, "partition": p, "broker_id": b, "position": pos,
+                                            "size_bytes": size, "movable": True, "must_move": b == 4}
+                                           for t, p, b, pos, size in rows]), [DISK])
+    plan = Planner(model, bands_of(model), ["disk"], Budgets(100)).run()
+    forced = [mv.forced for mv in plan.moves]
+    assert forced[:2] == [True, True] and not any(forced[2:]) and len(forced) > 2
+    # Largest first: w-1 (15) before w-0 (5).
+    assert [int(model.r_size[mv.replica]) for mv in plan.moves[:2]] == [15, 5]
+    assert [mv.seq for mv in plan.moves] == sorted(mv.seq for mv in plan.moves)
+
+
+def test_a_leadership_transfer_is_tried_before_any_replica_move() -> None:
+    model = traffic_pool(leaders=[1] * 8, brokers=2)
+    plan = Planner(model, bands_of(model), ["leader_count", "network_out", "replica_count"], Budgets(100)).run()
+    assert plan.moves and all(mv.action == "leadership" for mv in plan.moves)
+    assert model.load[:, 1].tolist() == [4, 4]
+
+
+def test_brokers_left_outside_are_explained() -> None:
+    model = disk_and_count()
+    plan = Planner(model, bands_of(model), ["disk", "replica_count"], Budgets(0)).run()
+    assert plan.moves == []
+    assert [(resource, broker) for resource, broker, _ in plan.notes] == [
+        ("disk", 1), ("disk", 2), ("replica_count", 1), ("replica_count", 2)]
+    assert all("move budget reached (max_replica_moves=0)" in text for _, _, text in plan.notes)
+    assert plan.notes[0][2].startswith("usage 0.6 outside band [0.45, 0.55] after the plan")
