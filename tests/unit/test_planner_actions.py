@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -22,7 +24,7 @@ from kafka_rebalancer.model.resources import DISK, REPLICA_COUNT
 from tests.unit.test_planner import bands_of, pool, traffic_pool
 
 
-def action(kind: type, model: PoolModel, bands: dict[str, Band] | None = None, budgets: Budgets | None = None):
+def action(kind: type, model: PoolModel, bands: dict[str, Band] | None = None, budgets: Budgets | None = None) -> Any:
     """An action of this kind over a fresh state of the model (bands_of's bands; a budget of 100 moves)."""
     state = PlanState(model, [r.name for r in model.resources])
     constraints = Constraints(state, bands or bands_of(model), budgets or Budgets(100))

@@ -26,6 +26,8 @@ from kafka_rebalancer.balance.planner.state import PlanState
 
 
 class Action:
+    """What every action works with: the state it changes, the constraints it asks, the ranking of candidates."""
+
     def __init__(self, state: PlanState, constraints: Constraints, ranking: Ranking) -> None:
         self.state = state
         self.model = state.model
@@ -38,6 +40,8 @@ class Action:
 
 
 class LeadershipTransfer(Action):
+    """No data moves: another in-sync replica becomes the first replica (and the leader)."""
+
     def hand_over(self, s: int, k: int, need: float, most: float) -> bool:
         """Hand leadership of a partition s leads to another of its in-sync replicas."""
         m = self.model
@@ -136,6 +140,8 @@ class LeadershipTransfer(Action):
 
 
 class ReplicaMove(Action):
+    """One replica to another broker: from an over-loaded broker, or to an under-loaded one."""
+
     def __init__(self, state: PlanState, constraints: Constraints, ranking: Ranking) -> None:
         super().__init__(state, constraints, ranking)
         # Per (broker, resource): the broker's change count when none of its replicas could leave it (`_can_give`).
@@ -191,6 +197,8 @@ class ReplicaMove(Action):
 
 
 class ReplicaSwap(Action):
+    """Two replicas exchanged between two brokers under one action, for a net transfer."""
+
     def swap(self, giver: int, taker: int, k: int, need: float, most: float) -> bool:
         """Exchange a replica of giver for a smaller one of taker so the net transfer in resource k reaches
         `need` without exceeding `most` (or comes as close as it can)."""
@@ -226,6 +234,8 @@ class ReplicaSwap(Action):
 
 
 class HotPartitionSpread(Action):
+    """Hot partitions (each larger than the band is wide) spread over the brokers."""
+
     def spread(self, s: int, k: int) -> bool:
         """A broker holding several hot partitions (each alone larger than the band's width) whose loads together
         exceed the upper edge can never get inside by giving other replicas away, and no single action that keeps
@@ -291,6 +301,8 @@ class HotPartitionSpread(Action):
 
 
 class ForcedPlacement(Action):
+    """Replicas that must move, placed whatever the balance (hard constraints)."""
+
     def place(self, r: int, spread: bool = False) -> bool:
         """Move replica r (which must move: off a dead broker, home to its pool, or, with spread, to a rack its
         partition lacks) to the broker with the most room that keeps the placement rules and the capacity

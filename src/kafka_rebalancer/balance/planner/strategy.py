@@ -32,6 +32,9 @@ from kafka_rebalancer.balance.planner.state import HARD, PlanState, PoolPlan
 
 
 class Planner:
+    """Plans one pool: `Planner(model, bands, priority, budgets).run()` changes the model to the planned state and
+    returns the plan (the actions in order, notes, hot partitions, infeasibility proofs, the bytes' lower bound)."""
+
     def __init__(self, model: PoolModel, bands: dict[str, Band], priority: list[str], budgets: Budgets,
                  candidate_limit: int = 48) -> None:
         self.model = model
