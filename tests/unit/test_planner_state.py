@@ -76,3 +76,16 @@ def test_leadership_is_logged_from_the_old_leaders_broker_to_the_new_ones() -> N
     assert state.plan.moves == [Move(0, LEADERSHIP, 0, 0, 1, "leader_count")]
     assert state.replica_moves == 0 and not state.moved.any()
     assert state.actions_per_partition().tolist() == [1, 0]
+
+
+def test_the_kept_answers_about_a_broker_follow_its_changes() -> None:
+    # movable_on and the model's replicas_on are kept between changes: a move or its undo must show at once.
+    model = three_brokers()
+    state = PlanState(model, ["disk"])
+    assert state.movable_on(0, 0).tolist() == [0, 1] and model.replicas_on(2).tolist() == [3]
+    state.apply([(0, 2)], 0)
+    assert state.movable_on(0, 0).tolist() == [1]
+    assert sorted(model.replicas_on(2).tolist()) == [0, 3] and model.replicas_on(0).tolist() == [1]
+    state.undo_last()
+    assert state.movable_on(0, 0).tolist() == [0, 1] and model.replicas_on(2).tolist() == [3]
+    assert not state.movable_on(0, 0).flags.writeable  # shared: no caller may change it in place

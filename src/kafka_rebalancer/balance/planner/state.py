@@ -55,12 +55,26 @@ class PlanState:
         # A broker that may not give (a manual operation's role) offers no replica to balancing moves.
         self._movable_originals = [rs[model.r_movable[rs] & model.gives[b]] for b, rs in
                                    enumerate(model.replicas_on(b) for b in range(len(model.broker_ids)))]
+        # movable_on's answers, kept until the broker or the moved flags of its replicas change.
+        self._moved_changes = np.zeros(len(model.broker_ids), dtype=np.int64)  # per original broker
+        self._movable: dict[tuple[int, int], tuple[tuple[int, int], np.ndarray]] = {}
 
     def movable_on(self, b: int, k: int) -> np.ndarray:
         """Replicas of b that may still move and carry load in k (a moved replica never moves again, so only
         b's own)."""
+        version = (int(self.model.changes[b]), int(self._moved_changes[b]))
+        kept = self._movable.get((b, k))
+        if kept is not None and kept[0] == version:
+            return kept[1]
         rs = self._movable_originals[b]
-        return rs[~self.moved[rs] & (self.model.r_load[rs, k] > 0)]
+        rs = rs[~self.moved[rs] & (self.model.r_load[rs, k] > 0)]
+        rs.flags.writeable = False  # shared by every caller until b changes
+        self._movable[(b, k)] = (version, rs)
+        return rs
+
+    def _mark_moved(self, r: int, moved: bool) -> None:
+        self.moved[r] = moved
+        self._moved_changes[self.model.original_broker[r]] += 1
 
     # -- acting ----------------------------------------------------------------------------------------
     def apply(self, moves: list[tuple[int, int]], k: int | None, forced: bool = False) -> None:
@@ -119,7 +133,8 @@ class PlanState:
     def substitute(self, mv: Move, replica: int) -> Move:
         """The replica move mv made with another replica of the same source (already moved to the same target)
         instead: the counters follow; the caller puts the returned move in mv's place in the log."""
-        self.moved[mv.replica], self.moved[replica] = False, True
+        self._mark_moved(mv.replica, False)
+        self._mark_moved(replica, True)
         self.moved_bytes += int(self.model.r_size[replica]) - int(self.model.r_size[mv.replica])
         return Move(mv.seq, REPLICA, replica, mv.source, mv.target, mv.resource)
 
@@ -141,7 +156,7 @@ class PlanState:
         for mv in moves:
             if mv.action != REPLICA:
                 continue
-            self.moved[mv.replica] = sign > 0
+            self._mark_moved(mv.replica, sign > 0)
             self.broker_moves[[mv.source, mv.target]] += sign
             self.moved_bytes += sign * int(self.model.r_size[mv.replica])
             self.replica_moves += sign
