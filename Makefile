@@ -11,7 +11,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export KAFKA_REBALANCER_JVM_ARCHIVE := $(abspath .cache/jvm/plan-driver.jsa)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv kafka-jars jvm-archive browser prometheus demo test test-unit lint bench bench-optimum cluster-up cluster-down airflow-up airflow-down cluster-status spark-up spark-down \
+.PHONY: help venv kafka-jars jvm-archive browser prometheus demo test test-unit lint bench bench-optimum bench-vs cluster-up cluster-down airflow-up airflow-down cluster-status spark-up spark-down \
 	clean distclean
 PACKAGE_ZIP := dist/kafka_rebalancer.zip
 
@@ -55,12 +55,16 @@ test-unit: $(STAMP) ## only the tests that need neither Kafka, Airflow nor a bro
 lint: $(STAMP) ## ruff
 	$(VENV)/bin/ruff check .
 
-bench: $(STAMP) jvm-archive ## plan synthetic clusters at three scales, then against the exact optimum; writes bench/*.json and BENCHMARKS.md
+bench: $(STAMP) jvm-archive ## plan synthetic clusters at five scales, then against the exact optimum; writes bench/*.json and BENCHMARKS.md
 	$(PY) -m bench.run
 	$(PY) -m bench.optimum
 
 bench-optimum: $(STAMP) jvm-archive ## the planner against the exact optimum (HiGHS MILP) on four 12-broker clusters
 	$(PY) -m bench.optimum
+
+bench-vs: $(STAMP) jvm-archive ## plan speed as a ratio against another checkout: make bench-vs BASELINE=../other [SCALES=single-200]
+	@test -n "$(BASELINE)" || { echo "make bench-vs: set BASELINE to a checkout of the code to compare against" >&2; exit 2; }
+	$(PY) -m bench.side_by_side --baseline "$(BASELINE)" $(if $(SCALES),--scales $(SCALES))
 
 cluster-up: $(STAMP) kafka-jars ## start the local demo cluster and leave it running
 	$(PY) -m tools.local_kafka start --name demo
