@@ -100,9 +100,10 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
     if request is not None and request.action == "execute-reviewed" and run.has(PLAN):
         log.info("execute-reviewed: the reviewed run's plan is kept as it is (not planned again)")
         return read_json(run.stage_path(PLAN) / "summary.json")
-    # The re-check reads the snapshot in pandas: beside the Spark work, which mostly leaves the driver waiting.
+    # The re-check reads the snapshot in pandas: beside the Spark work, which mostly leaves the driver waiting. The
+    # rows were checked when the snapshot was taken and are again by the validation; Spark reads them unchecked too.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan-job-snapshot") as background:
-        return _plan(spark, config, run, request, background.submit(read_snapshot, run), started)
+        return _plan(spark, config, run, request, background.submit(read_snapshot, run, checked=False), started)
 
 
 def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request: ManualRequest | None,
