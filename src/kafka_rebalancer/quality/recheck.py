@@ -37,9 +37,13 @@ from kafka_rebalancer.snapshot.build import SnapshotTables
 EPS = 1e-9
 DEAD, DRAINING, POOL_ISOLATION, BALANCE = "dead_broker", "draining_broker", "pool_isolation", "balance"
 FORCED_REASONS = (DEAD, DRAINING, POOL_ISOLATION)
-# A claim agrees with the re-check when the loads match to this relative tolerance (Spark and pandas add in
-# different orders) and both put the broker on the same side of the band.
+# A claim agrees with the re-check when both put the broker on the same side of the band and the loads match to
+# LOAD_TOLERANCE of the load (Spark and pandas add in different orders) or, for bytes, to DISK_TOLERANCE of the
+# broker's capacity: replicas of one partition differ by the bytes in flight to the followers, and the planner
+# counts a partition's size where the re-check counts the replicas as the snapshot found them (a few hundred
+# bytes under live traffic).
 LOAD_TOLERANCE = 1e-6
+DISK_TOLERANCE = 1e-3
 
 
 def draining_brokers(request: ManualRequest | None) -> frozenset[int]:
@@ -246,11 +250,13 @@ def claim_rows(claimed_after: pd.DataFrame, recheck: Recheck, plan_bands: pd.Dat
     verdict beside the re-check's; `agrees` is False where the loads differ or, for a counted broker, the
     verdicts do."""
     claim = band_status(claimed_after, plan_bands)[["broker_id", "resource", "load", "inside"]]
-    truth = recheck.after[["broker_pool", "broker_id", "resource", "load", "inside", "counted"]]
+    truth = recheck.after[["broker_pool", "broker_id", "resource", "load", "capacity", "inside", "counted"]]
     rows = truth.merge(claim, on=["broker_id", "resource"], how="outer", suffixes=("_rechecked", "_claimed"),
                        indicator=True)
-    loads_agree = (rows["load_claimed"] - rows["load_rechecked"]).abs() <= LOAD_TOLERANCE * np.maximum(
-        1.0, np.maximum(rows["load_claimed"].abs(), rows["load_rechecked"].abs()))
+    difference = (rows["load_claimed"] - rows["load_rechecked"]).abs()
+    loads_agree = (difference <= LOAD_TOLERANCE * np.maximum(
+        1.0, np.maximum(rows["load_claimed"].abs(), rows["load_rechecked"].abs()))) | (
+        (rows["resource"] == "disk") & (difference <= DISK_TOLERANCE * rows["capacity"].fillna(0.0)))
     verdicts_agree = ~rows["counted"].fillna(True).astype(bool) | (rows["inside_claimed"] == rows["inside_rechecked"])
     rows["agrees"] = (rows["_merge"] == "both") & loads_agree & verdicts_agree
     return rows[["broker_pool", "broker_id", "resource", "load_claimed", "load_rechecked", "inside_claimed",
