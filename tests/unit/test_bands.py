@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kafka_rebalancer.balance.bands import band_edges, band_for, count_edges, spread, widening_note
+from kafka_rebalancer.balance.status import bands_frame
+from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD
+from kafka_rebalancer.synthetic import SyntheticSpec, generate
 
 
 def test_patent_example_threshold_1_05() -> None:
@@ -134,3 +140,55 @@ def test_float_bands_use_the_exact_threshold() -> None:
     # 1 - (1.10 - 1.0) in floats is 0.8999999999999999; the exact factor is the double nearest 0.9.
     lower, upper, _, _ = band_edges(750.0, 1.10, 0.9)
     assert (lower, upper) == (750 * 0.9, 750 * 1.1)
+
+
+def _load_rows(loads: dict[tuple[str, str], list[float]]) -> pd.DataFrame:
+    rows = [{"broker_pool": pool, "broker_id": i + (1 if pool == "pool-0" else 4), "rack": None, "alive": True,
+             "eligible": True, "resource": name, "load": float(v), "capacity": 1e12 if name == "disk" else 1.0,
+             "usage": float(v) / (1e12 if name == "disk" else 1.0)}
+            for (pool, name), values in loads.items() for i, v in enumerate(values)]
+    return pd.DataFrame(rows, columns=BROKER_LOAD.names)
+
+
+def _band_config(config_factory: Callable[..., Any]) -> Any:
+    _, body = generate(SyntheticSpec(n_brokers=6, n_racks=3, n_pools=2, n_partitions=10, replication_factor=3))
+    return config_factory({**body, "resources": {"disk": {"threshold": 1.2, "margin": 0.75},
+                                                 "replica_count": {"threshold": 1.10, "margin": 0.9},
+                                                 "leader_count": {"threshold": 1.10, "margin": 0.9}}})
+
+
+def test_band_table_count_edges_are_exact_and_widened_with_the_note(config_factory: Callable[..., Any]) -> None:
+    """1.10 at mean 750 gives [675, 825] (floats gave [674, 826]), mean 25 gives [23, 27] (rounded outward:
+    [22, 28]), and 4 replicas on 3 brokers widen to [1, 2] with the note."""
+    config = _band_config(config_factory)
+    load = _load_rows({("pool-0", "replica_count"): [700, 800, 750], ("pool-0", "leader_count"): [20, 30, 25],
+                       ("pool-1", "replica_count"): [2, 1, 1], ("pool-1", "leader_count"): [0, 0, 1],
+                       ("pool-0", "disk"): [3e11, 1e11, 2e11], ("pool-1", "disk"): [1.0, 2.0, 3.0]})
+    table = bands_frame(load, config)
+    assert list(table.columns) == BANDS.names
+    edges = {(r.broker_pool, r.resource): (r.lower, r.upper, r.target_lower, r.target_upper, r.note)
+             for r in table.itertuples()}
+    assert edges["pool-0", "replica_count"] == (675, 825, 683, 817, None)
+    assert edges["pool-0", "leader_count"] == (23, 27, 23, 27, None)
+    assert edges["pool-1", "replica_count"] == (1, 2, 1, 2, "band widened to [1, 2]: the integers inside ±10% of "
+                                                "the mean cannot hold the pool's total")
+    assert edges["pool-1", "leader_count"][:4] == (0, 1, 0, 1)
+    mean = 6e11 / 3e12  # usage: bytes over capacity
+    assert edges["pool-0", "disk"][:4] == (mean * 0.8, mean * 1.2, mean * 0.85, mean * 1.15)
+
+
+def test_band_table_counts_the_load_that_must_move_and_not_the_brokers_order(
+        config_factory: Callable[..., Any]) -> None:
+    """Replicas that must arrive (from a dead broker or another pool) raise the pool's mean; the sums are
+    exactly rounded, so the brokers' order cannot move an edge by a bit."""
+    config = _band_config(config_factory)
+    load = _load_rows({("pool-0", "replica_count"): [700, 800, 750],
+                       ("pool-0", "disk"): [0.1 * 1e12, 0.2 * 1e12, 0.3 * 1e12 + 0.7]})
+    incoming = pd.DataFrame({"broker_pool": ["pool-0", "pool-0"], "resource": ["replica_count", "disk"],
+                             "incoming": [300.0, 2.5e-7]})
+    table = bands_frame(load, config, incoming).set_index("resource")
+    assert table.loc["replica_count", "mean"] == 850
+    assert (table.loc["replica_count", "lower"], table.loc["replica_count", "upper"]) == (765, 935)
+    shuffled = bands_frame(load.iloc[::-1], config, incoming).set_index("resource")
+    assert shuffled.loc["disk", "mean"] == table.loc["disk", "mean"]
+    assert table.loc["disk", "mean"] == math.fsum([0.1e12, 0.2e12, 0.3e12 + 0.7, 2.5e-7]) / 3e12

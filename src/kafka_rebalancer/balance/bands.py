@@ -12,7 +12,7 @@ Moves aim at the tighter target band `[m(1-f*margin), m(1+f*margin)]` (hysteresi
 `f` and `f*margin` are exact fractions of the settings' decimal text (`spread`): in floats 1.10 - 1.0 is
 0.10000000000000009, which put an integral edge one count further out. Bytes and rates keep float edges,
 `m * float(1 ∓ f)`. A count band is the integers inside the exact interval, computed from the pool's total and
-broker count in integer arithmetic (`count_edges`, the same on Python ints and Spark long columns); where those
+broker count in integer arithmetic (`count_edges`); where those
 integers cannot hold the pool's total it is widened to `[floor m, ceil m]`, the narrowest band that can, and the
 band says so (`widening_note`). The target band follows the same rule with `f*margin`, so it too is at least
 `[floor m, ceil m]` and never leaves the band; its widening is not noted (it only makes the planner aim at the
@@ -22,13 +22,9 @@ narrowest band the pool can reach).
 from __future__ import annotations
 
 import math
-import operator
-from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, TypeVar
-
-Whole = TypeVar("Whole")  # an integer: a Python int or a Spark long column
+from typing import Any
 
 
 def spread(threshold: float, margin: float = 1.0) -> Fraction:
@@ -42,23 +38,20 @@ def spread_text(threshold: float) -> str:
     return f"{float(spread(threshold) * 100):g}%"
 
 
-def count_edges(total: Whole, n: Whole, spread_num: Whole | int, spread_den: Whole | int, *,
-                floor_div: Callable[[Any, Any], Any] = operator.floordiv, least: Callable[..., Any] = min,
-                greatest: Callable[..., Any] = max) -> tuple[Whole, Whole, Any]:
+def count_edges(total: int, n: int, spread_num: int, spread_den: int) -> tuple[int, int, bool]:
     """(lower, upper, widened) of a count band: the integers inside `[m(1-s), m(1+s)]` with `m = total / n` and
     `s = spread_num / spread_den` (>= 0), or `[floor m, ceil m]` (widened) where those cannot hold `total`.
 
-    Integer arithmetic only, so it is exact and runs on Python ints and Spark long columns alike (`floor_div`
-    must floor, also for negative numerators: the lower edge is negative when f > 1). With s = p/q,
+    Integer arithmetic only, so it is exact (the lower edge is negative when f > 1, and `//` floors). With s = p/q,
     m(1-s) = total(q-p) / (nq). Integers [lo, hi] can hold total over n brokers iff n*lo <= total <= n*hi, that is
     lo <= floor m and hi >= ceil m; when the inside integers miss that they lie within [floor m, ceil m], so taking
     the least / greatest of the two is the widening, and a no-op otherwise."""
     p, q = spread_num, spread_den
-    inside_lower = -floor_div(-total * (q - p), n * q)  # ceil
-    inside_upper = floor_div(total * (q + p), n * q)
-    mean_floor, mean_ceil = floor_div(total, n), -floor_div(-total, n)
-    widened = (inside_lower > mean_floor) | (inside_upper < mean_ceil)
-    return least(inside_lower, mean_floor), greatest(inside_upper, mean_ceil), widened
+    inside_lower = -(-total * (q - p) // (n * q))  # ceil
+    inside_upper = total * (q + p) // (n * q)
+    mean_floor, mean_ceil = total // n, -(-total // n)
+    widened = inside_lower > mean_floor or inside_upper < mean_ceil
+    return min(inside_lower, mean_floor), max(inside_upper, mean_ceil), widened
 
 
 def widening_note(lower: int, upper: int, threshold: float) -> str:
@@ -108,16 +101,19 @@ class Band:
 
 
 def band_for(resource: str, is_count: bool, loads: list[float], capacities: list[float], threshold: float,
-             margin: float, low_utilization: float = 0.0, capacity_threshold: float | None = None) -> Band:
-    """The band from the loads and capacities of the brokers that may receive replicas (plain Python)."""
-    total_capacity = float(sum(capacities))
-    mean = float(sum(loads)) / total_capacity if total_capacity > 0 else 0.0
+             margin: float, low_utilization: float = 0.0, capacity_threshold: float | None = None,
+             incoming: float = 0.0) -> Band:
+    """The band from the loads and capacities of the brokers that may receive replicas, with `incoming` the load
+    they will gain (or, negative, lose) from replicas that must move. The sums are exactly rounded (`fsum`), so
+    the band does not depend on the order the brokers come in: an edge a bit off can change the plan."""
+    total_capacity = math.fsum(capacities)
+    total = math.fsum([*loads, incoming])
+    mean = total / total_capacity if total_capacity > 0 else 0.0
     balanced = total_capacity > 0 and mean >= low_utilization
     if not is_count:
         return Band(resource, is_count, mean, *band_edges(mean, threshold, margin), capacity_threshold, balanced)
     if not loads:
         return Band(resource, is_count, mean, 0.0, 0.0, 0.0, 0.0, capacity_threshold, balanced)
-    total = sum(loads)
     if total != int(total):
         raise ValueError(f"{resource}: a count total must be whole, got {total!r}")
     f, target_f = spread(threshold), spread(threshold, margin)

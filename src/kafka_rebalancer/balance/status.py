@@ -1,7 +1,8 @@
 """Band status with pandas, for the steps that run without Spark (validate, verify, status, reports).
 
-`broker_load_frame` and `bands_frame` give the same tables as the plan job's Spark transforms `broker_load` and
-`bands` (a test holds them to that); `band_status` marks each broker inside or outside its band.
+`broker_load_frame` gives the same table as the plan job's Spark transform `broker_load` (a test holds them to
+that); `bands_frame` is the bands of every step, the plan job's too (per pool and resource the table is small);
+`band_status` marks each broker inside or outside its band.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pandas as pd
 from kafka_rebalancer.balance.bands import band_for, widening_note
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.resources import Resource, resource
-from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD
+from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD, BROKERS_TO_FIX
 
 EPS = 1e-9
 
@@ -34,14 +35,19 @@ def broker_load_frame(brokers: pd.DataFrame, replicas: pd.DataFrame, resources: 
     return pd.concat(frames, ignore_index=True)[BROKER_LOAD.names]
 
 
-def bands_frame(load: pd.DataFrame, config: RebalancerConfig) -> pd.DataFrame:
+def bands_frame(load: pd.DataFrame, config: RebalancerConfig, incoming: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The band per (pool, resource) from the brokers that may receive replicas (`load`: BROKER_LOAD), counting
+    the load that must arrive in or leave the pool (`incoming`: broker_pool, resource, incoming). BANDS."""
+    arriving = {} if incoming is None else {
+        (pool, name): float(value) for pool, name, value in
+        zip(incoming["broker_pool"], incoming["resource"], incoming["incoming"], strict=True)}
     rows = []
     eligible = load[load["eligible"]]
     for (pool, name), group in eligible.groupby(["broker_pool", "resource"], sort=True):
         settings = config.resources[name]
         band = band_for(name, resource(name).is_count, group["load"].tolist(), group["capacity"].tolist(),
                         settings.threshold, settings.margin, settings.low_utilization,
-                        config.capacity_threshold(name))
+                        config.capacity_threshold(name), arriving.get((pool, name), 0.0))
         # Not balanced: the note says why (the band is not enforced); else whether a count band was widened.
         note = (f"mean usage under the low-utilisation floor {settings.low_utilization}: not balanced"
                 if not band.balanced else
@@ -65,3 +71,13 @@ def band_status(load: pd.DataFrame, bands: pd.DataFrame) -> pd.DataFrame:
 
 def out_of_band(status: pd.DataFrame) -> pd.DataFrame:
     return status[status["counted"] & ~status["inside"]]
+
+
+def brokers_to_fix(load: pd.DataFrame, bands: pd.DataFrame) -> pd.DataFrame:
+    """The eligible brokers outside the band of a balanced resource (upper: capped by the capacity threshold),
+    with the direction and the distance from the edge. BROKERS_TO_FIX."""
+    out = out_of_band(band_status(load, bands))
+    over = out["usage"] > out["upper"] + EPS
+    out = out.assign(direction=np.where(over, "over", "under"),
+                     distance=np.where(over, out["usage"] - out["upper"], out["lower"] - out["usage"]))
+    return out[BROKERS_TO_FIX.names].reset_index(drop=True)

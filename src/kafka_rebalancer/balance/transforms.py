@@ -1,7 +1,9 @@
 """The plan job's Spark transforms: DataFrame -> DataFrame, each output in the schema named in its docstring.
 
-Aggregation, bands, the brokers to fix and the pre-check candidates are plain DataFrame transforms; the move
-selection, which is sequential within a pool, runs per pool in parallel with `groupBy(...).applyInPandas`.
+Aggregation (broker load, the load that must move between pools) and the pre-check candidates are plain
+DataFrame transforms; the bands and the brokers to fix are computed from the collected per-broker table
+(`balance.status`: a row per broker and resource); the move selection, which is sequential within a pool, runs
+per pool in parallel with `groupBy(...).applyInPandas`.
 """
 
 from __future__ import annotations
@@ -14,15 +16,12 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from kafka_rebalancer.balance.bands import Band, count_edges, spread, spread_text
+from kafka_rebalancer.balance.bands import Band
 from kafka_rebalancer.balance.model import PoolModel
 from kafka_rebalancer.balance.planner import Budgets, Planner
-from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.resources import Resource, resource
 from kafka_rebalancer.model.schemas import (
-    BANDS,
     BROKER_LOAD,
-    BROKERS_TO_FIX,
     CANDIDATES,
     HOT_PARTITIONS,
     INFEASIBLE,
@@ -179,71 +178,6 @@ def incoming_load(replicas: DataFrame, load: DataFrame, resources: list[Resource
             .groupBy("broker_pool", "resource").agg(exact_sum("load").alias("incoming")))
 
 
-def _resource_settings(spark: Any, config: RebalancerConfig) -> DataFrame:
-    """The band settings per resource, as a table of literals in one SQL statement: a DataFrame from a Python
-    list would need a Python worker to read it, and one column call per value costs a Py4J round trip each.
-
-    With them the band's exact figures (`bands.spread`): `f` and `f*margin` as integer fractions for the count
-    edges, the float factors `1 ∓ f`, `1 ∓ f*margin` for the other resources, and `f` as text for notes."""
-    def value(v: float | None) -> str:
-        return "CAST(NULL AS DOUBLE)" if v is None else f"{float(v)!r}D"  # repr round-trips a double exactly
-
-    def row(r: Resource) -> str:
-        settings = config.resources[r.name]
-        f, target_f = spread(settings.threshold), spread(settings.threshold, settings.margin)
-        exact = [f"{int(x)}L" for x in (f.numerator, f.denominator, target_f.numerator, target_f.denominator)]
-        factors = [value(float(x)) for x in (1 - f, 1 + f, 1 - target_f, 1 + target_f)]
-        return (f"('{r.name}', {str(r.is_count).lower()}, {value(settings.threshold)}, "
-                f"{value(settings.low_utilization)}, {value(config.capacity_threshold(r.name))}, "
-                f"{', '.join(exact + factors)}, '{spread_text(settings.threshold)}')")
-
-    return spark.sql("SELECT * FROM VALUES " + ", ".join(row(r) for r in config.resource_list()) +
-                     " AS settings(resource, is_count, threshold, low_utilization, capacity_threshold, f_num, f_den,"
-                     " target_f_num, target_f_den, lower_factor, upper_factor, target_lower_factor,"
-                     " target_upper_factor, f_text)")
-
-
-def _floor_div(dividend: Column, divisor: Column) -> Column:
-    """Exact floor division of longs for a positive divisor (Spark's `div` truncates toward zero)."""
-    return F.call_function("div", dividend - F.pmod(dividend, divisor), divisor)
-
-
-def bands(load: DataFrame, config: RebalancerConfig, incoming: DataFrame | None = None) -> DataFrame:
-    """The band per (pool, resource) from the brokers that may receive replicas, counting the load
-    that must arrive or leave (`incoming_load`). Schema BANDS."""
-    totals = load.where("eligible").groupBy("broker_pool", "resource").agg(
-        F.count(F.lit(1)).cast("int").alias("n_brokers"), exact_sum("load").alias("total_load"),
-        exact_sum("capacity").alias("total_capacity"))
-    if incoming is not None:
-        totals = (totals.join(incoming, ["broker_pool", "resource"], "left")
-                  .withColumn("total_load", F.col("total_load") + F.coalesce("incoming", F.lit(0.0))))
-    # One projection per step (each withColumn is analysed on its own, which adds up on the driver).
-    mean = F.when(F.col("total_capacity") > 0, F.col("total_load") / F.col("total_capacity")).otherwise(0.0)
-    t = totals.join(_resource_settings(load.sparkSession, config), "resource").select("*", mean.alias("mean"))
-    # Counts: integer arithmetic on the pool's total and broker count, exact (README: How a plan is made). The
-    # total of a count is a sum of whole numbers, exact in `exact_sum`; other resources' totals are left out (at
-    # 1e17 bytes they would overflow). ANSI mode fails on an overflow, which would take a count total times the
-    # settings' denominators past 2^63.
-    total = F.when(F.col("is_count"), F.col("total_load").cast("long")).otherwise(F.lit(0).cast("long"))
-    n = F.col("n_brokers").cast("long")
-    lower, upper, widened = count_edges(total, n, F.col("f_num"), F.col("f_den"), floor_div=_floor_div,
-                                        least=F.least, greatest=F.greatest)
-    target_lower, target_upper, _ = count_edges(total, n, F.col("target_f_num"), F.col("target_f_den"),
-                                                floor_div=_floor_div, least=F.least, greatest=F.greatest)
-    counts = {"lower": lower, "upper": upper, "target_lower": target_lower, "target_upper": target_upper}
-    edges = {name: F.when(F.col("is_count"), counts[name].cast("double"))
-             .otherwise(F.col("mean") * F.col(f"{name}_factor")) for name in counts}
-    balanced = (F.col("total_capacity") > 0) & (F.col("mean") >= F.col("low_utilization"))
-    # Not balanced: the note says why (the band is not enforced); else whether a count band was widened.
-    note = (F.when(~balanced, F.concat(F.lit("mean usage under the low-utilisation floor "),
-                                       F.col("low_utilization").cast("string"), F.lit(": not balanced")))
-            .when(F.col("is_count") & widened,
-                  F.concat(F.lit("band widened to ["), lower.cast("string"), F.lit(", "), upper.cast("string"),
-                           F.lit("]: the integers inside ±"), F.col("f_text"),
-                           F.lit(" of the mean cannot hold the pool's total"))))
-    return conform(t.withColumns({**edges, "balanced": balanced, "note": note}), BANDS)
-
-
 def _with_band(load: DataFrame, band_table: DataFrame) -> DataFrame:
     upper = F.when(F.col("capacity_threshold").isNotNull(), F.least("upper", "capacity_threshold")) \
         .otherwise(F.col("upper"))
@@ -253,18 +187,6 @@ def _with_band(load: DataFrame, band_table: DataFrame) -> DataFrame:
 
 def inside_band(usage: Column, lower: Column, upper: Column) -> Column:
     return (usage >= lower - EPS) & (usage <= upper + EPS)
-
-
-def brokers_to_fix(load: DataFrame, band_table: DataFrame) -> DataFrame:
-    """Brokers outside the band of a balanced resource (or above its capacity threshold). BROKERS_TO_FIX."""
-    b = _with_band(load, band_table).where("eligible AND balanced")
-    direction = F.when(F.col("usage") > F.col("effective_upper") + EPS, "over") \
-        .when(F.col("usage") < F.col("lower") - EPS, "under")
-    distance = F.when(direction == "over", F.col("usage") - F.col("effective_upper")) \
-        .otherwise(F.col("lower") - F.col("usage"))
-    out = b.withColumn("direction", direction).where(F.col("direction").isNotNull()) \
-        .withColumns({"distance": distance, "upper": F.col("effective_upper")})
-    return conform(out, BROKERS_TO_FIX)
 
 
 def candidate_moves(fix: DataFrame, load: DataFrame, band_table: DataFrame, movable_replicas: DataFrame,

@@ -17,11 +17,10 @@ from kafka_rebalancer import terminal_progress
 from kafka_rebalancer.balance.bands import Band
 from kafka_rebalancer.balance.leadership import leadership_moves
 from kafka_rebalancer.balance.planner import Budgets as PlannerBudgets
+from kafka_rebalancer.balance.status import bands_frame, brokers_to_fix
 from kafka_rebalancer.balance.transforms import (
     PoolPlanningSettings,
-    bands,
     broker_load,
-    brokers_to_fix,
     candidate_moves,
     incoming_load,
     plan_pools,
@@ -128,11 +127,15 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
         # The tables per broker and resource are small: each is collected once and handed back to Spark as a
         # local table, whose size Spark knows (it broadcasts it in joins instead of shuffling the large side).
         load_pdf, load = _small(spark, broker_load(brokers, planner_input, resources), BROKER_LOAD)
-        bands_pdf = _scoped_bands(bands(load, config, incoming_load(planner_input, load, resources)).toPandas(),
-                                  scope, request.action if request else "nightly")
+        # The bands and the brokers to fix come from the per-broker table on the driver: a handful of rows per
+        # pool, where Spark would spend seconds planning and scheduling small jobs.
+        incoming_pdf = incoming_load(planner_input, load, resources).toPandas()
+        bands_pdf = _scoped_bands(bands_frame(load_pdf, config, incoming_pdf), scope,
+                                  request.action if request else "nightly")
         bands_pdf = unbalanced_by_metrics(bands_pdf, manifest.get("unbalanced_resources") or {})
         band_table = spark.createDataFrame(bands_pdf, BANDS.spark())
-        fix_pdf, fix = _small(spark, brokers_to_fix(load, band_table), BROKERS_TO_FIX)
+        fix_pdf = brokers_to_fix(load_pdf, bands_pdf)
+        fix = spark.createDataFrame(fix_pdf, BROKERS_TO_FIX.spark())
         progress(f"bands of {len(bands_pdf)} (pool, resource) pairs; {len(fix_pdf)} broker-resource pairs to fix")
         candidates = reports.submit(lambda: candidate_moves(
             fix, load, band_table, planner_input.where("movable AND NOT must_move"), resources).toPandas())
