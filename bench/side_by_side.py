@@ -3,7 +3,7 @@
     python -m bench.side_by_side --baseline ../baseline-checkout [--scales single-200,medium] [-n 3]
 
 Absolute times on shared machines drift by up to 2x between hours, so both run in turn on the same snapshot
-(a warm-up pair first, then A B A B ...), each as a whole `kafka-rebalancer plan` process (Spark local[2], the
+(warm-up pairs first, then A B A B ...), each as a whole `kafka-rebalancer plan` process (Spark local[2], the
 scale's driver memory), and the figure is the ratio new / baseline of each pair. Both plans are then judged by
 the same independent check (this checkout's bands and `bench.baselines.evaluate`: replica moves and bytes
 counted from plan.json, brokers out of band from the after-state), so "no worse" means the same thing for
@@ -83,23 +83,24 @@ def judged(config_path: Path) -> dict[str, Any]:
     return out
 
 
-def compare(scale: Scale, baseline: Path, runs: int) -> dict[str, Any]:
+def compare(scale: Scale, baseline: Path, runs: int, warm_ups: int = 1) -> dict[str, Any]:
     configs = {side: side_config(scale, side) for side in SIDES}
     checkouts = {"new": BENCH.parent, "baseline": baseline}
     logs = OUT / scale.name / "side-by-side"
     times: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
-    for i in range(runs + 1):  # the first pair warms the page cache and the JVM archive: not counted
+    for i in range(1 - warm_ups, runs + 1):  # warm-up pairs fill the page cache and the JVM archive: not counted
         for side in SIDES:
-            label = "warm-up" if i == 0 else f"run {i}/{runs}"
+            label = "warm-up" if i <= 0 else f"run {i}/{runs}"
             print(f"[{scale.name}] {side} {label} ...", flush=True)
             figure = plan_once(checkouts[side], configs[side], scale, logs / f"{side}.log")
             print(f"[{scale.name}] {side} {label}: {figure['process_s']:.1f} s, {figure['peak_rss_mb']} MB",
                   flush=True)
-            if i:
+            if i > 0:
                 times[side].append(figure)
     ratios = [n["process_s"] / b["process_s"] for n, b in zip(times["new"], times["baseline"], strict=True)]
     return {
-        "runs": runs, "ratio_new_over_baseline": {"min": round(min(ratios), 3), "median": round(
+        "date": time.strftime("%Y-%m-%d"), "warm_ups": warm_ups, "runs": runs,
+        "ratio_new_over_baseline": {"min": round(min(ratios), 3), "median": round(
             statistics.median(ratios), 3), "max": round(max(ratios), 3), "pairs": [round(r, 3) for r in ratios]},
         **{f"{side}_s": {"median": round(statistics.median(t["process_s"] for t in times[side]), 1),
                          "all": [t["process_s"] for t in times[side]]} for side in SIDES},
@@ -109,14 +110,15 @@ def compare(scale: Scale, baseline: Path, runs: int) -> dict[str, Any]:
 
 
 def write_report(results: dict[str, Any], baseline: str, info: dict[str, Any]) -> None:
-    rows = [("scale", "brokers / replicas", "ratio new / baseline (median, min-max)", "new s (median)",
+    rows = [("scale", "measured", "brokers / replicas", "ratio new / baseline (median, min-max)", "new s (median)",
              "baseline s (median)", "peak MB new / baseline", "out of band after new / baseline",
              "replica moves new / baseline", "moved GiB new / baseline")]
     for name, r in results.items():
         new, old = r["plans"]["new"], r["plans"]["baseline"]
         ratio = r["ratio_new_over_baseline"]
         spec = SCALES[name].spec
-        rows.append((name, f"{spec.n_brokers:,} / {spec.n_partitions * spec.replication_factor:,}",
+        measured = f"{r['date']} ({r['warm_ups']} warm-up)"
+        rows.append((name, measured, f"{spec.n_brokers:,} / {spec.n_partitions * spec.replication_factor:,}",
                      f"{ratio['median']} ({ratio['min']}-{ratio['max']}, {r['runs']} pairs)",
                      str(r["new_s"]["median"]), str(r["baseline_s"]["median"]),
                      f"{r['new_peak_rss_mb']} / {r['baseline_peak_rss_mb']}",
@@ -126,8 +128,9 @@ def write_report(results: dict[str, Any], baseline: str, info: dict[str, Any]) -
     table = "\n".join("| " + " | ".join(r) + " |" for r in [rows[0], tuple("---" for _ in rows[0]), *rows[1:]])
     start, end = "<!-- side-by-side:start -->", "<!-- side-by-side:end -->"
     block = (f"{start}\nCommand: `python -m bench.side_by_side --baseline <checkout of {baseline}> --scales "
-             f"{','.join(results)}`, {time.strftime('%Y-%m-%d')}. Machine: {info['cpu']}, {info['cores']} cores; "
-             f"whole `kafka-rebalancer plan` processes in turn on the same snapshot, a warm-up pair first; times "
+             f"<scale> [-n <pairs>] [--warm-ups <pairs>]` (`make bench-vs`), one scale at a time; the table keeps "
+             f"each scale's latest measurement. Machine: {info['cpu']}, {info['cores']} cores; "
+             f"whole `kafka-rebalancer plan` processes in turn on the same snapshot, warm-up pairs first; times "
              f"are process wall seconds (Spark session included). Plans judged by one yardstick (this checkout's "
              f"bands, moves and bytes counted from plan.json).\n\n{table}\n{end}")
     text = REPORT.read_text()
@@ -140,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", required=True, type=Path, help="a checkout of the code to compare against")
     parser.add_argument("--scales", default="single-200,single-1000,medium,large")
     parser.add_argument("-n", "--runs", type=int, default=3, help="counted pairs per scale")
+    parser.add_argument("--warm-ups", type=int, default=1, help="uncounted pairs first (0 on long scales)")
     args = parser.parse_args(argv)
     baseline = args.baseline.resolve()
     if not (baseline / "src" / "kafka_rebalancer" / "cli.py").is_file():
@@ -154,12 +158,13 @@ def main(argv: list[str] | None = None) -> int:
                            text=True).stdout.strip() or baseline.name
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     for name in args.scales.split(","):
-        results[name] = compare(SCALES[name], baseline, args.runs)
+        results[name] = {**compare(SCALES[name], baseline, args.runs, args.warm_ups), "baseline": label}
         print(f"[{name}] " + json.dumps({k: v for k, v in results[name].items() if k != "plans"}), flush=True)
-    ordered = {k: results[k] for k in SCALES if k in results}
-    RESULTS.write_text(json.dumps(ordered, indent=2) + "\n")
-    write_report(ordered, label, machine())
-    print(f"wrote {RESULTS} and {REPORT}")
+        # Written after every scale: a long comparison stopped midway keeps what it measured.
+        ordered = {k: results[k] for k in SCALES if k in results}
+        RESULTS.write_text(json.dumps(ordered, indent=2) + "\n")
+        write_report(ordered, label, machine())
+        print(f"wrote {RESULTS} and {REPORT}")
     return 0
 
 
