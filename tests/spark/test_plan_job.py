@@ -12,9 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from kafka_rebalancer.balance import per_broker
 from kafka_rebalancer.balance.status import bands_frame, broker_load_frame
-from kafka_rebalancer.balance.transforms import broker_load, exact_sum
+from kafka_rebalancer.balance.transforms import load_parts, planner_replicas
 from kafka_rebalancer.errors import ValidationFailed
+from kafka_rebalancer.model.resources import RESOURCES
 from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD, CANDIDATES, SKIPPED
 from kafka_rebalancer.plan.artifacts import dumps, plan_hash, read_reassignment
 from kafka_rebalancer.plan.job import run_plan
@@ -111,17 +113,21 @@ def test_same_snapshot_and_config_give_the_same_plan_bytes(spark: Any, baseline:
 
 
 def test_spark_and_pandas_agree_on_broker_load(spark: Any, baseline: tuple) -> None:
+    """The plan job's broker loads (one Spark aggregation in exact parts, added up on the driver) equal the pandas
+    ones of the other steps, and its bands are those of that table (no replica of this snapshot must move)."""
     config, run, _ = baseline
     snapshot, _ = read_snapshot(run)
     resources = config.resource_list()
     folder = run.stage_path("snapshot")
     brokers = spark.read.parquet(str(folder / "brokers.parquet"))
-    replicas = spark.read.parquet(str(folder / "replicas.parquet"))
+    planner_input = planner_replicas(spark.read.parquet(str(folder / "replicas.parquet")),
+                                     spark.read.parquet(str(folder / "partitions.parquet")), brokers)
     keys = ["broker_pool", "resource", "broker_id"]
-    s = broker_load(brokers, replicas, resources).toPandas().sort_values(keys).reset_index(drop=True)
+    parts = load_parts(planner_input, resources).toPandas()
+    s = per_broker.broker_load(brokers.toPandas(), parts, resources).sort_values(keys).reset_index(drop=True)
     p = broker_load_frame(snapshot.brokers, snapshot.replicas, resources).sort_values(keys).reset_index(drop=True)
     pd.testing.assert_frame_equal(s[BROKER_LOAD.names], p[BROKER_LOAD.names], check_dtype=False)
-    # The plan's bands are those of the per-broker table (no replica of this snapshot must move).
+    assert not parts["must_move"].any()
     planned_bands = read_table(run.stage_path(PLAN), BANDS).sort_values(["broker_pool", "resource"])
     pd.testing.assert_frame_equal(planned_bands.reset_index(drop=True),
                                   bands_frame(p, config).sort_values(["broker_pool", "resource"])
@@ -130,13 +136,18 @@ def test_spark_and_pandas_agree_on_broker_load(spark: Any, baseline: tuple) -> N
 
 def test_load_sums_do_not_depend_on_row_order_or_partitioning(spark: Any) -> None:
     """Doubles added in another order differ in their last bits ((0.1 + 0.2) + 0.3 != 0.1 + (0.2 + 0.3)); a band
-    edge that moves by one bit can change the plan, so the sums behind the bands are exact."""
+    edge that moves by one bit can change the plan, so the sums behind the bands are exact: the same however the
+    rows are ordered and partitioned, and however the driver groups the parts."""
     values = [0.1, 0.2, 0.3, 1e6 + 0.7, 2.5e-7]
     sums = set()
     for order in (values, values[::-1], values[2:] + values[:2]):
         for partitions in (1, 3, 5):
-            frame = spark.createDataFrame([(v,) for v in order], "load double").repartition(partitions)
-            sums.add(frame.agg(exact_sum("load").alias("total")).first()["total"])
+            rows = [(i % 2, "p", False, v) for i, v in enumerate(order)]  # two brokers' parts, added on the driver
+            frame = spark.createDataFrame(rows, "broker_id int, plan_pool string, must_move boolean, "
+                                                "size_bytes double").repartition(partitions)
+            parts = load_parts(frame, [RESOURCES["disk"]]).toPandas()
+            sums.add(per_broker.exact_total(pd.Series([parts["whole"].sum()]),
+                                            pd.Series([parts["fraction"].sum()])).iloc[0])
     assert len(sums) == 1
     assert sums.pop() == pytest.approx(float(sum(map(Decimal, map(str, values)))), abs=1e-9)
 

@@ -19,17 +19,25 @@ EPS = 1e-9
 
 
 def broker_load_frame(brokers: pd.DataFrame, replicas: pd.DataFrame, resources: list[Resource]) -> pd.DataFrame:
+    """BROKER_LOAD of the snapshot's replicas (or of a placement after a plan)."""
+    loads = {}
+    for r in resources:
+        per_replica = replicas[r.replica_load_column].astype(float) if r.replica_load_column else 1.0
+        loads[r.name] = pd.Series(per_replica, index=replicas.index).groupby(replicas["broker_id"]).sum()
+    return load_frame(brokers, loads, resources)
+
+
+def load_frame(brokers: pd.DataFrame, loads: dict[str, pd.Series], resources: list[Resource]) -> pd.DataFrame:
+    """BROKER_LOAD: a row per pool broker and resource, with `loads[resource]` per broker id (0 where missing)."""
     pool_brokers = brokers[brokers["broker_pool"].notna()].sort_values("broker_id")
     frames = []
     for r in resources:
-        per_replica = replicas[r.replica_load_column].astype(float) if r.replica_load_column else 1.0
-        load = pd.Series(per_replica, index=replicas.index).groupby(replicas["broker_id"]).sum()
         capacity = pool_brokers[r.capacity_column].astype(float) if r.capacity_column else 1.0
         frame = pd.DataFrame({
             "broker_pool": pool_brokers["broker_pool"], "broker_id": pool_brokers["broker_id"],
             "rack": pool_brokers["rack"], "alive": pool_brokers["alive"],
             "eligible": pool_brokers["alive"] & ~pool_brokers["excluded"], "resource": r.name,
-            "load": pool_brokers["broker_id"].map(load).fillna(0.0).astype(float), "capacity": capacity})
+            "load": pool_brokers["broker_id"].map(loads[r.name]).fillna(0.0).astype(float), "capacity": capacity})
         frame["usage"] = np.where(frame["capacity"] > 0, frame["load"] / frame["capacity"], 0.0)
         frames.append(frame)
     return pd.concat(frames, ignore_index=True)[BROKER_LOAD.names]

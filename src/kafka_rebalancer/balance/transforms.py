@@ -1,9 +1,9 @@
 """The plan job's Spark transforms: DataFrame -> DataFrame, each output in the schema named in its docstring.
 
-Aggregation (broker load, the load that must move between pools) and the pre-check candidates are plain
-DataFrame transforms; the bands and the brokers to fix are computed from the collected per-broker table
-(`balance.status`: a row per broker and resource); the move selection, which is sequential within a pool, runs
-per pool in parallel with `groupBy(...).applyInPandas`.
+The replicas' load is aggregated per broker and plan pool in one pass (`load_parts`); the driver adds those rows
+up to the per-broker tables, bands and brokers to fix (`balance.per_broker`, `balance.status`: a few rows per
+broker). The pre-check candidates are a plain DataFrame transform; the move selection, which is sequential within
+a pool, runs per pool in parallel with `groupBy(...).applyInPandas`.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from kafka_rebalancer.balance.model import PoolModel
 from kafka_rebalancer.balance.planner import Budgets, Planner
 from kafka_rebalancer.model.resources import Resource, resource
 from kafka_rebalancer.model.schemas import (
-    BROKER_LOAD,
     CANDIDATES,
     HOT_PARTITIONS,
     INFEASIBLE,
+    LOAD_PARTS,
     MOVES,
     PLANNER_NOTES,
     PLANNER_OUTPUT,
@@ -112,70 +112,29 @@ def skipped_partitions(planner_input: DataFrame) -> DataFrame:
                                 F.col("skip_reason").alias("reason")), SKIPPED)
 
 
-def planning_brokers(brokers: DataFrame, replicas: DataFrame) -> DataFrame:
-    """Per plan pool: its brokers, plus brokers of other pools holding replicas it must bring home (as excluded:
-    sources only, never balanced, never targets)."""
-    home = brokers.where(F.col("broker_pool").isNotNull()).withColumn("plan_pool", F.col("broker_pool"))
-    foreign = (replicas.where(F.col("broker_pool").isNull() | (F.col("broker_pool") != F.col("plan_pool")))
-               .where(F.col("plan_pool").isNotNull())
-               .select("plan_pool", "broker_id").distinct()
-               .join(brokers.drop("broker_pool"), "broker_id")
-               .withColumn("excluded", F.lit(True)).withColumn("broker_pool", F.col("plan_pool")))
-    return home.unionByName(foreign.select(*home.columns))
-
-
 # -- load and bands ---------------------------------------------------------------------------------------
 def _replica_load(r: Resource) -> Column:
     return F.col(r.replica_load_column).cast("double") if r.replica_load_column else F.lit(1.0)
 
 
-def exact_sum(column: Column | str) -> Column:
-    """A sum that does not depend on the order Spark adds the rows in (doubles do, in their last bits, and a band
-    edge a bit off can change the plan): whole parts and fractions (in 2^-32 units: far below any measured load)
-    are summed as longs, which is exact in any order, and about four times faster than decimals. ANSI mode makes
-    an overflow fail instead of wrap."""
-    value = (F.col(column) if isinstance(column, str) else column).cast("double")
-    whole = F.floor(value)
-    fraction = F.rint((value - whole) * FRACTION_UNITS).cast("long")  # value - floor(value) is exact
-    return (F.sum(whole) + F.sum(fraction) / FRACTION_UNITS).cast("double")
-
-
-def load_sums(replicas: DataFrame, resources: list[Resource], *keys: str) -> DataFrame:
-    """Per `keys` and resource: the replicas' summed load (columns: keys..., resource, load). One aggregation with
-    a column per resource, unpivoted after (the aggregate is small; the replicas are not multiplied)."""
-    wide = replicas.groupBy(*keys).agg(*[exact_sum(_replica_load(r)).alias(r.name) for r in resources])
-    return wide.unpivot(list(keys), [r.name for r in resources], "resource", "load")
-
-
-def _capacity(resources: list[Resource]) -> Column:
-    capacity = F.lit(1.0)
+def load_parts(planner_input: DataFrame, resources: list[Resource]) -> DataFrame:
+    """Per (broker, plan pool, must move) and resource: the replicas' summed load in exact parts, the sum of their
+    whole parts and the sum of the rest in 2^-32 units (far below any measured load), both longs. Doubles added
+    in another order differ in their last bits, and a band edge a bit off can change the plan; longs add exactly
+    in any order, on Spark and on the driver, which adds these groups up to the broker loads, the load that must
+    move between pools and the brokers each pool's planner sees (`balance.per_broker`). ANSI mode makes an
+    overflow fail instead of wrap. Schema LOAD_PARTS."""
+    sums = []
     for r in resources:
-        if r.capacity_column:
-            capacity = F.when(F.col("resource") == r.name, F.col(r.capacity_column).cast("double")).otherwise(capacity)
-    return capacity
-
-
-def broker_load(brokers: DataFrame, replicas: DataFrame, resources: list[Resource]) -> DataFrame:
-    """One row per (pool broker, resource): load, capacity, usage = load / capacity. Schema BROKER_LOAD."""
-    per_broker = load_sums(replicas, resources, "broker_id")
-    names = F.explode(F.array(*[F.lit(r.name) for r in resources])).alias("resource")
-    out = (brokers.where(F.col("broker_pool").isNotNull()).select("*", names)
-           .join(per_broker, ["broker_id", "resource"], "left")
-           .withColumns({"eligible": F.col("alive") & ~F.col("excluded"), "load": F.coalesce("load", F.lit(0.0)),
-                         "capacity": _capacity(resources)}))
-    return conform(out.withColumn("usage", F.when(F.col("capacity") > 0, F.col("load") / F.col("capacity"))
-                                  .otherwise(F.lit(0.0))), BROKER_LOAD)
-
-
-def incoming_load(replicas: DataFrame, load: DataFrame, resources: list[Resource]) -> DataFrame:
-    """Per (pool, resource): the load its eligible brokers will gain from replicas that must move (arriving from
-    dead brokers or other pools, minus those leaving them), so the band is the one the pool is balanced to."""
-    must = replicas.where("must_move")
-    arriving = load_sums(must, resources, "plan_pool").withColumnRenamed("plan_pool", "broker_pool")
-    eligible = load.where("eligible").select("broker_id").distinct()
-    leaving = load_sums(must.join(F.broadcast(eligible), "broker_id", "left_semi"), resources, "broker_pool")
-    return (arriving.unionByName(leaving.withColumn("load", -F.col("load")))
-            .groupBy("broker_pool", "resource").agg(exact_sum("load").alias("incoming")))
+        value = _replica_load(r)
+        whole = F.floor(value)
+        fraction = F.rint((value - whole) * FRACTION_UNITS).cast("long")  # value - floor(value) is exact
+        sums += [F.sum(whole).alias(f"{r.name}_whole"), F.sum(fraction).alias(f"{r.name}_fraction")]
+    wide = planner_input.groupBy("broker_id", "plan_pool", "must_move").agg(*sums)
+    # One row per resource (stack: the aggregate is small, the replicas are not multiplied).
+    stacked = ", ".join(f"'{r.name}', `{r.name}_whole`, `{r.name}_fraction`" for r in resources)
+    return conform(wide.select("broker_id", "plan_pool", "must_move", F.expr(
+        f"stack({len(resources)}, {stacked}) AS (resource, whole, fraction)")), LOAD_PARTS)
 
 
 def _with_band(load: DataFrame, band_table: DataFrame) -> DataFrame:
@@ -286,13 +245,6 @@ class PoolPlanningSettings:
         rows.append({"kind": "bound", "value": result.lower_bound_bytes})
         empty = dict.fromkeys(PLANNER_OUTPUT.names)
         return pd.DataFrame([{**empty, **row, "broker_pool": pool} for row in rows], columns=PLANNER_OUTPUT.names)
-
-
-def pool_brokers(brokers: DataFrame, planner_input: DataFrame) -> dict[str, pd.DataFrame]:
-    """Per plan pool, the brokers its planner sees (collected: a few rows per broker)."""
-    frame = planning_brokers(brokers, planner_input).toPandas()
-    return {str(pool): group.drop(columns="plan_pool").reset_index(drop=True)
-            for pool, group in frame.groupby("plan_pool", sort=True)}
 
 
 def _one_pool_per_partition(spark: Any, pools: list[str]) -> dict[str, int]:

@@ -99,6 +99,12 @@ BROKER_LOAD = _t(
     ("eligible", "bool"), ("resource", "string"), ("load", "double"), ("capacity", "double"), ("usage", "double"),
 )
 BROKER_LOAD_AFTER = TableSchema("broker_load_after", BROKER_LOAD.columns)  # predicted by the plan
+# The plan job's one aggregation of the replicas (`transforms.load_parts`): exact parts of the summed load.
+LOAD_PARTS = _t(
+    "load_parts",
+    ("broker_id", "int32"), ("plan_pool", "string"), ("must_move", "bool"), ("resource", "string"),
+    ("whole", "int64"), ("fraction", "int64"),
+)
 BANDS = _t(
     "bands",
     ("broker_pool", "string"), ("resource", "string"), ("n_brokers", "int32"), ("mean", "double"),

@@ -14,18 +14,17 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kafka_rebalancer import terminal_progress
+from kafka_rebalancer.balance import per_broker
 from kafka_rebalancer.balance.bands import Band
 from kafka_rebalancer.balance.leadership import leadership_moves
 from kafka_rebalancer.balance.planner import Budgets as PlannerBudgets
 from kafka_rebalancer.balance.status import bands_frame, brokers_to_fix
 from kafka_rebalancer.balance.transforms import (
     PoolPlanningSettings,
-    broker_load,
     candidate_moves,
-    incoming_load,
+    load_parts,
     plan_pools,
     planner_replicas,
-    pool_brokers,
     skipped_partitions,
     split_planner_output,
 )
@@ -69,12 +68,6 @@ def _split_inputs(spark: SparkSession, folder: Any) -> None:
     largest = max((f.stat().st_size for f in folder.glob("*.parquet")), default=0)
     cores = spark.sparkContext.defaultParallelism
     spark.conf.set("spark.sql.files.maxPartitionBytes", str(max(largest // (2 * cores), 256 * 1024)))
-
-
-def _small(spark: SparkSession, frame: DataFrame, schema: Any) -> tuple[Any, DataFrame]:
-    """A small table collected (pandas) and as a local Spark table."""
-    pdf = frame.toPandas()
-    return pdf, spark.createDataFrame(pdf, schema.spark())
 
 
 class _Progress:
@@ -124,12 +117,14 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
     # main line, in their own jobs, while it waits on small jobs (bands) or on the planner's Python workers.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan-job-reports") as reports:
         skipped_and_statuses = reports.submit(_skipped_and_statuses, planner_input)
-        # The tables per broker and resource are small: each is collected once and handed back to Spark as a
-        # local table, whose size Spark knows (it broadcasts it in joins instead of shuffling the large side).
-        load_pdf, load = _small(spark, broker_load(brokers, planner_input, resources), BROKER_LOAD)
-        # The bands and the brokers to fix come from the per-broker table on the driver: a handful of rows per
-        # pool, where Spark would spend seconds planning and scheduling small jobs.
-        incoming_pdf = incoming_load(planner_input, load, resources).toPandas()
+        # One aggregation of the replicas; the tables per broker and pool are added up from it on the driver (a
+        # few rows per broker, where Spark would spend seconds planning and scheduling small jobs). The load
+        # goes back to Spark as a local table for the candidates, whose size Spark knows (it broadcasts it).
+        brokers_pdf = brokers.toPandas()
+        parts = load_parts(planner_input, resources).toPandas()
+        load_pdf = per_broker.broker_load(brokers_pdf, parts, resources)
+        load = spark.createDataFrame(load_pdf, BROKER_LOAD.spark())
+        incoming_pdf = per_broker.incoming_load(parts, load_pdf)
         bands_pdf = _scoped_bands(bands_frame(load_pdf, config, incoming_pdf), scope,
                                   request.action if request else "nightly")
         bands_pdf = unbalanced_by_metrics(bands_pdf, manifest.get("unbalanced_resources") or {})
@@ -147,7 +142,7 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
             resource_names=tuple(r.name for r in resources), bands=band_map,
             budgets=PlannerBudgets(config.budgets.max_replica_moves, config.budgets.max_moved_bytes,
                                    config.budgets.max_moves_per_broker),
-            brokers=_with_roles(pool_brokers(brokers, planner_input), scope))
+            brokers=_with_roles(per_broker.pool_brokers(brokers_pdf, parts), scope))
         if scope.leadership is None:
             planned = split_planner_output(plan_pools(planner_input, settings))
         else:
