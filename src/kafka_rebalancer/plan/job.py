@@ -157,8 +157,10 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
         candidates_pdf = candidates.result()
     progress(f"{len(candidates_pdf)} candidate moves by the pre-check windows; {len(skipped_pdf)} partitions skipped")
 
-    keys = spark.createDataFrame(moves[["topic", "partition"]].drop_duplicates(), "topic string, partition int")
-    touched = partitions.join(keys, ["topic", "partition"]).toPandas()
+    # The partitions the moves touch, from the snapshot the re-check reads anyway (read beside the planner).
+    snapshot_tables, _ = snapshot_read.result()
+    keys = ["topic", "partition"]
+    touched = snapshot_tables.partitions.merge(moves[keys].drop_duplicates(), on=keys)
     changes = partition_changes(touched, moves)
     after_pdf = load_after(load_pdf, changes, touched, resources)
     plan_text = dumps(reassignment_document(changes))
@@ -177,7 +179,6 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
         (out / "rollback.json").write_text(rollback_text)
         # The summary's figures come from the re-check of plan.json against the snapshot, apart from the
         # planner's bookkeeping (after_pdf, its bound), which is kept as its claim beside them.
-        snapshot_tables, _ = snapshot_read.result()
         recheck = recheck_plan(config, snapshot_tables, parse_reassignment(plan_text, "plan.json"), bands_pdf,
                                draining_brokers(request))
         claim = planner_claim(after_pdf, bands_pdf, planned["lower_bound_bytes"],
