@@ -92,6 +92,9 @@ class PoolModel:
         # Per broker, how many changes touched its replicas or loads: lets a search remember a broker's answer
         # until the broker changes.
         self.changes = np.zeros(len(brokers), dtype=np.int64)
+        # All changes together: `usage` is kept until the next one (it is read far more often than loads change).
+        self.version = 0
+        self._usage: tuple[int, np.ndarray] | None = None
         self._replicas_on: dict[int, tuple[int, np.ndarray]] = {}
         # Replicas per broker as of the snapshot, and those that arrived since (for scanning candidates).
         order = np.argsort(self.r_broker, kind="stable")
@@ -102,8 +105,14 @@ class PoolModel:
     # -- reading -------------------------------------------------------------------------------------
     @property
     def usage(self) -> np.ndarray:
+        """Load / capacity per (broker, resource), 0 without capacity; kept until the model changes."""
+        if self._usage is not None and self._usage[0] == self.version:
+            return self._usage[1]
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(self.capacity > 0, self.load / self.capacity, 0.0)
+            usage = np.where(self.capacity > 0, self.load / self.capacity, 0.0)
+        usage.flags.writeable = False  # shared by every caller until the next change
+        self._usage = (self.version, usage)
+        return usage
 
     def partition_rows(self, r: int) -> np.ndarray:
         p = self.r_pindex[r]
@@ -174,7 +183,9 @@ class PoolModel:
         self.load[target] += self.r_load[r]
         self.r_broker[r] = target
         self._arrived_on[target].append(r)
-        self.changes[[source, target]] += 1
+        self.changes[source] += 1
+        self.changes[target] += 1
+        self.version += 1
 
     def transfer_leadership(self, new_leader: int) -> int:
         """Make replica new_leader the partition's leader and first replica; returns the old leader's row."""
@@ -186,5 +197,6 @@ class PoolModel:
             self.r_load[row] = self.r_lead[row] if lead else self.r_follow[row]
             self.load[self.r_broker[row]] += self.r_load[row]
             self.changes[self.r_broker[row]] += 1
+        self.version += 1
         self.r_position[[old, new_leader]] = self.r_position[[new_leader, old]]
         return old

@@ -24,6 +24,8 @@ class Ranking:
         mean_capacity = model.capacity[model.eligible].mean(axis=0) if model.eligible.any() else np.ones(k_count)
         scale = width * mean_capacity
         self.footprint_scale = np.where(scale > 0, 1.0 / np.where(scale > 0, scale, 1.0), 0.0)
+        # _per_unit_gap's answers, kept until the broker changes (it depends on the broker's loads alone).
+        self._gaps: dict[tuple[int, int, bool], tuple[int, np.ndarray]] = {}
 
     def replicas(self, replicas: np.ndarray, k: int, need: float, giver: int = -1,
                  receiver: int = -1) -> np.ndarray:
@@ -88,6 +90,9 @@ class Ranking:
         resources where b is outside the band on the side it moves away from, its gap to the band's middle divided
         by its count gap; nothing where b is inside (there it should move as little as possible)."""
         m = self.model
+        kept = self._gaps.get((b, k, giving))
+        if kept is not None and kept[0] == m.changes[b]:
+            return kept[1]
         middle = (self.lower + np.where(np.isfinite(self.limit), self.limit, self.lower)) / 2 * m.capacity[b]
         if giving:
             gap = np.where(m.load[b] > self.limit * m.capacity[b] + EPS, m.load[b] - middle, 0.0)
@@ -96,7 +101,10 @@ class Ranking:
         units = (m.load[b, k] - middle[k]) if giving else (middle[k] - m.load[b, k])
         gap = np.where(np.isfinite(gap) & (gap > 0), gap, 0.0)
         gap[k] = 0.0
-        return gap / units if units > EPS else np.zeros_like(gap)
+        gap = gap / units if units > EPS else np.zeros_like(gap)
+        gap.flags.writeable = False  # shared by every caller until b changes
+        self._gaps[(b, k, giving)] = (int(m.changes[b]), gap)
+        return gap
 
     def _proportional(self, loads: np.ndarray, k: int, giver: int, receiver: int = -1) -> np.ndarray:
         """Per candidate: how far its loads are from what the giver (and the receiver, when known) should shed
