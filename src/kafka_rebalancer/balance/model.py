@@ -92,9 +92,15 @@ class PoolModel:
         # Per broker, how many changes touched its replicas or loads: lets a search remember a broker's answer
         # until the broker changes.
         self.changes = np.zeros(len(brokers), dtype=np.int64)
+        # Per broker, how many leadership transfers changed the loads of replicas it holds or held first (a
+        # replica's own loads change with its role alone).
+        self.role_changes = np.zeros(len(brokers), dtype=np.int64)
         # All changes together: `usage` is kept until the next one (it is read far more often than loads change).
         self.version = 0
         self._usage: tuple[int, np.ndarray] | None = None
+        # usage divides by the capacity where there is one (1 elsewhere: masked out, and no warning to silence).
+        self._has_capacity = self.capacity > 0
+        self._divisor = np.where(self._has_capacity, self.capacity, 1.0)
         self._replicas_on: dict[int, tuple[int, np.ndarray]] = {}
         # Replicas per broker as of the snapshot, and those that arrived since (for scanning candidates).
         order = np.argsort(self.r_broker, kind="stable")
@@ -108,8 +114,7 @@ class PoolModel:
         """Load / capacity per (broker, resource), 0 without capacity; kept until the model changes."""
         if self._usage is not None and self._usage[0] == self.version:
             return self._usage[1]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            usage = np.where(self.capacity > 0, self.load / self.capacity, 0.0)
+        usage = np.where(self._has_capacity, self.load / self._divisor, 0.0)
         usage.flags.writeable = False  # shared by every caller until the next change
         self._usage = (self.version, usage)
         return usage
@@ -197,6 +202,8 @@ class PoolModel:
             self.r_load[row] = self.r_lead[row] if lead else self.r_follow[row]
             self.load[self.r_broker[row]] += self.r_load[row]
             self.changes[self.r_broker[row]] += 1
+            self.role_changes[self.r_broker[row]] += 1
+            self.role_changes[self.original_broker[row]] += 1
         self.version += 1
         self.r_position[[old, new_leader]] = self.r_position[[new_leader, old]]
         return old

@@ -151,9 +151,9 @@ class ReplicaMove(Action):
     def give(self, s: int, k: int, need: float, most: float) -> bool:
         """Move one of s's replicas, by best fit, to the least used broker in k that every rule allows."""
         m = self.model
-        rs = self.state.movable_on(s, k)
-        rs = rs[m.r_load[rs, k] <= most + EPS]
-        for r in self.ranking.replicas(rs, k, need, giver=s):
+        rs, loads = self.state.movable_on(s, k), self.state.movable_loads(s, k)
+        fits = loads[:, k] <= most + EPS
+        for r in self.ranking.replicas(rs[fits], k, need, giver=s, loads=loads[fits]):
             if not self.acceptance.loss_ok(s, m.r_load[r]):
                 continue
             targets = self.constraints.feasible_targets(r, s)
@@ -172,8 +172,9 @@ class ReplicaMove(Action):
         for s in tried:
             if not self._can_give(int(s), k):
                 continue
-            rs = self.state.movable_on(int(s), k)
-            rs = self.ranking.replicas(rs[m.r_load[rs, k] <= most + EPS], k, need, giver=int(s), receiver=t)
+            rs, loads = self.state.movable_on(int(s), k), self.state.movable_loads(int(s), k)
+            fits = loads[:, k] <= most + EPS
+            rs = self.ranking.replicas(rs[fits], k, need, giver=int(s), receiver=t, loads=loads[fits])
             ok = rs[self.constraints.accepted(rs, int(s), t)]
             ok = ok[self.placement.allows_many(ok, t)]
             if len(ok):
@@ -189,8 +190,9 @@ class ReplicaMove(Action):
         m = self.model
         if self._cannot_give[s, k] == m.changes[s]:
             return False
-        loads = m.r_load[self.state.movable_on(s, k)]
-        if self.acceptance.losses_ok(s, loads).any():
+        loads = self.state.movable_loads(s, k)
+        # Most givers can: their first replicas usually show it, which spares checking all of them.
+        if self.acceptance.losses_ok(s, loads[:32]).any() or self.acceptance.losses_ok(s, loads[32:]).any():
             return True
         self._cannot_give[s, k] = m.changes[s]
         return False

@@ -27,18 +27,21 @@ class Ranking:
         # _per_unit_gap's answers, kept until the broker changes (it depends on the broker's loads alone).
         self._gaps: dict[tuple[int, int, bool], tuple[int, np.ndarray]] = {}
 
-    def replicas(self, replicas: np.ndarray, k: int, need: float, giver: int = -1,
-                 receiver: int = -1) -> np.ndarray:
+    def replicas(self, replicas: np.ndarray, k: int, need: float, giver: int = -1, receiver: int = -1,
+                 loads: np.ndarray | None = None) -> np.ndarray:
         """Replica candidates to fix resource k, the first `candidate_limit` by best fit (module docstring); need:
-        the load that lands the broker inside the target band."""
+        the load that lands the broker inside the target band; loads: the candidates' model.r_load rows, when the
+        caller has them at hand."""
         m = self.model
         if not len(replicas):
             return replicas
+        if loads is None:
+            loads = m.r_load.take(replicas, axis=0)
         if m.resources[k].is_count:
-            primary = self._proportional(m.r_load[replicas], k, giver, receiver)
+            primary = self._proportional(loads, k, giver, receiver)
             secondary = m.r_size[replicas].astype(float)
         else:
-            load = m.r_load[replicas, k]
+            load = loads[:, k]
             # One ascending key: fitting replicas by load, then the others by decreasing load.
             primary = np.where(load >= need - EPS, load, 2.0 * (np.abs(load).max() + 1.0) - load)
             secondary = np.zeros(len(replicas))
