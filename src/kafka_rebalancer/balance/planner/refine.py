@@ -65,15 +65,21 @@ def substitute(state: PlanState, constraints: Constraints) -> None:
         if fixed[m.r_pindex[r]] or m.r_broker[r] != t:
             continue
         before = constraints.acceptance.status([s, t])
-        rs = state.movable_on(s, state.names.index(mv.resource))
-        rs = rs[(m.r_size[rs] < m.r_size[r]) & ~touched[m.r_pindex[rs]]]
-        if not len(rs):
+        k = state.names.index(mv.resource)
+        rs, loads = state.movable_on(s, k), state.movable_loads(s, k)
+        # Are there any? The first few usually show it, which spares looking at them all.
+        if not (_smaller(state, rs[:32], r, touched).any() or _smaller(state, rs[32:], r, touched).any()):
             continue
         # With r back on s and a candidate moved instead, s and t stay inside their bands or no further out
-        # (distance <= max(before, EPS)) exactly when each of the candidate's loads lies in a window.
+        # (distance <= max(before, EPS)) exactly when each of the candidate's loads lies in a window: checked a
+        # resource at a time over the replicas left, the move's own first (few are left after it).
         lo, hi = _window(constraints, s, t, m.load[s] + m.r_load[r], m.load[t] - m.r_load[r], before)
-        loads = m.r_load[rs]
-        fine = np.all((loads >= lo) & (loads <= hi), axis=1)
+        fine = np.flatnonzero((loads[:, k] >= lo[k]) & (loads[:, k] <= hi[k]))
+        for j in range(len(lo)):
+            if j != k and len(fine):
+                column = loads[fine, j]
+                fine = fine[(column >= lo[j]) & (column <= hi[j])]
+        fine = fine[_smaller(state, rs[fine], r, touched)]
         m.move(r, s)
         ok = rs[fine][np.argsort(m.r_size[rs[fine]], kind="stable")]
         ok = ok[constraints.placement.allows_many(ok, t)]
@@ -85,6 +91,12 @@ def substitute(state: PlanState, constraints: Constraints) -> None:
         replaced[mv.seq] = state.substitute(mv, chosen)
         fixed[m.r_pindex[chosen]] = touched[m.r_pindex[chosen]] = True
     state.plan.moves = [replaced.get(mv.seq, mv) for mv in state.plan.moves]
+
+
+def _smaller(state: PlanState, rs: np.ndarray, r: int, touched: np.ndarray) -> np.ndarray:
+    """Mask over replicas rs: smaller than r and of a partition no action touches (substitute's candidates)."""
+    m = state.model
+    return (m.r_size[rs] < m.r_size[r]) & ~touched[m.r_pindex[rs]]
 
 
 def _window(constraints: Constraints, s: int, t: int, base_s: np.ndarray, base_t: np.ndarray,
