@@ -151,11 +151,10 @@ class ReplicaMove(Action):
     def give(self, s: int, k: int, need: float, most: float) -> bool:
         """Move one of s's replicas, by best fit, to the least used broker in k that every rule allows."""
         m = self.model
-        rs, loads = self.state.movable_on(s, k), self.state.movable_loads(s, k)
-        fits = loads[:, k] <= most + EPS
-        for r in self.ranking.replicas(rs[fits], k, need, giver=s, loads=loads[fits]):
-            if not self.acceptance.loss_ok(s, m.r_load[r]):
-                continue
+        rs, loads = self._fitting(s, k, most)
+        candidates = self.ranking.replicas(rs, k, need, giver=s, loads=loads)
+        # s's side of the acceptance rule for all of them at once (nothing changes until one moves).
+        for r in candidates[self.acceptance.losses_ok(s, m.r_load[candidates])]:
             targets = self.constraints.feasible_targets(r, s)
             if targets.any():
                 usage = m.usage[:, k]
@@ -172,15 +171,20 @@ class ReplicaMove(Action):
         for s in tried:
             if not self._can_give(int(s), k):
                 continue
-            rs, loads = self.state.movable_on(int(s), k), self.state.movable_loads(int(s), k)
-            fits = loads[:, k] <= most + EPS
-            rs = self.ranking.replicas(rs[fits], k, need, giver=int(s), receiver=t, loads=loads[fits])
+            rs, loads = self._fitting(int(s), k, most)
+            rs = self.ranking.replicas(rs, k, need, giver=int(s), receiver=t, loads=loads)
             ok = rs[self.constraints.accepted(rs, int(s), t)]
             ok = ok[self.placement.allows_many(ok, t)]
             if len(ok):
                 self.state.apply([(int(ok[0]), t)], k)
                 return True
         return False
+
+    def _fitting(self, s: int, k: int, most: float) -> tuple[np.ndarray, np.ndarray]:
+        """s's movable replicas for k whose load in k is at most `most`, and their loads (no copies when all do)."""
+        rs, loads = self.state.movable_on(s, k), self.state.movable_loads(s, k)
+        fits = loads[:, k] <= most + EPS
+        return (rs, loads) if fits.all() else (rs[fits], loads[fits])
 
     def _can_give(self, s: int, k: int) -> bool:
         """Whether some replica of s that may move for resource k keeps s at or above every lower edge (the

@@ -87,18 +87,23 @@ class Placement:
         if not len(rs) or not m.receives[t]:
             return np.zeros(len(rs), dtype=bool)
         rows, valid = m.partition_row_matrix(rs)
-        count = m.p_count[m.r_pindex[rs]]
-        members, racks = m.r_broker[rows], m.rack[m.r_broker[rows]]
+        members = m.r_broker[rows]
+        racks = m.rack[members]
         others = valid & (rows != rs[:, None])
+        allowed = ~((members == t) & valid).any(axis=1)
+        # The rack diversity matters only where t's rack is among the other replicas' (often none of them).
+        clash = np.flatnonzero(allowed & ((racks == m.rack[t]) & others).any(axis=1))
+        if len(clash):
+            racks = racks[clash]
 
-        def distinct(mask: np.ndarray) -> np.ndarray:
-            ordered = np.sort(np.where(mask, racks, -1), axis=1)
-            return ((ordered[:, 1:] != ordered[:, :-1]) & (ordered[:, 1:] >= 0)).sum(axis=1) + (ordered[:, 0] >= 0)
+            def distinct(mask: np.ndarray) -> np.ndarray:
+                ordered = np.sort(np.where(mask, racks, -1), axis=1)
+                return ((ordered[:, 1:] != ordered[:, :-1]) & (ordered[:, 1:] >= 0)).sum(axis=1) + (ordered[:, 0] >= 0)
 
-        required = np.minimum(np.minimum(count, m.n_racks), distinct(valid))
-        rack_clash = ((racks == m.rack[t]) & others).any(axis=1)
-        holds = ((members == t) & valid).any(axis=1)
-        return ~holds & ~((distinct(others) < required) & rack_clash)
+            count = m.p_count[m.r_pindex[rs[clash]]]
+            required = np.minimum(np.minimum(count, m.n_racks), distinct(valid[clash]))
+            allowed[clash] = distinct(others[clash]) >= required
+        return allowed
 
     def short_of_racks(self) -> np.ndarray:
         """Mask over partitions: its replicas are on fewer racks than min(RF, racks in the pool)."""
@@ -144,9 +149,9 @@ class Acceptance:
     def band(self, k: int) -> Band:
         return self.bands[self.names[k]]
 
-    def gain_ok(self, brokers: np.ndarray | int, delta: np.ndarray) -> np.ndarray:
-        """Brokers gaining `delta` stay at or below the upper edge and the capacity threshold of every balanced
-        resource that rises."""
+    def gain_ok(self, brokers: np.ndarray | int | slice, delta: np.ndarray) -> np.ndarray:
+        """Brokers gaining `delta` (indexes, or slice(None) for all) stay at or below the upper edge and the
+        capacity threshold of every balanced resource that rises."""
         m = self.model
         after = (m.load[brokers] + delta) / m.capacity[brokers]
         return np.all(~(delta > 0) | (after <= self.limit + EPS), axis=-1)
@@ -230,4 +235,4 @@ class Constraints:
         if not self.budget.bytes_ok(int(m.r_size[r])):
             return np.zeros(len(m.broker_ids), dtype=bool)
         return (self.placement.targets(r, s) & self.budget.brokers_left()
-                & self.acceptance.gain_ok(np.arange(len(m.broker_ids)), m.r_load[r]))
+                & self.acceptance.gain_ok(slice(None), m.r_load[r]))

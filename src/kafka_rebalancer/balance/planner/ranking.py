@@ -7,6 +7,8 @@ loads are closest to what the brokers should move per replica come first, then t
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from kafka_rebalancer.balance.model import PoolModel
@@ -24,6 +26,9 @@ class Ranking:
         mean_capacity = model.capacity[model.eligible].mean(axis=0) if model.eligible.any() else np.ones(k_count)
         scale = width * mean_capacity
         self.footprint_scale = np.where(scale > 0, 1.0 / np.where(scale > 0, scale, 1.0), 0.0)
+        # The edges as floats, and the middle of each band as a share of capacity, for _per_unit_gap.
+        self._lower, self._limit = self.lower.tolist(), self.limit.tolist()
+        self._middle = ((self.lower + np.where(np.isfinite(self.limit), self.limit, self.lower)) / 2).tolist()
         # _per_unit_gap's answers, kept until the broker changes (it depends on the broker's loads alone).
         self._gaps: dict[tuple[int, int, bool], tuple[int, np.ndarray]] = {}
 
@@ -96,15 +101,23 @@ class Ranking:
         kept = self._gaps.get((b, k, giving))
         if kept is not None and kept[0] == m.changes[b]:
             return kept[1]
-        middle = (self.lower + np.where(np.isfinite(self.limit), self.limit, self.lower)) / 2 * m.capacity[b]
-        if giving:
-            gap = np.where(m.load[b] > self.limit * m.capacity[b] + EPS, m.load[b] - middle, 0.0)
-        else:
-            gap = np.where(m.load[b] < self.lower * m.capacity[b] - EPS, middle - m.load[b], 0.0)
-        units = (m.load[b, k] - middle[k]) if giving else (middle[k] - m.load[b, k])
-        gap = np.where(np.isfinite(gap) & (gap > 0), gap, 0.0)
-        gap[k] = 0.0
-        gap = gap / units if units > EPS else np.zeros_like(gap)
+        # One resource at a time in plain floats (a handful of them: numpy's per-call cost would dominate), the
+        # same operations in the same order as over the arrays.
+        gaps = []
+        for load, capacity, lower, limit, middle_usage in zip(m.load[b].tolist(), m.capacity[b].tolist(),
+                                                              self._lower, self._limit, self._middle, strict=True):
+            middle = middle_usage * capacity
+            if giving:
+                gap = load - middle if load > limit * capacity + EPS else 0.0
+            else:
+                gap = middle - load if load < lower * capacity - EPS else 0.0
+            gaps.append((gap, load, middle))
+        _, load_k, middle_k = gaps[k]
+        units = (load_k - middle_k) if giving else (middle_k - load_k)
+        gap = np.array([gap if j != k and math.isfinite(gap) and gap > 0 and units > EPS else 0.0
+                        for j, (gap, _, _) in enumerate(gaps)])
+        if units > EPS:
+            gap /= units
         gap.flags.writeable = False  # shared by every caller until b changes
         self._gaps[(b, k, giving)] = (int(m.changes[b]), gap)
         return gap
