@@ -184,7 +184,7 @@ class ReplicaMove(Action):
         """s's movable replicas for k whose load in k is at most `most`, and their loads (no copies when all do)."""
         rs, loads = self.state.movable_on(s, k), self.state.movable_loads(s, k)
         fits = loads[:, k] <= most + EPS
-        return (rs, loads) if fits.all() else (rs[fits], loads[fits])
+        return (rs, loads) if fits.all() else (rs[fits], loads.compress(fits, axis=0))
 
     def _can_give(self, s: int, k: int) -> bool:
         """Whether some replica of s that may move for resource k keeps s at or above every lower edge (the

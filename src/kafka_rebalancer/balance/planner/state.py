@@ -79,7 +79,7 @@ class PlanState:
             return kept[1], kept[2]
         rs, loads = self._movable_originals[b], self._loads_of_originals(b)
         keep = ~self.moved[rs] & (loads[:, k] > 0)
-        rs, loads = rs[keep], loads[keep]
+        rs, loads = rs[keep], loads.compress(keep, axis=0)  # compress: rows by mask, without fancy indexing's cost
         rs.flags.writeable = loads.flags.writeable = False  # shared by every caller until b changes
         self._movable[(b, k)] = (version, rs, loads)
         return rs, loads
