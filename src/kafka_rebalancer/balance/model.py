@@ -135,8 +135,12 @@ class PoolModel:
         original = self._original_on[b]
         here = original[self.r_broker[original] == b]
         if self._arrived_on[b]:
-            arrived = np.unique(np.array(self._arrived_on[b], dtype=np.int64))
-            arrived = arrived[(self.r_broker[arrived] == b) & (self.original_broker[arrived] != b)]
+            arrived = np.sort(np.array(self._arrived_on[b], dtype=np.int64))
+            arrived = arrived[np.r_[True, arrived[1:] != arrived[:-1]] & (self.r_broker[arrived] == b)]
+            # Those that left again are forgotten (a return is appended anew): the list stays as short as b's
+            # arrivals.
+            self._arrived_on[b] = arrived.tolist()
+            arrived = arrived[self.original_broker[arrived] != b]
             here = np.concatenate([here, arrived])
         here.flags.writeable = False  # shared by every caller until b changes
         self._replicas_on[b] = (int(self.changes[b]), here)
