@@ -151,10 +151,9 @@ class ReplicaMove(Action):
     def give(self, s: int, k: int, need: float, most: float) -> bool:
         """Move one of s's replicas, by best fit, to the least used broker in k that every rule allows."""
         m = self.model
-        rs, loads = self._fitting(s, k, most)
-        candidates = self.ranking.replicas(rs, k, need, giver=s, loads=loads)
+        candidates, loads = self.ranking.replicas(*self._fitting(s, k, most), k, need, giver=s)
         # s's side of the acceptance rule for all of them at once (nothing changes until one moves).
-        for r in candidates[self.acceptance.losses_ok(s, m.r_load[candidates])]:
+        for r in candidates[self.acceptance.losses_ok(s, loads)]:
             targets = self.constraints.feasible_targets(r, s)
             if targets.any():
                 usage = m.usage[:, k]
@@ -171,9 +170,8 @@ class ReplicaMove(Action):
         for s in tried:
             if not self._can_give(int(s), k):
                 continue
-            rs, loads = self._fitting(int(s), k, most)
-            rs = self.ranking.replicas(rs, k, need, giver=int(s), receiver=t, loads=loads)
-            ok = rs[self.constraints.accepted(rs, int(s), t)]
+            rs, loads = self.ranking.replicas(*self._fitting(int(s), k, most), k, need, giver=int(s), receiver=t)
+            ok = rs[self.constraints.accepted(rs, int(s), t, loads)]
             ok = ok[self.placement.allows_many(ok, t)]
             if len(ok):
                 self.state.apply([(int(ok[0]), t)], k)

@@ -168,10 +168,11 @@ class Acceptance:
         after = (m.load[brokers] - deltas) / m.capacity[brokers]
         return np.all(~(deltas > 0) | (after >= self.lower - EPS), axis=1)
 
-    def moves_ok(self, rs: np.ndarray, s: int, t: int) -> np.ndarray:
-        """Mask over candidate replicas rs: moving each from s to t keeps the rule for both brokers."""
+    def moves_ok(self, rs: np.ndarray, s: int, t: int, loads: np.ndarray | None = None) -> np.ndarray:
+        """Mask over candidate replicas rs: moving each from s to t keeps the rule for both brokers (loads: their
+        model.r_load rows, when the caller has them)."""
         m = self.model
-        loads = m.r_load[rs]
+        loads = m.r_load[rs] if loads is None else loads
         changes = loads > 0
         loss = np.all(~changes | ((m.load[s] - loads) / m.capacity[s] >= self.lower - EPS), axis=1)
         gain = np.all(~changes | ((m.load[t] + loads) / m.capacity[t] <= self.limit + EPS), axis=1)
@@ -222,9 +223,10 @@ class Constraints:
         self.acceptance = Acceptance(state.model, bands, state.names)
         self.budget = BudgetRule(budgets, state)
 
-    def accepted(self, rs: np.ndarray, s: int, t: int) -> np.ndarray:
-        """Mask over candidate replicas rs: moving each from s to t keeps the acceptance rule and the budgets."""
-        ok = self.acceptance.moves_ok(rs, s, t)
+    def accepted(self, rs: np.ndarray, s: int, t: int, loads: np.ndarray | None = None) -> np.ndarray:
+        """Mask over candidate replicas rs: moving each from s to t keeps the acceptance rule and the budgets
+        (loads: their model.r_load rows, when the caller has them)."""
+        ok = self.acceptance.moves_ok(rs, s, t, loads)
         if self.budget.budgets.max_moved_bytes is not None:
             ok &= self.budget.bytes_ok(self.model.r_size[rs])
         return ok

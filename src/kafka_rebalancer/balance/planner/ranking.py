@@ -32,16 +32,14 @@ class Ranking:
         # _per_unit_gap's answers, kept until the broker changes (it depends on the broker's loads alone).
         self._gaps: dict[tuple[int, int, bool], tuple[int, np.ndarray]] = {}
 
-    def replicas(self, replicas: np.ndarray, k: int, need: float, giver: int = -1, receiver: int = -1,
-                 loads: np.ndarray | None = None) -> np.ndarray:
-        """Replica candidates to fix resource k, the first `candidate_limit` by best fit (module docstring); need:
-        the load that lands the broker inside the target band; loads: the candidates' model.r_load rows, when the
-        caller has them at hand."""
+    def replicas(self, replicas: np.ndarray, loads: np.ndarray, k: int, need: float, giver: int = -1,
+                 receiver: int = -1) -> tuple[np.ndarray, np.ndarray]:
+        """Replica candidates to fix resource k, the first `candidate_limit` by best fit (module docstring), with
+        their loads; loads: the candidates' model.r_load rows; need: the load that lands the broker inside the
+        target band."""
         m = self.model
         if not len(replicas):
-            return replicas
-        if loads is None:
-            loads = m.r_load.take(replicas, axis=0)
+            return replicas, loads
         if m.resources[k].is_count:
             primary = self._proportional(loads, k, giver, receiver)
             secondary = m.r_size[replicas].astype(float)
@@ -50,10 +48,11 @@ class Ranking:
             # One ascending key: fitting replicas by load, then the others by decreasing load.
             primary = np.where(load >= need - EPS, load, 2.0 * (np.abs(load).max() + 1.0) - load)
             secondary = np.zeros(len(replicas))
+        at = np.arange(len(replicas))
         if len(replicas) > self.candidate_limit:
-            top = np.argpartition(primary, self.candidate_limit - 1)[: self.candidate_limit]
-            replicas, primary, secondary = replicas[top], primary[top], secondary[top]
-        return replicas[np.lexsort((replicas, secondary, primary))]
+            at = np.argpartition(primary, self.candidate_limit - 1)[: self.candidate_limit]
+        at = at[np.lexsort((replicas[at], secondary[at], primary[at]))]
+        return replicas[at], loads.take(at, axis=0)
 
     def leaderships(self, rs: np.ndarray, k: int, need: float, most: float, leaders: bool, b: int) -> np.ndarray:
         """Replicas of b whose leadership could change (leaders to hand over, or followers to take over) by at
