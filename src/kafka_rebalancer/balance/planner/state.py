@@ -120,11 +120,16 @@ class PlanState:
 
     def undo_last(self) -> None:
         """Take the last action back entirely (a compound action given up)."""
-        seq = self.plan.moves[-1].seq
-        group = [mv for mv in self.plan.moves if mv.seq == seq]
+        moves = self.plan.moves
+        seq = moves[-1].seq
+        # The last action's moves are the log's last ones (sequence numbers only grow): no scan of the whole log.
+        size = 1
+        while size < len(moves) and moves[-size - 1].seq == seq:
+            size += 1
+        group = moves[-size:]
         self.restore(reversed(group))
         self._count(group, -1)
-        self.plan.moves = self.plan.moves[: -len(group)]
+        del moves[-size:]
         self._seq -= 1
 
     # -- trying an action's revert (pruning) -----------------------------------------------------------
