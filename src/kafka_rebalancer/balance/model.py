@@ -102,6 +102,8 @@ class PoolModel:
         self._has_capacity = self.capacity > 0
         self._divisor = np.where(self._has_capacity, self.capacity, 1.0)
         self._replicas_on: dict[int, tuple[int, np.ndarray]] = {}
+        self._leadership_rows: dict[tuple[int, bool], tuple[int, np.ndarray, np.ndarray]] = {}
+        self._by_partition: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
         # Replicas per broker as of the snapshot, and those that arrived since (for scanning candidates).
         order = np.argsort(self.r_broker, kind="stable")
         bounds = np.searchsorted(self.r_broker[order], np.arange(len(brokers) + 1))
@@ -145,6 +147,34 @@ class PoolModel:
         here.flags.writeable = False  # shared by every caller until b changes
         self._replicas_on[b] = (int(self.changes[b]), here)
         return here
+
+    def leadership_rows(self, b: int, leaders: bool) -> tuple[np.ndarray, np.ndarray]:
+        """b's replicas that lead (leaders) or follow partitions whose leadership may change, and what each
+        would gain per resource as the leader (`leadership_delta`); kept until b changes (the leadership searches
+        ask for the same brokers many times)."""
+        cached = self._leadership_rows.get((b, leaders))
+        if cached is not None and cached[0] == self.changes[b]:
+            return cached[1], cached[2]
+        rs = self.replicas_on(b)
+        rs = rs[(self.r_is_leader[rs] == leaders) & self.p_leadership_ok[self.r_pindex[rs]]]
+        deltas = self.r_lead.take(rs, axis=0) - self.r_follow.take(rs, axis=0)
+        rs.flags.writeable = deltas.flags.writeable = False  # shared by every caller until b changes
+        self._leadership_rows[(b, leaders)] = (int(self.changes[b]), rs, deltas)
+        return rs, deltas
+
+    def by_partition(self, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """b's replicas ordered by partition, and their partitions: to find b's row of given partitions by a
+        sorted lookup; kept until b changes."""
+        cached = self._by_partition.get(b)
+        if cached is not None and cached[0] == self.changes[b]:
+            return cached[1], cached[2]
+        rs = self.replicas_on(b)
+        order = np.argsort(self.r_pindex[rs], kind="stable")
+        rs = rs[order]
+        partitions = self.r_pindex[rs]
+        rs.flags.writeable = partitions.flags.writeable = False
+        self._by_partition[b] = (int(self.changes[b]), rs, partitions)
+        return rs, partitions
 
     def leadership_delta(self, r: int) -> np.ndarray:
         """What a broker gains per resource when its replica r becomes the leader (and the leader's loses)."""

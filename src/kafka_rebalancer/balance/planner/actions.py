@@ -46,8 +46,7 @@ class LeadershipTransfer(Action):
         """Hand leadership of a partition s leads to another of its in-sync replicas."""
         m = self.model
         usage = m.usage[:, k]
-        for r in self.ranking.leaderships(m.replicas_on(s), k, need, most, leaders=True,
-                                          b=s)[: self.candidate_limit]:
+        for r in self.ranking.leaderships(s, k, need, most, leaders=True)[: self.candidate_limit]:
             delta = m.leadership_delta(int(r))
             if not self.acceptance.loss_ok(s, delta):
                 continue
@@ -62,7 +61,7 @@ class LeadershipTransfer(Action):
     def take_over(self, t: int, k: int, need: float, most: float) -> bool:
         """Take over leadership of a partition t follows."""
         m = self.model
-        rs = self.ranking.leaderships(m.replicas_on(t), k, need, most, leaders=False, b=t)[: self.candidate_limit]
+        rs = self.ranking.leaderships(t, k, need, most, leaders=False)[: self.candidate_limit]
         leaders = m.leaders_of(rs)
         rs, leaders = rs[leaders >= 0], leaders[leaders >= 0]
         # The first candidate whose leader's broker stays above its lower edges and t below its upper edges.
@@ -84,16 +83,15 @@ class LeadershipTransfer(Action):
 
         def shared_leaders(b: int, other: int) -> tuple[np.ndarray, np.ndarray]:
             """b's leader rows of partitions `other` follows, and other's rows of those partitions."""
-            mine, theirs = m.replicas_on(b), m.replicas_on(other)
-            mine = mine[m.r_is_leader[mine] & m.p_leadership_ok[m.r_pindex[mine]]]
+            mine = m.leadership_rows(b, leaders=True)[0]
+            theirs, partitions = m.by_partition(other)
             if not len(mine) or not len(theirs):
                 return mine[:0], theirs[:0]
             # other's row of each of b's partitions, by a sorted lookup (a broker holds a partition at most once)
-            by_partition = np.argsort(m.r_pindex[theirs], kind="stable")
-            partitions = m.r_pindex[theirs][by_partition]
-            at = np.minimum(np.searchsorted(partitions, m.r_pindex[mine]), len(partitions) - 1)
-            keep = partitions[at] == m.r_pindex[mine]
-            return mine[keep], theirs[by_partition[at[keep]]]
+            wanted = m.r_pindex[mine]
+            at = np.minimum(np.searchsorted(partitions, wanted), len(partitions) - 1)
+            keep = partitions[at] == wanted
+            return mine[keep], theirs[at[keep]]
 
         give, give_to = shared_leaders(giver, taker)
         take, take_from = shared_leaders(taker, giver)

@@ -54,16 +54,16 @@ class Ranking:
         at = at[np.lexsort((replicas[at], secondary[at], primary[at]))]
         return replicas[at], loads.take(at, axis=0)
 
-    def leaderships(self, rs: np.ndarray, k: int, need: float, most: float, leaders: bool, b: int) -> np.ndarray:
+    def leaderships(self, b: int, k: int, need: float, most: float, leaders: bool) -> np.ndarray:
         """Replicas of b whose leadership could change (leaders to hand over, or followers to take over) by at
         most `most` in k, by the same best fit as replica moves."""
         m = self.model
-        rs = rs[(m.r_is_leader[rs] == leaders) & m.p_leadership_ok[m.r_pindex[rs]]]
-        gain = m.r_lead[rs, k] - m.r_follow[rs, k]
+        rs, deltas = m.leadership_rows(b, leaders)
+        gain = deltas[:, k]
         keep = (gain > EPS) & (gain <= most + EPS)
         rs, gain = rs[keep], gain[keep]
         if m.resources[k].is_count:
-            score = self._away(m.r_lead[rs] - m.r_follow[rs], self._per_unit_gap(b, k, giving=leaders))
+            score = self._away(deltas.compress(keep, axis=0), self._per_unit_gap(b, k, giving=leaders))
             return rs[np.lexsort((rs, score))]
         fits = gain >= need - EPS
         return np.concatenate([rs[fits][np.argsort(gain[fits], kind="stable")],
