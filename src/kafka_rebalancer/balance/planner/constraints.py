@@ -72,11 +72,11 @@ class Placement:
             ok &= m.rack != rack
         return ok
 
-    def allows(self, r: int, s: int, t: int) -> bool:
+    def allows(self, r: int, s: int, t: int, undo: bool = False) -> bool:
         """`targets` for one replica and target."""
         m = self.model
         members = m.partition_brokers(r)
-        if not m.receives[t] or t == s or t in members:
+        if not (m.eligible if undo else m.receives)[t] or t == s or t in members:
             return False
         return int(m.rack[t]) not in self._racks_required(members, s)
 

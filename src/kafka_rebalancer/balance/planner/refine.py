@@ -45,7 +45,7 @@ def _revertible(state: PlanState, constraints: Constraints, group: list[Move]) -
         return all(int((m.r_broker[m.partition_rows(mv.replica)] == mv.source).sum()) == 1
                    and m.r_is_leader[mv.replica] for mv in group)
     return all(m.r_broker[mv.replica] == mv.target
-               and constraints.placement.targets(mv.replica, mv.target, undo=True)[mv.source] for mv in group)
+               and constraints.placement.allows(mv.replica, mv.target, mv.source, undo=True) for mv in group)
 
 
 def substitute(state: PlanState, constraints: Constraints) -> None:
