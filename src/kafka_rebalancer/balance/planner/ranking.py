@@ -40,18 +40,19 @@ class Ranking:
         m = self.model
         if not len(replicas):
             return replicas, loads
-        if m.resources[k].is_count:
+        count = m.resources[k].is_count
+        if count:
             primary = self._proportional(loads, k, giver, receiver)
-            secondary = m.r_size[replicas].astype(float)
         else:
             load = loads[:, k]
             # One ascending key: fitting replicas by load, then the others by decreasing load.
             primary = np.where(load >= need - EPS, load, 2.0 * (np.abs(load).max() + 1.0) - load)
-            secondary = np.zeros(len(replicas))
         at = np.arange(len(replicas))
         if len(replicas) > self.candidate_limit:
             at = np.argpartition(primary, self.candidate_limit - 1)[: self.candidate_limit]
-        at = at[np.lexsort((replicas[at], secondary[at], primary[at]))]
+        # Ties: for a count the least data first, then the row (sizes read for the kept candidates only).
+        secondary = m.r_size[replicas[at]].astype(float) if count else np.zeros(len(at))
+        at = at[np.lexsort((replicas[at], secondary, primary[at]))]
         return replicas[at], loads.take(at, axis=0)
 
     def leaderships(self, b: int, k: int, need: float, most: float, leaders: bool) -> np.ndarray:
