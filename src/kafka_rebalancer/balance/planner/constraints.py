@@ -36,6 +36,9 @@ class BudgetRule:
     def __init__(self, budgets: Budgets, state: PlanState) -> None:
         self.budgets = budgets
         self.state = state
+        # Without a per-broker budget every broker may always take part: one shared mask, asked for constantly.
+        self._everyone = np.ones(len(state.broker_moves), dtype=bool)
+        self._everyone.flags.writeable = False
 
     def moves_left(self, moves: int = 1) -> bool:
         return self.state.replica_moves + moves <= self.budgets.max_replica_moves
@@ -43,7 +46,7 @@ class BudgetRule:
     def brokers_left(self, moves: int = 1) -> np.ndarray:
         """Mask over brokers that may take part in `moves` more replica moves."""
         if self.budgets.max_moves_per_broker is None:
-            return np.ones(len(self.state.broker_moves), dtype=bool)
+            return self._everyone
         return self.state.broker_moves + moves <= self.budgets.max_moves_per_broker
 
     def bytes_ok(self, extra: int | np.ndarray) -> bool | np.ndarray:
