@@ -66,19 +66,19 @@ def substitute(state: PlanState, constraints: Constraints) -> None:
             continue
         before = constraints.acceptance.status([s, t])
         k = state.names.index(mv.resource)
-        rs, loads = state.movable_on(s, k), state.movable_loads(s, k)
+        rs = state.movable_on(s, k)
         # Are there any? The first few usually show it, which spares looking at them all.
         if not (_smaller(state, rs[:32], r, touched).any() or _smaller(state, rs[32:], r, touched).any()):
             continue
         # With r back on s and a candidate moved instead, s and t stay inside their bands or no further out
         # (distance <= max(before, EPS)) exactly when each of the candidate's loads lies in a window: checked a
-        # resource at a time over the replicas left, the move's own first (few are left after it).
+        # resource at a time over contiguous columns (few candidates pass them all).
         lo, hi = _window(constraints, s, t, m.load[s] + m.r_load[r], m.load[t] - m.r_load[r], before)
-        fine = np.flatnonzero((loads[:, k] >= lo[k]) & (loads[:, k] <= hi[k]))
-        for j in range(len(lo)):
-            if j != k and len(fine):
-                column = loads[fine, j]
-                fine = fine[(column >= lo[j]) & (column <= hi[j])]
+        inside = np.ones(len(rs), dtype=bool)
+        for column, low, high in zip(state.movable_columns(s, k), lo.tolist(), hi.tolist(), strict=True):
+            inside &= column >= low
+            inside &= column <= high
+        fine = np.flatnonzero(inside)
         fine = fine[_smaller(state, rs[fine], r, touched)]
         m.move(r, s)
         ok = rs[fine][np.argsort(m.r_size[rs[fine]], kind="stable")]

@@ -62,6 +62,8 @@ class PlanState:
         # movable_on's answers (and their loads), kept until the loads or the moved flags of b's replicas change.
         self._moved_changes = np.zeros(len(model.broker_ids), dtype=np.int64)  # per original broker
         self._movable: dict[tuple[int, int], tuple[tuple[int, int], np.ndarray, np.ndarray]] = {}
+        # movable_columns' answers, with the movable_loads array they were made from (the same object while kept).
+        self._movable_columns: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
 
     def movable_on(self, b: int, k: int) -> np.ndarray:
         """Replicas of b that may still move and carry load in k (a moved replica never moves again, so only
@@ -71,6 +73,18 @@ class PlanState:
     def movable_loads(self, b: int, k: int) -> np.ndarray:
         """The loads (model.r_load rows) of `movable_on(b, k)`, in the same order."""
         return self._movable_with_loads(b, k)[1]
+
+    def movable_columns(self, b: int, k: int) -> np.ndarray:
+        """`movable_loads(b, k)` transposed: one contiguous row per resource, to test one resource over all of them
+        (numpy is far slower along a six-column matrix's rows); kept as long as movable_loads."""
+        loads = self.movable_loads(b, k)
+        kept = self._movable_columns.get((b, k))
+        if kept is not None and kept[0] is loads:
+            return kept[1]
+        columns = np.ascontiguousarray(loads.T)
+        columns.flags.writeable = False
+        self._movable_columns[(b, k)] = (loads, columns)
+        return columns
 
     def _movable_with_loads(self, b: int, k: int) -> tuple[np.ndarray, np.ndarray]:
         version = (int(self.model.role_changes[b]), int(self._moved_changes[b]))
