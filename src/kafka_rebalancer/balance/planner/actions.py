@@ -229,15 +229,21 @@ class ReplicaSwap(Action):
             if len(g) and len(t):
                 pairs += [(int(g[i]), int(t[j])) for i, j in self.ranking.pairs(m.r_load[g, k], m.r_load[t, k],
                                                                                  need, most)]
-        for r1, r2 in pairs:
-            if m.r_pindex[r1] == m.r_pindex[r2] or not self.budget.bytes_ok(int(m.r_size[r1] + m.r_size[r2])):
-                continue
-            if not (self.placement.allows(r1, giver, taker) and self.placement.allows(r2, taker, giver)):
-                continue
-            if self.acceptance.exchange_ok(giver, taker, m.r_load[r1] - m.r_load[r2]):
-                self.state.apply([(r1, taker), (r2, giver)], k)
-                return True
-        return False
+        if not pairs:
+            return False
+        # Every rule for every pair at once (nothing changes until one is made), then the first pair they allow.
+        r1s, r2s = np.array(pairs).T
+        ok = (m.r_pindex[r1s] != m.r_pindex[r2s]) & self.budget.bytes_ok(m.r_size[r1s] + m.r_size[r2s])
+        ok &= self.placement.allows_many(r1s, taker) & self.placement.allows_many(r2s, giver)
+        delta = m.r_load[r1s] - m.r_load[r2s]
+        given, returned = np.maximum(delta, 0), np.maximum(-delta, 0)
+        ok &= (self.acceptance.losses_ok(giver, given) & self.acceptance.losses_ok(taker, returned)
+               & self.acceptance.gain_ok(taker, given) & self.acceptance.gain_ok(giver, returned))
+        first = np.flatnonzero(ok)
+        if not len(first):
+            return False
+        self.state.apply([(int(r1s[first[0]]), taker), (int(r2s[first[0]]), giver)], k)
+        return True
 
 
 class HotPartitionSpread(Action):
