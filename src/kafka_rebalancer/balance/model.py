@@ -101,6 +101,7 @@ class PoolModel:
         # usage divides by the capacity where there is one (1 elsewhere: masked out, and no warning to silence).
         self._has_capacity = self.capacity > 0
         self._divisor = np.where(self._has_capacity, self.capacity, 1.0)
+        self._every_capacity = bool(self._has_capacity.all())
         self._replicas_on: dict[int, tuple[int, np.ndarray]] = {}
         self._leadership_rows: dict[tuple[int, bool], tuple[int, np.ndarray, np.ndarray]] = {}
         self._by_partition: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
@@ -116,7 +117,9 @@ class PoolModel:
         """Load / capacity per (broker, resource), 0 without capacity; kept until the model changes."""
         if self._usage is not None and self._usage[0] == self.version:
             return self._usage[1]
-        usage = np.where(self._has_capacity, self.load / self._divisor, 0.0)
+        usage = self.load / self._divisor
+        if not self._every_capacity:
+            usage = np.where(self._has_capacity, usage, 0.0)
         usage.flags.writeable = False  # shared by every caller until the next change
         self._usage = (self.version, usage)
         return usage
