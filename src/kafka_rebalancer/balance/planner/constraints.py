@@ -78,10 +78,13 @@ class Placement:
     def allows(self, r: int, s: int, t: int, undo: bool = False) -> bool:
         """`targets` for one replica and target."""
         m = self.model
-        members = m.partition_brokers(r)
-        if not (m.eligible if undo else m.receives)[t] or t == s or t in members:
+        if not (m.eligible if undo else m.receives)[t] or t == s:
             return False
-        return int(m.rack[t]) not in self._racks_required(members, s)
+        # The partition's brokers as plain ints (its rows are one run): asked one replica at a time, numpy's
+        # per-call cost would dominate.
+        p = m.r_pindex[r]
+        members = m.r_broker[m.p_start[p]:m.p_start[p] + m.p_count[p]].tolist()
+        return t not in members and int(m.rack[t]) not in self._racks_required(members, s)
 
     def allows_many(self, rs: np.ndarray, t: int) -> np.ndarray:
         """`allows` over many replicas (each from the broker it is on) to one target, vectorised: the planner asks
@@ -118,11 +121,11 @@ class Placement:
         distinct = np.bincount(partition[first], minlength=len(m.p_start))
         return distinct < np.minimum(m.p_count, m.n_racks)
 
-    def _racks_required(self, members: np.ndarray, s: int, spread: bool = False) -> set[int]:
+    def _racks_required(self, members: np.ndarray | list[int], s: int, spread: bool = False) -> set[int]:
         """The racks a new replica replacing s must avoid (empty: any rack keeps the diversity required)."""
         m = self.model
         racks = m.rack[members].tolist()
-        other_racks = {rack for b, rack in zip(members.tolist(), racks, strict=True) if b != s}
+        other_racks = {rack for b, rack in zip(members, racks, strict=True) if b != s}
         required = min(len(racks), m.n_racks, len(set(racks)) + (1 if spread else 0))
         return other_racks if len(other_racks) < required else set()
 
