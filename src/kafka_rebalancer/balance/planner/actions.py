@@ -170,11 +170,12 @@ class ReplicaMove(Action):
                 continue
             rs, loads = self.ranking.replicas(*self._fitting(int(s), k, most), k, need, giver=int(s), receiver=t)
             ok = rs[self.constraints.accepted(rs, int(s), t, loads)]
-            # The first accepted candidates are usually placed too: they are asked one at a time (the vectorised
-            # check costs as much for one as for all), the rest at once.
-            chosen = next((int(r) for r in ok[:4] if self.placement.allows(int(r), int(s), t)), None)
+            # The first accepted candidates are often placed too: two are asked one at a time (the vectorised check
+            # costs as much for one as for all; where the rack rule bars a giver, it usually bars all 48), the rest
+            # at once.
+            chosen = next((int(r) for r in ok[:2] if self.placement.allows(int(r), int(s), t)), None)
             if chosen is None:
-                rest = ok[4:][self.placement.allows_many(ok[4:], t)]
+                rest = ok[2:][self.placement.allows_many(ok[2:], t)]
                 chosen = int(rest[0]) if len(rest) else None
             if chosen is not None:
                 self.state.apply([(chosen, t)], k)

@@ -97,18 +97,15 @@ class Placement:
         racks = m.rack[members]
         others = valid & (rows != rs[:, None])
         allowed = ~((members == t) & valid).any(axis=1)
-        # The rack diversity matters only where t's rack is among the other replicas' (often none of them).
-        clash = np.flatnonzero(allowed & ((racks == m.rack[t]) & others).any(axis=1))
-        if len(clash):
-            racks = racks[clash]
-
-            def distinct(mask: np.ndarray) -> np.ndarray:
-                ordered = np.sort(np.where(mask, racks, -1), axis=1)
-                return ((ordered[:, 1:] != ordered[:, :-1]) & (ordered[:, 1:] >= 0)).sum(axis=1) + (ordered[:, 0] >= 0)
-
-            count = m.p_count[m.r_pindex[rs[clash]]]
-            required = np.minimum(np.minimum(count, m.n_racks), distinct(valid[clash]))
-            allowed[clash] = distinct(others[clash]) >= required
+        # Where t's rack is among the other replicas' (a clash), the partition keeps its D distinct racks unless
+        # the replica leaving is the only one on its rack; then it has D - 1, too few unless D exceeds the racks
+        # in the pool (the required min(RF, racks in the pool, D) is D or that number). D is counted only there.
+        clash = allowed & ((racks == m.rack[t]) & others).any(axis=1)
+        alone = np.flatnonzero(clash & ~((racks == m.rack[m.r_broker[rs]][:, None]) & others).any(axis=1))
+        if len(alone):
+            ordered = np.sort(np.where(valid[alone], racks[alone], -1), axis=1)
+            distinct = ((ordered[:, 1:] != ordered[:, :-1]) & (ordered[:, 1:] >= 0)).sum(axis=1) + (ordered[:, 0] >= 0)
+            allowed[alone] = distinct > m.n_racks
         return allowed
 
     def short_of_racks(self) -> np.ndarray:
