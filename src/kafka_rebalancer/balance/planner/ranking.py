@@ -31,6 +31,8 @@ class Ranking:
         self._middle = ((self.lower + np.where(np.isfinite(self.limit), self.limit, self.lower)) / 2).tolist()
         # _per_unit_gap's answers, kept until the broker changes (it depends on the broker's loads alone).
         self._gaps: dict[tuple[int, int, bool], tuple[int, np.ndarray]] = {}
+        # _proportional's giver parts, with the loads and gap they were worked out from.
+        self._giver_scores: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def replicas(self, replicas: np.ndarray, loads: np.ndarray, k: int, need: float, giver: int = -1,
                  receiver: int = -1) -> tuple[np.ndarray, np.ndarray]:
@@ -125,7 +127,16 @@ class Ranking:
         """Per candidate: how far its loads are from what the giver (and the receiver, when known) should shed
         (take) per unit of count k, as band shares. Fixing a count with replicas of the right size moves the
         other resources along, instead of leaving them to swaps and extra moves later."""
-        score = self._away(loads, self._per_unit_gap(giver, k, giving=True))
+        # The giver's part is kept while the giver's loads and gap are the same arrays (both are kept, read-only,
+        # until it changes): a giver that could not place a replica is asked again by the next receiver.
+        gap = self._per_unit_gap(giver, k, giving=True)
+        kept = self._giver_scores.get((giver, k))
+        if kept is not None and kept[0] is loads and kept[1] is gap:
+            score = kept[2]
+        else:
+            score = self._away(loads, gap)
+            score.flags.writeable = False
+            self._giver_scores[(giver, k)] = (loads, gap, score)
         if receiver >= 0:
             score = score + self._away(loads, self._per_unit_gap(receiver, k, giving=False))
         return score
