@@ -141,7 +141,8 @@ class PoolModel:
         here = original[self.r_broker[original] == b]
         if self._arrived_on[b]:
             arrived = np.sort(np.array(self._arrived_on[b], dtype=np.int64))
-            arrived = arrived[np.r_[True, arrived[1:] != arrived[:-1]] & (self.r_broker[arrived] == b)]
+            first = np.concatenate(([True], arrived[1:] != arrived[:-1]))  # not np.r_: slow for a hot path
+            arrived = arrived[first & (self.r_broker[arrived] == b)]
             # Those that left again are forgotten (a return is appended anew): the list stays as short as b's
             # arrivals.
             self._arrived_on[b] = arrived.tolist()

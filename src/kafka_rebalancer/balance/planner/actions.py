@@ -184,7 +184,7 @@ class ReplicaMove(Action):
 
     def _fitting(self, s: int, k: int, most: float) -> tuple[np.ndarray, np.ndarray]:
         """s's movable replicas for k whose load in k is at most `most`, and their loads (no copies when all do)."""
-        rs, loads = self.state.movable_on(s, k), self.state.movable_loads(s, k)
+        rs, loads = self.state.movable_with_loads(s, k)
         fits = loads[:, k] <= most + EPS
         return (rs, loads) if fits.all() else (rs[fits], loads.compress(fits, axis=0))
 

@@ -68,11 +68,11 @@ class PlanState:
     def movable_on(self, b: int, k: int) -> np.ndarray:
         """Replicas of b that may still move and carry load in k (a moved replica never moves again, so only
         b's own)."""
-        return self._movable_with_loads(b, k)[0]
+        return self.movable_with_loads(b, k)[0]
 
     def movable_loads(self, b: int, k: int) -> np.ndarray:
         """The loads (model.r_load rows) of `movable_on(b, k)`, in the same order."""
-        return self._movable_with_loads(b, k)[1]
+        return self.movable_with_loads(b, k)[1]
 
     def movable_columns(self, b: int, k: int) -> np.ndarray:
         """`movable_loads(b, k)` transposed: one contiguous row per resource, to test one resource over all of them
@@ -86,7 +86,8 @@ class PlanState:
         self._movable_columns[(b, k)] = (loads, columns)
         return columns
 
-    def _movable_with_loads(self, b: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def movable_with_loads(self, b: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """`movable_on(b, k)` and `movable_loads(b, k)` together."""
         version = (int(self.model.role_changes[b]), int(self._moved_changes[b]))
         kept = self._movable.get((b, k))
         if kept is not None and kept[0] == version:
