@@ -118,3 +118,22 @@ def test_budgets_veto_moves_once_used_up() -> None:
     constraints = Constraints(state, disk_band(0.0, 1.0), Budgets(10, max_moved_bytes=30))
     assert constraints.accepted(np.array([1, 2]), 0, 1).tolist() == [True, False]  # 5 + 35 bytes is over
     assert not constraints.feasible_targets(2, 0).any()
+
+
+def test_allows_one_replica_at_a_time_agrees_with_the_mask_and_the_vectorised_check() -> None:
+    # Partitions of RF 1 to 3 over racks a, a, b, c (broker 5 may not receive): every replica to every broker, with
+    # and without undo, gives the same answer whichever way it is asked.
+    frame = pd.DataFrame([{"broker_id": b, "rack": rack, "alive": True, "excluded": False, "receives": b != 5,
+                           "disk_capacity_bytes": 100.0} for b, rack in zip(range(1, 6), "aabcc", strict=True)])
+    rows = [("t", 0, 1, 0), ("t", 0, 3, 1), ("t", 0, 4, 2), ("u", 0, 1, 0), ("u", 0, 2, 1), ("v", 0, 5, 0),
+            ("w", 0, 3, 0), ("w", 0, 5, 1)]
+    model = PoolModel(frame, pd.DataFrame([{"topic": t, "partition": p, "broker_id": b, "position": pos,
+                                            "size_bytes": 10, "movable": True} for t, p, b, pos in rows]), [DISK])
+    placement = Placement(model)
+    for r in range(len(rows)):
+        s = int(model.r_broker[r])
+        for undo in (False, True):
+            assert [placement.allows(r, s, t, undo=undo) for t in range(5)] == \
+                placement.targets(r, s, undo=undo).tolist()
+        assert [placement.allows(r, s, t) for t in range(5)] == \
+            [bool(placement.allows_many(np.array([r]), t)[0]) for t in range(5)]

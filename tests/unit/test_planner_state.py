@@ -89,3 +89,34 @@ def test_the_kept_answers_about_a_broker_follow_its_changes() -> None:
     state.undo_last()
     assert state.movable_on(0, 0).tolist() == [0, 1] and model.replicas_on(2).tolist() == [3]
     assert not state.movable_on(0, 0).flags.writeable  # shared: no caller may change it in place
+
+
+def test_the_loads_kept_beside_movable_replicas_follow_leadership_transfers() -> None:
+    # Broker 2 (index 1) follows both partitions (rows 0 and 3); row 0 becoming the leader changes its loads.
+    model = traffic_pool(leaders=[1, 1], brokers=2)
+    state = PlanState(model, [r.name for r in model.resources])
+    assert state.movable_on(1, 0).tolist() == [0, 3]
+    before = state.movable_loads(1, 0).copy()
+    state.apply_leadership([0], 1)
+    assert not np.array_equal(state.movable_loads(1, 0), before)
+    assert np.array_equal(state.movable_loads(1, 0), model.r_load[[0, 3]])
+    assert np.array_equal(state.movable_columns(1, 0), model.r_load[[0, 3]].T)
+
+
+def test_the_models_kept_answers_follow_moves_and_leadership_transfers() -> None:
+    # Partition 0: rows 0 (broker 2), 1 (broker 1, leader); partition 1: rows 2 (broker 1, leader), 3 (broker 2).
+    model = traffic_pool(leaders=[1, 1], brokers=3)
+    usage = model.usage
+    assert not usage.flags.writeable and model.usage is usage  # kept until the model changes
+    assert model.leadership_rows(0, leaders=True)[0].tolist() == [1, 2]
+    model.transfer_leadership(0)
+    assert model.leadership_rows(0, leaders=True)[0].tolist() == [2]
+    rows, deltas = model.leadership_rows(1, leaders=True)
+    assert rows.tolist() == [0] and np.array_equal(deltas, model.r_lead[[0]] - model.r_follow[[0]])
+    assert not np.array_equal(model.usage, usage)
+    model.move(3, 2)
+    assert model.by_partition(2)[0].tolist() == [3] and model.by_partition(1)[0].tolist() == [0]
+    model.move(3, 1)  # back home, then away again: each arrival shows, a departure hides it
+    assert model.replicas_on(1).tolist() == [0, 3] and model.replicas_on(2).tolist() == []
+    model.move(3, 2)
+    assert model.replicas_on(2).tolist() == [3] and model.by_partition(1)[0].tolist() == [0]

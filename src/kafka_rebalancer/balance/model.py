@@ -92,7 +92,19 @@ class PoolModel:
         # Per broker, how many changes touched its replicas or loads: lets a search remember a broker's answer
         # until the broker changes.
         self.changes = np.zeros(len(brokers), dtype=np.int64)
+        # Per broker, how many leadership transfers changed the loads of replicas it holds or held first (a
+        # replica's own loads change with its role alone).
+        self.role_changes = np.zeros(len(brokers), dtype=np.int64)
+        # All changes together: `usage` is kept until the next one (it is read far more often than loads change).
+        self.version = 0
+        self._usage: tuple[int, np.ndarray] | None = None
+        # usage divides by the capacity where there is one (1 elsewhere: masked out, and no warning to silence).
+        self._has_capacity = self.capacity > 0
+        self._divisor = np.where(self._has_capacity, self.capacity, 1.0)
+        self._every_capacity = bool(self._has_capacity.all())
         self._replicas_on: dict[int, tuple[int, np.ndarray]] = {}
+        self._leadership_rows: dict[tuple[int, bool], tuple[int, np.ndarray, np.ndarray]] = {}
+        self._by_partition: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
         # Replicas per broker as of the snapshot, and those that arrived since (for scanning candidates).
         order = np.argsort(self.r_broker, kind="stable")
         bounds = np.searchsorted(self.r_broker[order], np.arange(len(brokers) + 1))
@@ -102,8 +114,15 @@ class PoolModel:
     # -- reading -------------------------------------------------------------------------------------
     @property
     def usage(self) -> np.ndarray:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(self.capacity > 0, self.load / self.capacity, 0.0)
+        """Load / capacity per (broker, resource), 0 without capacity; kept until the model changes."""
+        if self._usage is not None and self._usage[0] == self.version:
+            return self._usage[1]
+        usage = self.load / self._divisor
+        if not self._every_capacity:
+            usage = np.where(self._has_capacity, usage, 0.0)
+        usage.flags.writeable = False  # shared by every caller until the next change
+        self._usage = (self.version, usage)
+        return usage
 
     def partition_rows(self, r: int) -> np.ndarray:
         p = self.r_pindex[r]
@@ -121,12 +140,45 @@ class PoolModel:
         original = self._original_on[b]
         here = original[self.r_broker[original] == b]
         if self._arrived_on[b]:
-            arrived = np.unique(np.array(self._arrived_on[b], dtype=np.int64))
-            arrived = arrived[(self.r_broker[arrived] == b) & (self.original_broker[arrived] != b)]
+            arrived = np.sort(np.array(self._arrived_on[b], dtype=np.int64))
+            first = np.concatenate(([True], arrived[1:] != arrived[:-1]))  # not np.r_: slow for a hot path
+            arrived = arrived[first & (self.r_broker[arrived] == b)]
+            # Those that left again are forgotten (a return is appended anew): the list stays as short as b's
+            # arrivals.
+            self._arrived_on[b] = arrived.tolist()
+            arrived = arrived[self.original_broker[arrived] != b]
             here = np.concatenate([here, arrived])
         here.flags.writeable = False  # shared by every caller until b changes
         self._replicas_on[b] = (int(self.changes[b]), here)
         return here
+
+    def leadership_rows(self, b: int, leaders: bool) -> tuple[np.ndarray, np.ndarray]:
+        """b's replicas that lead (leaders) or follow partitions whose leadership may change, and what each
+        would gain per resource as the leader (`leadership_delta`); kept until b changes (the leadership searches
+        ask for the same brokers many times)."""
+        cached = self._leadership_rows.get((b, leaders))
+        if cached is not None and cached[0] == self.changes[b]:
+            return cached[1], cached[2]
+        rs = self.replicas_on(b)
+        rs = rs[(self.r_is_leader[rs] == leaders) & self.p_leadership_ok[self.r_pindex[rs]]]
+        deltas = self.r_lead.take(rs, axis=0) - self.r_follow.take(rs, axis=0)
+        rs.flags.writeable = deltas.flags.writeable = False  # shared by every caller until b changes
+        self._leadership_rows[(b, leaders)] = (int(self.changes[b]), rs, deltas)
+        return rs, deltas
+
+    def by_partition(self, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """b's replicas ordered by partition, and their partitions: to find b's row of given partitions by a
+        sorted lookup; kept until b changes."""
+        cached = self._by_partition.get(b)
+        if cached is not None and cached[0] == self.changes[b]:
+            return cached[1], cached[2]
+        rs = self.replicas_on(b)
+        order = np.argsort(self.r_pindex[rs], kind="stable")
+        rs = rs[order]
+        partitions = self.r_pindex[rs]
+        rs.flags.writeable = partitions.flags.writeable = False
+        self._by_partition[b] = (int(self.changes[b]), rs, partitions)
+        return rs, partitions
 
     def leadership_delta(self, r: int) -> np.ndarray:
         """What a broker gains per resource when its replica r becomes the leader (and the leader's loses)."""
@@ -174,7 +226,9 @@ class PoolModel:
         self.load[target] += self.r_load[r]
         self.r_broker[r] = target
         self._arrived_on[target].append(r)
-        self.changes[[source, target]] += 1
+        self.changes[source] += 1
+        self.changes[target] += 1
+        self.version += 1
 
     def transfer_leadership(self, new_leader: int) -> int:
         """Make replica new_leader the partition's leader and first replica; returns the old leader's row."""
@@ -186,5 +240,8 @@ class PoolModel:
             self.r_load[row] = self.r_lead[row] if lead else self.r_follow[row]
             self.load[self.r_broker[row]] += self.r_load[row]
             self.changes[self.r_broker[row]] += 1
+            self.role_changes[self.r_broker[row]] += 1
+            self.role_changes[self.original_broker[row]] += 1
+        self.version += 1
         self.r_position[[old, new_leader]] = self.r_position[[new_leader, old]]
         return old

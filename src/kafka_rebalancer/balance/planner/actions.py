@@ -46,8 +46,7 @@ class LeadershipTransfer(Action):
         """Hand leadership of a partition s leads to another of its in-sync replicas."""
         m = self.model
         usage = m.usage[:, k]
-        for r in self.ranking.leaderships(m.replicas_on(s), k, need, most, leaders=True,
-                                          b=s)[: self.candidate_limit]:
+        for r in self.ranking.leaderships(s, k, need, most, leaders=True)[: self.candidate_limit]:
             delta = m.leadership_delta(int(r))
             if not self.acceptance.loss_ok(s, delta):
                 continue
@@ -62,7 +61,7 @@ class LeadershipTransfer(Action):
     def take_over(self, t: int, k: int, need: float, most: float) -> bool:
         """Take over leadership of a partition t follows."""
         m = self.model
-        rs = self.ranking.leaderships(m.replicas_on(t), k, need, most, leaders=False, b=t)[: self.candidate_limit]
+        rs = self.ranking.leaderships(t, k, need, most, leaders=False)[: self.candidate_limit]
         leaders = m.leaders_of(rs)
         rs, leaders = rs[leaders >= 0], leaders[leaders >= 0]
         # The first candidate whose leader's broker stays above its lower edges and t below its upper edges.
@@ -84,16 +83,15 @@ class LeadershipTransfer(Action):
 
         def shared_leaders(b: int, other: int) -> tuple[np.ndarray, np.ndarray]:
             """b's leader rows of partitions `other` follows, and other's rows of those partitions."""
-            mine, theirs = m.replicas_on(b), m.replicas_on(other)
-            mine = mine[m.r_is_leader[mine] & m.p_leadership_ok[m.r_pindex[mine]]]
+            mine = m.leadership_rows(b, leaders=True)[0]
+            theirs, partitions = m.by_partition(other)
             if not len(mine) or not len(theirs):
                 return mine[:0], theirs[:0]
             # other's row of each of b's partitions, by a sorted lookup (a broker holds a partition at most once)
-            by_partition = np.argsort(m.r_pindex[theirs], kind="stable")
-            partitions = m.r_pindex[theirs][by_partition]
-            at = np.minimum(np.searchsorted(partitions, m.r_pindex[mine]), len(partitions) - 1)
-            keep = partitions[at] == m.r_pindex[mine]
-            return mine[keep], theirs[by_partition[at[keep]]]
+            wanted = m.r_pindex[mine]
+            at = np.minimum(np.searchsorted(partitions, wanted), len(partitions) - 1)
+            keep = partitions[at] == wanted
+            return mine[keep], theirs[at[keep]]
 
         give, give_to = shared_leaders(giver, taker)
         take, take_from = shared_leaders(taker, giver)
@@ -151,11 +149,9 @@ class ReplicaMove(Action):
     def give(self, s: int, k: int, need: float, most: float) -> bool:
         """Move one of s's replicas, by best fit, to the least used broker in k that every rule allows."""
         m = self.model
-        rs = self.state.movable_on(s, k)
-        rs = rs[m.r_load[rs, k] <= most + EPS]
-        for r in self.ranking.replicas(rs, k, need, giver=s):
-            if not self.acceptance.loss_ok(s, m.r_load[r]):
-                continue
+        candidates, loads = self.ranking.replicas(*self._fitting(s, k, most), k, need, giver=s)
+        # s's side of the acceptance rule for all of them at once (nothing changes until one moves).
+        for r in candidates[self.acceptance.losses_ok(s, loads)]:
             targets = self.constraints.feasible_targets(r, s)
             if targets.any():
                 usage = m.usage[:, k]
@@ -172,14 +168,25 @@ class ReplicaMove(Action):
         for s in tried:
             if not self._can_give(int(s), k):
                 continue
-            rs = self.state.movable_on(int(s), k)
-            rs = self.ranking.replicas(rs[m.r_load[rs, k] <= most + EPS], k, need, giver=int(s), receiver=t)
-            ok = rs[self.constraints.accepted(rs, int(s), t)]
-            ok = ok[self.placement.allows_many(ok, t)]
-            if len(ok):
-                self.state.apply([(int(ok[0]), t)], k)
+            rs, loads = self.ranking.replicas(*self._fitting(int(s), k, most), k, need, giver=int(s), receiver=t)
+            ok = rs[self.constraints.accepted(rs, int(s), t, loads)]
+            # The first accepted candidates are often placed too: two are asked one at a time (the vectorised check
+            # costs as much for one as for all; where the rack rule bars a giver, it usually bars all 48), the rest
+            # at once.
+            chosen = next((int(r) for r in ok[:2] if self.placement.allows(int(r), int(s), t)), None)
+            if chosen is None:
+                rest = ok[2:][self.placement.allows_many(ok[2:], t)]
+                chosen = int(rest[0]) if len(rest) else None
+            if chosen is not None:
+                self.state.apply([(chosen, t)], k)
                 return True
         return False
+
+    def _fitting(self, s: int, k: int, most: float) -> tuple[np.ndarray, np.ndarray]:
+        """s's movable replicas for k whose load in k is at most `most`, and their loads (no copies when all do)."""
+        rs, loads = self.state.movable_with_loads(s, k)
+        fits = loads[:, k] <= most + EPS
+        return (rs, loads) if fits.all() else (rs[fits], loads.compress(fits, axis=0))
 
     def _can_give(self, s: int, k: int) -> bool:
         """Whether some replica of s that may move for resource k keeps s at or above every lower edge (the
@@ -189,8 +196,9 @@ class ReplicaMove(Action):
         m = self.model
         if self._cannot_give[s, k] == m.changes[s]:
             return False
-        loads = m.r_load[self.state.movable_on(s, k)]
-        if self.acceptance.losses_ok(s, loads).any():
+        loads = self.state.movable_loads(s, k)
+        # Most givers can: their first replicas usually show it, which spares checking all of them.
+        if self.acceptance.losses_ok(s, loads[:32]).any() or self.acceptance.losses_ok(s, loads[32:]).any():
             return True
         self._cannot_give[s, k] = m.changes[s]
         return False
@@ -222,15 +230,21 @@ class ReplicaSwap(Action):
             if len(g) and len(t):
                 pairs += [(int(g[i]), int(t[j])) for i, j in self.ranking.pairs(m.r_load[g, k], m.r_load[t, k],
                                                                                  need, most)]
-        for r1, r2 in pairs:
-            if m.r_pindex[r1] == m.r_pindex[r2] or not self.budget.bytes_ok(int(m.r_size[r1] + m.r_size[r2])):
-                continue
-            if not (self.placement.allows(r1, giver, taker) and self.placement.allows(r2, taker, giver)):
-                continue
-            if self.acceptance.exchange_ok(giver, taker, m.r_load[r1] - m.r_load[r2]):
-                self.state.apply([(r1, taker), (r2, giver)], k)
-                return True
-        return False
+        if not pairs:
+            return False
+        # Every rule for every pair at once (nothing changes until one is made), then the first pair they allow.
+        r1s, r2s = np.array(pairs).T
+        ok = (m.r_pindex[r1s] != m.r_pindex[r2s]) & self.budget.bytes_ok(m.r_size[r1s] + m.r_size[r2s])
+        ok &= self.placement.allows_many(r1s, taker) & self.placement.allows_many(r2s, giver)
+        delta = m.r_load[r1s] - m.r_load[r2s]
+        given, returned = np.maximum(delta, 0), np.maximum(-delta, 0)
+        ok &= (self.acceptance.losses_ok(giver, given) & self.acceptance.losses_ok(taker, returned)
+               & self.acceptance.gain_ok(taker, given) & self.acceptance.gain_ok(giver, returned))
+        first = np.flatnonzero(ok)
+        if not len(first):
+            return False
+        self.state.apply([(int(r1s[first[0]]), taker), (int(r2s[first[0]]), giver)], k)
+        return True
 
 
 class HotPartitionSpread(Action):

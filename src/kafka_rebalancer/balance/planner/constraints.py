@@ -36,6 +36,9 @@ class BudgetRule:
     def __init__(self, budgets: Budgets, state: PlanState) -> None:
         self.budgets = budgets
         self.state = state
+        # Without a per-broker budget every broker may always take part: one shared mask, asked for constantly.
+        self._everyone = np.ones(len(state.broker_moves), dtype=bool)
+        self._everyone.flags.writeable = False
 
     def moves_left(self, moves: int = 1) -> bool:
         return self.state.replica_moves + moves <= self.budgets.max_replica_moves
@@ -43,7 +46,7 @@ class BudgetRule:
     def brokers_left(self, moves: int = 1) -> np.ndarray:
         """Mask over brokers that may take part in `moves` more replica moves."""
         if self.budgets.max_moves_per_broker is None:
-            return np.ones(len(self.state.broker_moves), dtype=bool)
+            return self._everyone
         return self.state.broker_moves + moves <= self.budgets.max_moves_per_broker
 
     def bytes_ok(self, extra: int | np.ndarray) -> bool | np.ndarray:
@@ -72,13 +75,16 @@ class Placement:
             ok &= m.rack != rack
         return ok
 
-    def allows(self, r: int, s: int, t: int) -> bool:
+    def allows(self, r: int, s: int, t: int, undo: bool = False) -> bool:
         """`targets` for one replica and target."""
         m = self.model
-        members = m.partition_brokers(r)
-        if not m.receives[t] or t == s or t in members:
+        if not (m.eligible if undo else m.receives)[t] or t == s:
             return False
-        return int(m.rack[t]) not in self._racks_required(members, s)
+        # The partition's brokers as plain ints (its rows are one run): asked one replica at a time, numpy's
+        # per-call cost would dominate.
+        p = m.r_pindex[r]
+        members = m.r_broker[m.p_start[p]:m.p_start[p] + m.p_count[p]].tolist()
+        return t not in members and int(m.rack[t]) not in self._racks_required(members, s)
 
     def allows_many(self, rs: np.ndarray, t: int) -> np.ndarray:
         """`allows` over many replicas (each from the broker it is on) to one target, vectorised: the planner asks
@@ -87,18 +93,20 @@ class Placement:
         if not len(rs) or not m.receives[t]:
             return np.zeros(len(rs), dtype=bool)
         rows, valid = m.partition_row_matrix(rs)
-        count = m.p_count[m.r_pindex[rs]]
-        members, racks = m.r_broker[rows], m.rack[m.r_broker[rows]]
+        members = m.r_broker[rows]
+        racks = m.rack[members]
         others = valid & (rows != rs[:, None])
-
-        def distinct(mask: np.ndarray) -> np.ndarray:
-            ordered = np.sort(np.where(mask, racks, -1), axis=1)
-            return ((ordered[:, 1:] != ordered[:, :-1]) & (ordered[:, 1:] >= 0)).sum(axis=1) + (ordered[:, 0] >= 0)
-
-        required = np.minimum(np.minimum(count, m.n_racks), distinct(valid))
-        rack_clash = ((racks == m.rack[t]) & others).any(axis=1)
-        holds = ((members == t) & valid).any(axis=1)
-        return ~holds & ~((distinct(others) < required) & rack_clash)
+        allowed = ~((members == t) & valid).any(axis=1)
+        # Where t's rack is among the other replicas' (a clash), the partition keeps its D distinct racks unless
+        # the replica leaving is the only one on its rack; then it has D - 1, too few unless D exceeds the racks
+        # in the pool (the required min(RF, racks in the pool, D) is D or that number). D is counted only there.
+        clash = allowed & ((racks == m.rack[t]) & others).any(axis=1)
+        alone = np.flatnonzero(clash & ~((racks == m.rack[m.r_broker[rs]][:, None]) & others).any(axis=1))
+        if len(alone):
+            ordered = np.sort(np.where(valid[alone], racks[alone], -1), axis=1)
+            distinct = ((ordered[:, 1:] != ordered[:, :-1]) & (ordered[:, 1:] >= 0)).sum(axis=1) + (ordered[:, 0] >= 0)
+            allowed[alone] = distinct > m.n_racks
+        return allowed
 
     def short_of_racks(self) -> np.ndarray:
         """Mask over partitions: its replicas are on fewer racks than min(RF, racks in the pool)."""
@@ -110,11 +118,11 @@ class Placement:
         distinct = np.bincount(partition[first], minlength=len(m.p_start))
         return distinct < np.minimum(m.p_count, m.n_racks)
 
-    def _racks_required(self, members: np.ndarray, s: int, spread: bool = False) -> set[int]:
+    def _racks_required(self, members: np.ndarray | list[int], s: int, spread: bool = False) -> set[int]:
         """The racks a new replica replacing s must avoid (empty: any rack keeps the diversity required)."""
         m = self.model
         racks = m.rack[members].tolist()
-        other_racks = {rack for b, rack in zip(members.tolist(), racks, strict=True) if b != s}
+        other_racks = {rack for b, rack in zip(members, racks, strict=True) if b != s}
         required = min(len(racks), m.n_racks, len(set(racks)) + (1 if spread else 0))
         return other_racks if len(other_racks) < required else set()
 
@@ -144,9 +152,9 @@ class Acceptance:
     def band(self, k: int) -> Band:
         return self.bands[self.names[k]]
 
-    def gain_ok(self, brokers: np.ndarray | int, delta: np.ndarray) -> np.ndarray:
-        """Brokers gaining `delta` stay at or below the upper edge and the capacity threshold of every balanced
-        resource that rises."""
+    def gain_ok(self, brokers: np.ndarray | int | slice, delta: np.ndarray) -> np.ndarray:
+        """Brokers gaining `delta` (indexes, or slice(None) for all) stay at or below the upper edge and the
+        capacity threshold of every balanced resource that rises."""
         m = self.model
         after = (m.load[brokers] + delta) / m.capacity[brokers]
         return np.all(~(delta > 0) | (after <= self.limit + EPS), axis=-1)
@@ -163,10 +171,11 @@ class Acceptance:
         after = (m.load[brokers] - deltas) / m.capacity[brokers]
         return np.all(~(deltas > 0) | (after >= self.lower - EPS), axis=1)
 
-    def moves_ok(self, rs: np.ndarray, s: int, t: int) -> np.ndarray:
-        """Mask over candidate replicas rs: moving each from s to t keeps the rule for both brokers."""
+    def moves_ok(self, rs: np.ndarray, s: int, t: int, loads: np.ndarray | None = None) -> np.ndarray:
+        """Mask over candidate replicas rs: moving each from s to t keeps the rule for both brokers (loads: their
+        model.r_load rows, when the caller has them)."""
         m = self.model
-        loads = m.r_load[rs]
+        loads = m.r_load[rs] if loads is None else loads
         changes = loads > 0
         loss = np.all(~changes | ((m.load[s] - loads) / m.capacity[s] >= self.lower - EPS), axis=1)
         gain = np.all(~changes | ((m.load[t] + loads) / m.capacity[t] <= self.limit + EPS), axis=1)
@@ -217,9 +226,10 @@ class Constraints:
         self.acceptance = Acceptance(state.model, bands, state.names)
         self.budget = BudgetRule(budgets, state)
 
-    def accepted(self, rs: np.ndarray, s: int, t: int) -> np.ndarray:
-        """Mask over candidate replicas rs: moving each from s to t keeps the acceptance rule and the budgets."""
-        ok = self.acceptance.moves_ok(rs, s, t)
+    def accepted(self, rs: np.ndarray, s: int, t: int, loads: np.ndarray | None = None) -> np.ndarray:
+        """Mask over candidate replicas rs: moving each from s to t keeps the acceptance rule and the budgets
+        (loads: their model.r_load rows, when the caller has them)."""
+        ok = self.acceptance.moves_ok(rs, s, t, loads)
         if self.budget.budgets.max_moved_bytes is not None:
             ok &= self.budget.bytes_ok(self.model.r_size[rs])
         return ok
@@ -230,4 +240,4 @@ class Constraints:
         if not self.budget.bytes_ok(int(m.r_size[r])):
             return np.zeros(len(m.broker_ids), dtype=bool)
         return (self.placement.targets(r, s) & self.budget.brokers_left()
-                & self.acceptance.gain_ok(np.arange(len(m.broker_ids)), m.r_load[r]))
+                & self.acceptance.gain_ok(slice(None), m.r_load[r]))

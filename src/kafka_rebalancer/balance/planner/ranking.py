@@ -7,6 +7,8 @@ loads are closest to what the brokers should move per replica come first, then t
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from kafka_rebalancer.balance.model import PoolModel
@@ -24,38 +26,47 @@ class Ranking:
         mean_capacity = model.capacity[model.eligible].mean(axis=0) if model.eligible.any() else np.ones(k_count)
         scale = width * mean_capacity
         self.footprint_scale = np.where(scale > 0, 1.0 / np.where(scale > 0, scale, 1.0), 0.0)
+        # The edges as floats, and the middle of each band as a share of capacity, for _per_unit_gap.
+        self._lower, self._limit = self.lower.tolist(), self.limit.tolist()
+        self._middle = ((self.lower + np.where(np.isfinite(self.limit), self.limit, self.lower)) / 2).tolist()
+        # _per_unit_gap's answers, kept until the broker changes (it depends on the broker's loads alone).
+        self._gaps: dict[tuple[int, int, bool], tuple[int, np.ndarray]] = {}
+        # _proportional's giver parts, with the loads and gap they were worked out from.
+        self._giver_scores: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
-    def replicas(self, replicas: np.ndarray, k: int, need: float, giver: int = -1,
-                 receiver: int = -1) -> np.ndarray:
-        """Replica candidates to fix resource k, the first `candidate_limit` by best fit (module docstring); need:
-        the load that lands the broker inside the target band."""
+    def replicas(self, replicas: np.ndarray, loads: np.ndarray, k: int, need: float, giver: int = -1,
+                 receiver: int = -1) -> tuple[np.ndarray, np.ndarray]:
+        """Replica candidates to fix resource k, the first `candidate_limit` by best fit (module docstring), with
+        their loads; loads: the candidates' model.r_load rows; need: the load that lands the broker inside the
+        target band."""
         m = self.model
         if not len(replicas):
-            return replicas
-        if m.resources[k].is_count:
-            primary = self._proportional(m.r_load[replicas], k, giver, receiver)
-            secondary = m.r_size[replicas].astype(float)
+            return replicas, loads
+        count = m.resources[k].is_count
+        if count:
+            primary = self._proportional(loads, k, giver, receiver)
         else:
-            load = m.r_load[replicas, k]
+            load = loads[:, k]
             # One ascending key: fitting replicas by load, then the others by decreasing load.
             primary = np.where(load >= need - EPS, load, 2.0 * (np.abs(load).max() + 1.0) - load)
-            secondary = np.zeros(len(replicas))
+        at = np.arange(len(replicas))
         if len(replicas) > self.candidate_limit:
-            top = np.argpartition(primary, self.candidate_limit - 1)[: self.candidate_limit]
-            replicas, primary, secondary = replicas[top], primary[top], secondary[top]
-        return replicas[np.lexsort((replicas, secondary, primary))]
+            at = np.argpartition(primary, self.candidate_limit - 1)[: self.candidate_limit]
+        # Ties: for a count the least data first, then the row (sizes read for the kept candidates only).
+        secondary = m.r_size[replicas[at]].astype(float) if count else np.zeros(len(at))
+        at = at[np.lexsort((replicas[at], secondary, primary[at]))]
+        return replicas[at], loads.take(at, axis=0)
 
-    def leaderships(self, rs: np.ndarray, k: int, need: float, most: float, leaders: bool, b: int) -> np.ndarray:
+    def leaderships(self, b: int, k: int, need: float, most: float, leaders: bool) -> np.ndarray:
         """Replicas of b whose leadership could change (leaders to hand over, or followers to take over) by at
         most `most` in k, by the same best fit as replica moves."""
         m = self.model
-        rs = rs[(m.r_is_leader[rs] == leaders) & m.p_leadership_ok[m.r_pindex[rs]]]
-        gain = m.r_lead[rs, k] - m.r_follow[rs, k]
+        rs, deltas = m.leadership_rows(b, leaders)
+        gain = deltas[:, k]
         keep = (gain > EPS) & (gain <= most + EPS)
         rs, gain = rs[keep], gain[keep]
         if m.resources[k].is_count:
-            deltas = m.r_lead[rs] - m.r_follow[rs]
-            score = np.abs(deltas - self._per_unit_gap(b, k, giving=leaders)) @ self.footprint_scale
+            score = self._away(deltas.compress(keep, axis=0), self._per_unit_gap(b, k, giving=leaders))
             return rs[np.lexsort((rs, score))]
         fits = gain >= need - EPS
         return np.concatenate([rs[fits][np.argsort(gain[fits], kind="stable")],
@@ -88,21 +99,49 @@ class Ranking:
         resources where b is outside the band on the side it moves away from, its gap to the band's middle divided
         by its count gap; nothing where b is inside (there it should move as little as possible)."""
         m = self.model
-        middle = (self.lower + np.where(np.isfinite(self.limit), self.limit, self.lower)) / 2 * m.capacity[b]
-        if giving:
-            gap = np.where(m.load[b] > self.limit * m.capacity[b] + EPS, m.load[b] - middle, 0.0)
-        else:
-            gap = np.where(m.load[b] < self.lower * m.capacity[b] - EPS, middle - m.load[b], 0.0)
-        units = (m.load[b, k] - middle[k]) if giving else (middle[k] - m.load[b, k])
-        gap = np.where(np.isfinite(gap) & (gap > 0), gap, 0.0)
-        gap[k] = 0.0
-        return gap / units if units > EPS else np.zeros_like(gap)
+        kept = self._gaps.get((b, k, giving))
+        if kept is not None and kept[0] == m.changes[b]:
+            return kept[1]
+        # One resource at a time in plain floats (a handful of them: numpy's per-call cost would dominate), the
+        # same operations in the same order as over the arrays.
+        gaps = []
+        for load, capacity, lower, limit, middle_usage in zip(m.load[b].tolist(), m.capacity[b].tolist(),
+                                                              self._lower, self._limit, self._middle, strict=True):
+            middle = middle_usage * capacity
+            if giving:
+                gap = load - middle if load > limit * capacity + EPS else 0.0
+            else:
+                gap = middle - load if load < lower * capacity - EPS else 0.0
+            gaps.append((gap, load, middle))
+        _, load_k, middle_k = gaps[k]
+        units = (load_k - middle_k) if giving else (middle_k - load_k)
+        gap = np.array([gap if j != k and math.isfinite(gap) and gap > 0 and units > EPS else 0.0
+                        for j, (gap, _, _) in enumerate(gaps)])
+        if units > EPS:
+            gap /= units
+        gap.flags.writeable = False  # shared by every caller until b changes
+        self._gaps[(b, k, giving)] = (int(m.changes[b]), gap)
+        return gap
 
     def _proportional(self, loads: np.ndarray, k: int, giver: int, receiver: int = -1) -> np.ndarray:
         """Per candidate: how far its loads are from what the giver (and the receiver, when known) should shed
         (take) per unit of count k, as band shares. Fixing a count with replicas of the right size moves the
         other resources along, instead of leaving them to swaps and extra moves later."""
-        score = np.abs(loads - self._per_unit_gap(giver, k, giving=True)) @ self.footprint_scale
+        # The giver's part is kept while the giver's loads and gap are the same arrays (both are kept, read-only,
+        # until it changes): a giver that could not place a replica is asked again by the next receiver.
+        gap = self._per_unit_gap(giver, k, giving=True)
+        kept = self._giver_scores.get((giver, k))
+        if kept is not None and kept[0] is loads and kept[1] is gap:
+            score = kept[2]
+        else:
+            score = self._away(loads, gap)
+            score.flags.writeable = False
+            self._giver_scores[(giver, k)] = (loads, gap, score)
         if receiver >= 0:
-            score = score + np.abs(loads - self._per_unit_gap(receiver, k, giving=False)) @ self.footprint_scale
+            score = score + self._away(loads, self._per_unit_gap(receiver, k, giving=False))
         return score
+
+    def _away(self, loads: np.ndarray, gap: np.ndarray) -> np.ndarray:
+        """Per row of loads, how far it is from gap, as band shares. The gap is repeated to the loads' shape first:
+        numpy subtracts a row from every line of a narrow matrix far slower (same values)."""
+        return np.abs(loads - np.repeat(gap[None, :], len(loads), axis=0)) @ self.footprint_scale

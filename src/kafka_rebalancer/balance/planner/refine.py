@@ -45,7 +45,7 @@ def _revertible(state: PlanState, constraints: Constraints, group: list[Move]) -
         return all(int((m.r_broker[m.partition_rows(mv.replica)] == mv.source).sum()) == 1
                    and m.r_is_leader[mv.replica] for mv in group)
     return all(m.r_broker[mv.replica] == mv.target
-               and constraints.placement.targets(mv.replica, mv.target, undo=True)[mv.source] for mv in group)
+               and constraints.placement.allows(mv.replica, mv.target, mv.source, undo=True) for mv in group)
 
 
 def substitute(state: PlanState, constraints: Constraints) -> None:
@@ -65,15 +65,21 @@ def substitute(state: PlanState, constraints: Constraints) -> None:
         if fixed[m.r_pindex[r]] or m.r_broker[r] != t:
             continue
         before = constraints.acceptance.status([s, t])
-        rs = state.movable_on(s, state.names.index(mv.resource))
-        rs = rs[(m.r_size[rs] < m.r_size[r]) & ~touched[m.r_pindex[rs]]]
-        if not len(rs):
+        k = state.names.index(mv.resource)
+        rs = state.movable_on(s, k)
+        # Are there any? The first few usually show it, which spares looking at them all.
+        if not (_smaller(state, rs[:32], r, touched).any() or _smaller(state, rs[32:], r, touched).any()):
             continue
         # With r back on s and a candidate moved instead, s and t stay inside their bands or no further out
-        # (distance <= max(before, EPS)) exactly when each of the candidate's loads lies in a window.
+        # (distance <= max(before, EPS)) exactly when each of the candidate's loads lies in a window: checked a
+        # resource at a time over contiguous columns (few candidates pass them all).
         lo, hi = _window(constraints, s, t, m.load[s] + m.r_load[r], m.load[t] - m.r_load[r], before)
-        loads = m.r_load[rs]
-        fine = np.all((loads >= lo) & (loads <= hi), axis=1)
+        inside = np.ones(len(rs), dtype=bool)
+        for column, low, high in zip(state.movable_columns(s, k), lo.tolist(), hi.tolist(), strict=True):
+            inside &= column >= low
+            inside &= column <= high
+        fine = np.flatnonzero(inside)
+        fine = fine[_smaller(state, rs[fine], r, touched)]
         m.move(r, s)
         ok = rs[fine][np.argsort(m.r_size[rs[fine]], kind="stable")]
         ok = ok[constraints.placement.allows_many(ok, t)]
@@ -85,6 +91,12 @@ def substitute(state: PlanState, constraints: Constraints) -> None:
         replaced[mv.seq] = state.substitute(mv, chosen)
         fixed[m.r_pindex[chosen]] = touched[m.r_pindex[chosen]] = True
     state.plan.moves = [replaced.get(mv.seq, mv) for mv in state.plan.moves]
+
+
+def _smaller(state: PlanState, rs: np.ndarray, r: int, touched: np.ndarray) -> np.ndarray:
+    """Mask over replicas rs: smaller than r and of a partition no action touches (substitute's candidates)."""
+    m = state.model
+    return (m.r_size[rs] < m.r_size[r]) & ~touched[m.r_pindex[rs]]
 
 
 def _window(constraints: Constraints, s: int, t: int, base_s: np.ndarray, base_t: np.ndarray,

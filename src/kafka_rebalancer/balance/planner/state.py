@@ -55,22 +55,58 @@ class PlanState:
         # A broker that may not give (a manual operation's role) offers no replica to balancing moves.
         self._movable_originals = [rs[model.r_movable[rs] & model.gives[b]] for b, rs in
                                    enumerate(model.replicas_on(b) for b in range(len(model.broker_ids)))]
-        # movable_on's answers, kept until the broker or the moved flags of its replicas change.
+        # The loads of each broker's movable originals, side by side: the searches read them for every candidate,
+        # and gathering them from the pool's rows costs a cache miss per replica. Kept until a leadership
+        # transfer changes one of them.
+        self._original_loads: dict[int, tuple[int, np.ndarray]] = {}
+        # movable_on's answers (and their loads), kept until the loads or the moved flags of b's replicas change.
         self._moved_changes = np.zeros(len(model.broker_ids), dtype=np.int64)  # per original broker
-        self._movable: dict[tuple[int, int], tuple[tuple[int, int], np.ndarray]] = {}
+        self._movable: dict[tuple[int, int], tuple[tuple[int, int], np.ndarray, np.ndarray]] = {}
+        # movable_columns' answers, with the movable_loads array they were made from (the same object while kept).
+        self._movable_columns: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
 
     def movable_on(self, b: int, k: int) -> np.ndarray:
         """Replicas of b that may still move and carry load in k (a moved replica never moves again, so only
         b's own)."""
-        version = (int(self.model.changes[b]), int(self._moved_changes[b]))
+        return self.movable_with_loads(b, k)[0]
+
+    def movable_loads(self, b: int, k: int) -> np.ndarray:
+        """The loads (model.r_load rows) of `movable_on(b, k)`, in the same order."""
+        return self.movable_with_loads(b, k)[1]
+
+    def movable_columns(self, b: int, k: int) -> np.ndarray:
+        """`movable_loads(b, k)` transposed: one contiguous row per resource, to test one resource over all of them
+        (numpy is far slower along a six-column matrix's rows); kept as long as movable_loads."""
+        loads = self.movable_loads(b, k)
+        kept = self._movable_columns.get((b, k))
+        if kept is not None and kept[0] is loads:
+            return kept[1]
+        columns = np.ascontiguousarray(loads.T)
+        columns.flags.writeable = False
+        self._movable_columns[(b, k)] = (loads, columns)
+        return columns
+
+    def movable_with_loads(self, b: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """`movable_on(b, k)` and `movable_loads(b, k)` together."""
+        version = (int(self.model.role_changes[b]), int(self._moved_changes[b]))
         kept = self._movable.get((b, k))
         if kept is not None and kept[0] == version:
+            return kept[1], kept[2]
+        rs, loads = self._movable_originals[b], self._loads_of_originals(b)
+        keep = ~self.moved[rs] & (loads[:, k] > 0)
+        rs, loads = rs[keep], loads.compress(keep, axis=0)  # compress: rows by mask, without fancy indexing's cost
+        rs.flags.writeable = loads.flags.writeable = False  # shared by every caller until b changes
+        self._movable[(b, k)] = (version, rs, loads)
+        return rs, loads
+
+    def _loads_of_originals(self, b: int) -> np.ndarray:
+        version = int(self.model.role_changes[b])
+        kept = self._original_loads.get(b)
+        if kept is not None and kept[0] == version:
             return kept[1]
-        rs = self._movable_originals[b]
-        rs = rs[~self.moved[rs] & (self.model.r_load[rs, k] > 0)]
-        rs.flags.writeable = False  # shared by every caller until b changes
-        self._movable[(b, k)] = (version, rs)
-        return rs
+        loads = self.model.r_load.take(self._movable_originals[b], axis=0)
+        self._original_loads[b] = (version, loads)
+        return loads
 
     def _mark_moved(self, r: int, moved: bool) -> None:
         self.moved[r] = moved
@@ -99,11 +135,16 @@ class PlanState:
 
     def undo_last(self) -> None:
         """Take the last action back entirely (a compound action given up)."""
-        seq = self.plan.moves[-1].seq
-        group = [mv for mv in self.plan.moves if mv.seq == seq]
+        moves = self.plan.moves
+        seq = moves[-1].seq
+        # The last action's moves are the log's last ones (sequence numbers only grow): no scan of the whole log.
+        size = 1
+        while size < len(moves) and moves[-size - 1].seq == seq:
+            size += 1
+        group = moves[-size:]
         self.restore(reversed(group))
         self._count(group, -1)
-        self.plan.moves = self.plan.moves[: -len(group)]
+        del moves[-size:]
         self._seq -= 1
 
     # -- trying an action's revert (pruning) -----------------------------------------------------------
