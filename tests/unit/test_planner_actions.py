@@ -155,3 +155,19 @@ def test_rack_spread_moves_a_duplicate_to_the_rack_the_partition_lacks() -> None
     assert int(model.r_broker[r]) == 1
     assert forced.place(r, spread=True)
     assert forced.state.plan.moves[0].target == 4  # rack c or d, the emptiest
+
+
+def test_a_replica_move_takes_from_the_first_givers_that_can_give_however_many_cannot() -> None:
+    # Disk band [0.2925, 0.3575] (mean 130/400), replica count [4, 5]. Brokers 1 and 2 hold the most replicas
+    # (6 of 5 each) but sit at 0.30 of disk: any replica they gave would take them under its lower edge. Broker 3
+    # (5 of 12, 0.60) can give. A search that tries one giver must skip the two that cannot, not stop at them.
+    model = pool([(1, "a", 100), (2, "b", 100), (3, "c", 100), (4, "d", 100)],
+                 [("t", 0, 1, 0, 10)] + [("u", i, 2 + i // 6, 0, 5) for i in range(12)]
+                 + [("v", i, 4, 0, 12) for i in range(5)], resources=(DISK, REPLICA_COUNT))
+    bands = bands_of(model)
+    assert (bands["replica_count"].lower, bands["replica_count"].upper) == (4, 5)
+    state = PlanState(model, [r.name for r in model.resources])
+    constraints = Constraints(state, bands, Budgets(100))
+    move = ReplicaMove(state, constraints, Ranking(model, constraints.acceptance, candidate_limit=2))
+    assert move.take(0, 1, need=3.0, most=4.0, givers=np.array([1, 2, 3]))
+    assert [(mv.source, mv.target, int(model.r_size[mv.replica])) for mv in state.plan.moves] == [(3, 0, 12)]

@@ -161,13 +161,20 @@ class ReplicaMove(Action):
         return False
 
     def take(self, t: int, k: int, need: float, most: float, givers: np.ndarray) -> bool:
-        """Move one replica to t from the first of `givers` (most used first) that has one every rule allows."""
+        """Move one replica to t from the first of `givers` (most used first) that has one every rule allows (of
+        the first `candidate_limit // 2` givers that can give at all)."""
         m = self.model
-        tried = givers[: self.candidate_limit // 2]
-        tried = tried[self.budget.brokers_left()[tried] & (self._cannot_give[tried, k] != m.changes[tried])]
-        for s in tried:
+        # The first givers that can give at all are tried, however many before them cannot: in a large pool the
+        # brokers holding the most replicas often hold the smallest, and sit at another resource's lower edge
+        # (at 1,000 brokers every one of the first 24 did, and 39 new brokers stayed short of the count band).
+        candidates = givers[self.budget.brokers_left()[givers] & (self._cannot_give[givers, k] != m.changes[givers])]
+        tried = 0
+        for s in candidates:
+            if tried == self.candidate_limit // 2:
+                break
             if not self._can_give(int(s), k):
                 continue
+            tried += 1
             rs, loads = self.ranking.replicas(*self._fitting(int(s), k, most), k, need, giver=int(s), receiver=t)
             ok = rs[self.constraints.accepted(rs, int(s), t, loads)]
             # The first accepted candidates are often placed too: two are asked one at a time (the vectorised check
