@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafka_rebalancer.balance.bands import band_edges, band_for, count_edges, spread, widening_note
-from kafka_rebalancer.balance.status import bands_frame
+from kafka_rebalancer.balance.status import bands_frame, brokers_to_fix, precheck_pairs
 from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD
 from kafka_rebalancer.synthetic import SyntheticSpec, generate
 
@@ -192,3 +192,24 @@ def test_band_table_counts_the_load_that_must_move_and_not_the_brokers_order(
     shuffled = bands_frame(load.iloc[::-1], config, incoming).set_index("resource")
     assert shuffled.loc["disk", "mean"] == table.loc["disk", "mean"]
     assert table.loc["disk", "mean"] == math.fsum([0.1e12, 0.2e12, 0.3e12 + 0.7, 2.5e-7]) / 3e12
+
+
+def test_precheck_pairs_give_to_the_most_room_and_take_from_the_most_spare(config_factory: Callable[..., Any]) -> None:
+    """Seed 001's partners: an over-loaded broker tries the two brokers of its pool with the most room below the
+    upper edge (capped by the capacity threshold), an under-loaded one the two with the most load above the lower
+    edge; never itself, and ties go to the lower broker id."""
+    config = _band_config(config_factory)
+    load = _load_rows({("pool-0", "disk"): [0.10e12, 0.20e12, 0.30e12]})
+    load = pd.concat([load, _load_rows({("pool-0", "disk"): [0.20e12]}).assign(broker_id=4)], ignore_index=True)
+    bands = bands_frame(load, config)  # mean 0.2, band [0.16, 0.24]
+    fix = brokers_to_fix(load, bands)
+    assert sorted(zip(fix["broker_id"], fix["direction"], strict=True)) == [(1, "under"), (3, "over")]
+    pairs = precheck_pairs(load, bands, fix)
+    got = sorted(zip(pairs["direction"], pairs["broker_to_fix"], pairs["s_broker_id"], pairs["t_broker_id"],
+                     strict=True))
+    # Room below 0.24: broker 1 (0.14), then 2 and 4 (0.04 each: 2 by id). Spare above 0.16: broker 3 (0.14), then
+    # 2 and 4 (0.04: 2 by id); broker 1 is not its own partner.
+    assert got == [("over", 3, 3, 1), ("over", 3, 3, 2), ("under", 1, 2, 1), ("under", 1, 3, 1)]
+    over = pairs[pairs["direction"] == "over"].iloc[0]
+    assert (over["s_load"], over["s_capacity"]) == (0.30e12, 1e12)
+    assert over["t_effective_upper"] == pytest.approx(0.24)

@@ -89,3 +89,36 @@ def brokers_to_fix(load: pd.DataFrame, bands: pd.DataFrame) -> pd.DataFrame:
     out = out.assign(direction=np.where(over, "over", "under"),
                      distance=np.where(over, out["usage"] - out["upper"], out["lower"] - out["usage"]))
     return out[BROKERS_TO_FIX.names].reset_index(drop=True)
+
+
+PAIR_SIDE = ("broker_id", "load", "capacity", "lower", "effective_upper")
+
+
+def precheck_pairs(load: pd.DataFrame, bands: pd.DataFrame, fix: pd.DataFrame, partners: int = 2) -> pd.DataFrame:
+    """The (source, target) pairs seed 001's pre-check tries per broker to fix (`transforms.candidate_moves`):
+    an over-loaded broker gives to each of the `partners` brokers of its pool with the most room below the upper
+    edge, an under-loaded one takes from each of those with the most load above the lower edge (a replica that
+    fits none of those fits no other). Columns: broker_pool, resource, direction, broker_to_fix, and
+    s_/t_ broker_id, load, capacity, lower, effective_upper (the upper edge capped by the capacity threshold)."""
+    b = band_status(load, bands)
+    b = b[b["counted"]].rename(columns={"upper": "effective_upper"})
+    keys = ["broker_pool", "resource"]
+
+    def side(prefix: str, frame: pd.DataFrame) -> pd.DataFrame:
+        return frame[[*keys, *PAIR_SIDE]].rename(columns={c: f"{prefix}_{c}" for c in PAIR_SIDE})
+
+    def best(order: pd.Series) -> pd.DataFrame:
+        ranked = b.assign(order=order).sort_values([*keys, "order", "broker_id"], ascending=[True, True, False, True],
+                                                   kind="mergesort")
+        return ranked.groupby(keys, sort=False).head(partners)
+
+    def to_fix(direction: str, prefix: str) -> pd.DataFrame:
+        rows = fix.loc[fix["direction"] == direction, [*keys, "direction", "broker_id"]]
+        return rows.rename(columns={"broker_id": "broker_to_fix"}).merge(
+            side(prefix, b), left_on=[*keys, "broker_to_fix"], right_on=[*keys, f"{prefix}_broker_id"])
+
+    room = b["effective_upper"] * b["capacity"] - b["load"]
+    spare = b["load"] - b["lower"] * b["capacity"]
+    pairs = pd.concat([to_fix("over", "s").merge(side("t", best(room)), on=keys),
+                       to_fix("under", "t").merge(side("s", best(spare)), on=keys)], ignore_index=True)
+    return pairs[pairs["s_broker_id"] != pairs["t_broker_id"]].reset_index(drop=True)

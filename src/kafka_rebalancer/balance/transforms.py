@@ -137,54 +137,20 @@ def load_parts(planner_input: DataFrame, resources: list[Resource]) -> DataFrame
         f"stack({len(resources)}, {stacked}) AS (resource, whole, fraction)")), LOAD_PARTS)
 
 
-def _with_band(load: DataFrame, band_table: DataFrame) -> DataFrame:
-    upper = F.when(F.col("capacity_threshold").isNotNull(), F.least("upper", "capacity_threshold")) \
-        .otherwise(F.col("upper"))
-    return (load.join(band_table.drop("n_brokers", "mean", "threshold", "note"), ["broker_pool", "resource"])
-            .withColumn("effective_upper", upper))
-
-
 def inside_band(usage: Column, lower: Column, upper: Column) -> Column:
     return (usage >= lower - EPS) & (usage <= upper + EPS)
 
 
-def candidate_moves(fix: DataFrame, load: DataFrame, band_table: DataFrame, movable_replicas: DataFrame,
-                    resources: list[Resource], per_broker: int = 50, partners: int = 2) -> DataFrame:
+def candidate_moves(pairs: DataFrame, movable_replicas: DataFrame, resources: list[Resource],
+                    per_broker: int = 50) -> DataFrame:
     """Seed 001's pre-check against the snapshot, with heterogeneous capacities. CANDIDATES.
 
     Over-loaded s: replicas of s whose load l keeps (load_s - l)/cap_s inside the band, to a broker t whose
     (load_t + l)/cap_t lands inside it. Under-loaded t: replicas of another broker s whose load lands t inside
-    the band while s stays inside. To stay small at any scale, the partners considered are the `partners`
-    brokers of the pool with the most room below the upper edge (targets) or the most load above the lower edge
-    (sources): a replica that fits none of those fits no other. The best fits (closest to the band's middle) per
-    broker to fix are kept.
-
-    The (source, target) pairs to try are a small table; the replicas meet it in one broadcast join on their
-    broker, each replica taking the load of the pair's resource (no row per replica and resource)."""
-    b = _with_band(load, band_table).where("eligible AND balanced").select(
-        "broker_pool", "resource", "broker_id", "load", "capacity", "lower", "effective_upper")
-    room = F.col("effective_upper") * F.col("capacity") - F.col("load")
-    spare = F.col("load") - F.col("lower") * F.col("capacity")
-    by_pool = Window.partitionBy("broker_pool", "resource")
-
-    def side(prefix: str, frame: DataFrame) -> DataFrame:
-        return frame.select("broker_pool", "resource", *[F.col(c).alias(f"{prefix}_{c}") for c in
-                                                         ("broker_id", "load", "capacity", "lower", "effective_upper")])
-
-    def best(order: Column) -> DataFrame:
-        return b.withColumn("rank", F.row_number().over(by_pool.orderBy(order.desc(), "broker_id"))) \
-            .where(F.col("rank") <= partners)
-
-    def to_fix(direction: str, prefix: str) -> DataFrame:
-        return (fix.where(F.col("direction") == direction)
-                .select("broker_pool", "resource", "direction", F.col("broker_id").alias("broker_to_fix"))
-                .join(side(prefix, b).withColumnRenamed(f"{prefix}_broker_id", "broker_to_fix"),
-                      ["broker_pool", "resource", "broker_to_fix"])
-                .withColumn(f"{prefix}_broker_id", F.col("broker_to_fix")))
-
-    pairs = (to_fix("over", "s").join(side("t", best(room)), ["broker_pool", "resource"])
-             .unionByName(to_fix("under", "t").join(side("s", best(spare)), ["broker_pool", "resource"]))
-             .where(F.col("s_broker_id") != F.col("t_broker_id")))
+    the band while s stays inside. The (source, target) pairs to try are a small table (`status.precheck_pairs`);
+    the replicas meet it in one broadcast join on their broker, each replica taking the load of the pair's
+    resource (no row per replica and resource). The best fits (closest to the band's middle) per broker to fix
+    are kept."""
     replica_load = F.lit(None).cast("double")
     for r in resources:
         replica_load = F.when(F.col("resource") == r.name, _replica_load(r)).otherwise(replica_load)

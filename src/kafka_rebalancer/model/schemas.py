@@ -117,6 +117,14 @@ BROKERS_TO_FIX = _t(
     ("broker_pool", "string"), ("resource", "string"), ("broker_id", "int32"), ("usage", "double"),
     ("lower", "double"), ("upper", "double"), ("direction", "string"), ("distance", "double"),
 )
+# The (source, target) pairs seed 001's pre-check tries (`status.precheck_pairs`), handed to Spark's candidates.
+PRECHECK_PAIRS = _t(
+    "precheck_pairs",
+    ("broker_pool", "string"), ("resource", "string"), ("direction", "string"), ("broker_to_fix", "int32"),
+    *[(f"{side}_{name}", kind) for side in ("s", "t") for name, kind in (
+        ("broker_id", "int32"), ("load", "double"), ("capacity", "double"), ("lower", "double"),
+        ("effective_upper", "double"))],
+)
 CANDIDATES = _t(
     "candidates",
     ("broker_pool", "string"), ("resource", "string"), ("broker_to_fix", "int32"), ("direction", "string"),

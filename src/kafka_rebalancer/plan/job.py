@@ -18,7 +18,7 @@ from kafka_rebalancer.balance import per_broker
 from kafka_rebalancer.balance.bands import Band
 from kafka_rebalancer.balance.leadership import leadership_moves
 from kafka_rebalancer.balance.planner import Budgets as PlannerBudgets
-from kafka_rebalancer.balance.status import bands_frame, brokers_to_fix
+from kafka_rebalancer.balance.status import bands_frame, brokers_to_fix, precheck_pairs
 from kafka_rebalancer.balance.transforms import (
     PoolPlanningSettings,
     candidate_moves,
@@ -42,6 +42,7 @@ from kafka_rebalancer.model.schemas import (
     PARTITION_CHANGES,
     PARTITIONS,
     PLANNER_NOTES,
+    PRECHECK_PAIRS,
     REPLICAS,
     SKIPPED,
 )
@@ -118,22 +119,20 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan-job-reports") as reports:
         skipped_and_statuses = reports.submit(_skipped_and_statuses, planner_input)
         # One aggregation of the replicas; the tables per broker and pool are added up from it on the driver (a
-        # few rows per broker, where Spark would spend seconds planning and scheduling small jobs). The load
-        # goes back to Spark as a local table for the candidates, whose size Spark knows (it broadcasts it).
+        # few rows per broker, where Spark would spend seconds planning and scheduling small jobs). Of those only
+        # the pre-check's pairs go back to Spark, as a local table whose size Spark knows (it broadcasts it).
         brokers_pdf = brokers.toPandas()
         parts = load_parts(planner_input, resources).toPandas()
         load_pdf = per_broker.broker_load(brokers_pdf, parts, resources)
-        load = spark.createDataFrame(load_pdf, BROKER_LOAD.spark())
         incoming_pdf = per_broker.incoming_load(parts, load_pdf)
         bands_pdf = _scoped_bands(bands_frame(load_pdf, config, incoming_pdf), scope,
                                   request.action if request else "nightly")
         bands_pdf = unbalanced_by_metrics(bands_pdf, manifest.get("unbalanced_resources") or {})
-        band_table = spark.createDataFrame(bands_pdf, BANDS.spark())
         fix_pdf = brokers_to_fix(load_pdf, bands_pdf)
-        fix = spark.createDataFrame(fix_pdf, BROKERS_TO_FIX.spark())
         progress(f"bands of {len(bands_pdf)} (pool, resource) pairs; {len(fix_pdf)} broker-resource pairs to fix")
+        pairs = spark.createDataFrame(precheck_pairs(load_pdf, bands_pdf, fix_pdf), PRECHECK_PAIRS.spark())
         candidates = reports.submit(lambda: candidate_moves(
-            fix, load, band_table, planner_input.where("movable AND NOT must_move"), resources).toPandas())
+            pairs, planner_input.where("movable AND NOT must_move"), resources).toPandas())
         band_map: dict[str, dict[str, Band]] = {}
         for row in bands_pdf.to_dict("records"):
             band_map.setdefault(row["broker_pool"], {})[row["resource"]] = Band.from_row(
