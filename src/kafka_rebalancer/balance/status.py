@@ -1,8 +1,8 @@
 """Band status with pandas, for the steps that run without Spark (validate, verify, status, reports).
 
-`broker_load_frame` gives the same table as the plan job's Spark transform `broker_load` (a test holds them to
-that); `bands_frame` is the bands of every step, the plan job's too (per pool and resource the table is small);
-`band_status` marks each broker inside or outside its band.
+`broker_load_frame` gives the same table as the plan job's (`per_broker.broker_load`, from Spark's exact
+parts; a test holds them to that); `bands_frame` is the bands of every step, the plan job's too (per pool and
+resource the table is small); `band_status` marks each broker inside or outside its band.
 """
 
 from __future__ import annotations
