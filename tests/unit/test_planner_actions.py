@@ -20,7 +20,7 @@ from kafka_rebalancer.balance.planner.actions import (
 from kafka_rebalancer.balance.planner.constraints import Constraints
 from kafka_rebalancer.balance.planner.ranking import Ranking
 from kafka_rebalancer.balance.planner.state import LEADERSHIP, REPLICA, PlanState
-from kafka_rebalancer.model.resources import DISK, REPLICA_COUNT
+from kafka_rebalancer.model.resources import DISK, LEADER_COUNT, REPLICA_COUNT
 from tests.unit.test_planner import bands_of, pool, traffic_pool
 
 
@@ -171,3 +171,23 @@ def test_a_replica_move_takes_from_the_first_givers_that_can_give_however_many_c
     move = ReplicaMove(state, constraints, Ranking(model, constraints.acceptance, candidate_limit=2))
     assert move.take(0, 1, need=3.0, most=4.0, givers=np.array([1, 2, 3]))
     assert [(mv.source, mv.target, int(model.r_size[mv.replica])) for mv in state.plan.moves] == [(3, 0, 12)]
+
+
+def test_a_giver_under_another_resources_band_gives_a_replica_without_load_there() -> None:
+    # Broker 2 leads five partitions: over the replica-count band [3, 3], under the disk band [0.1665, 0.2035]
+    # with 12 of 100. It may give only its two empty replicas (any other takes it further under the disk band).
+    # For broker 1, empty and short of disk too, those rank after the two with load, the two the search looks at
+    # (candidate_limit 2): only the replicas the giver may give are ranked, so an empty one is found.
+    replicas = [("t", 0, 2, 0, 5), ("t", 0, 3, 1, 5), ("t", 1, 4, 0, 20), ("t", 1, 3, 1, 20), ("t", 2, 2, 0, 0),
+                ("t", 3, 2, 0, 2), ("t", 3, 3, 1, 2), ("t", 4, 2, 0, 5), ("t", 4, 3, 1, 5), ("t", 5, 3, 0, 5),
+                ("t", 5, 4, 1, 5), ("t", 6, 2, 0, 0)]
+    model = pool([(1, "a", 100), (2, "b", 100), (3, "c", 100), (4, "d", 100)], replicas,
+                 resources=(DISK, REPLICA_COUNT, LEADER_COUNT))
+    bands = bands_of(model)
+    assert (bands["replica_count"].lower, bands["replica_count"].upper) == (3, 3)
+    assert model.load[1, 0] < bands["disk"].lower * 100
+    state = PlanState(model, [r.name for r in model.resources])
+    constraints = Constraints(state, bands, Budgets(100))
+    move = ReplicaMove(state, constraints, Ranking(model, constraints.acceptance, candidate_limit=2))
+    assert move.take(0, 1, need=3.0, most=3.0, givers=np.array([1]))
+    assert [(mv.source, mv.target, int(model.r_size[mv.replica])) for mv in state.plan.moves] == [(1, 0, 0)]

@@ -142,16 +142,17 @@ class ReplicaMove(Action):
 
     def __init__(self, state: PlanState, constraints: Constraints, ranking: Ranking) -> None:
         super().__init__(state, constraints, ranking)
-        # Per (broker, resource): the broker's change count when none of its replicas could leave it (`_can_give`).
+        # Per (broker, resource): the broker's change count when none of its replicas could leave it (`_giveable`).
         m = state.model
         self._cannot_give = np.full((len(m.broker_ids), len(m.resources)), -1, dtype=np.int64)
+        # _giveable's answers, with the movable loads and the change count they were worked out from.
+        self._giveable_kept: dict[tuple[int, int], tuple[np.ndarray, int, np.ndarray, np.ndarray]] = {}
 
     def give(self, s: int, k: int, need: float, most: float) -> bool:
         """Move one of s's replicas, by best fit, to the least used broker in k that every rule allows."""
         m = self.model
-        candidates, loads = self.ranking.replicas(*self._fitting(s, k, most), k, need, giver=s)
-        # s's side of the acceptance rule for all of them at once (nothing changes until one moves).
-        for r in candidates[self.acceptance.losses_ok(s, loads)]:
+        candidates, _ = self.ranking.replicas(*self._fitting(s, k, most), k, need, giver=s)
+        for r in candidates:
             targets = self.constraints.feasible_targets(r, s)
             if targets.any():
                 usage = m.usage[:, k]
@@ -172,10 +173,11 @@ class ReplicaMove(Action):
         for s in candidates:
             if tried == self.candidate_limit // 2:
                 break
-            if not self._can_give(int(s), k):
+            fitting = self._fitting(int(s), k, most)
+            if self._cannot_give[s, k] == m.changes[s]:
                 continue
             tried += 1
-            rs, loads = self.ranking.replicas(*self._fitting(int(s), k, most), k, need, giver=int(s), receiver=t)
+            rs, loads = self.ranking.replicas(*fitting, k, need, giver=int(s), receiver=t)
             ok = rs[self.constraints.accepted(rs, int(s), t, loads)]
             # The first accepted candidates are often placed too: two are asked one at a time (the vectorised check
             # costs as much for one as for all; where the rack rule bars a giver, it usually bars all 48), the rest
@@ -190,25 +192,33 @@ class ReplicaMove(Action):
         return False
 
     def _fitting(self, s: int, k: int, most: float) -> tuple[np.ndarray, np.ndarray]:
-        """s's movable replicas for k whose load in k is at most `most`, and their loads (no copies when all do)."""
-        rs, loads = self.state.movable_with_loads(s, k)
+        """s's replicas that may move for k, keep s at or above every lower edge and weigh at most `most` in k,
+        with their loads (no copies when all do)."""
+        rs, loads = self._giveable(s, k)
         fits = loads[:, k] <= most + EPS
         return (rs, loads) if fits.all() else (rs[fits], loads.compress(fits, axis=0))
 
-    def _can_give(self, s: int, k: int) -> bool:
-        """Whether some replica of s that may move for resource k keeps s at or above every lower edge (the
-        acceptance rule's loss side, which depends on s alone). A broker without one fails every search for
-        a receiver, and usually again on the next turn: the answer is kept until s changes, which spares most
-        searches when many brokers fill up from the same givers (a scale-out)."""
+    def _giveable(self, s: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """s's movable replicas for k whose loss keeps s at or above every lower edge (the acceptance rule's loss
+        side, which depends on s alone), with their loads; kept until s changes.
+
+        The ranking sees only these: a giver at another resource's lower edge (common when many brokers fill up
+        from the same givers, a scale-out) often has only replicas without load there to give, and those would
+        rank below 48 that it may not give."""
         m = self.model
-        if self._cannot_give[s, k] == m.changes[s]:
-            return False
-        loads = self.state.movable_loads(s, k)
-        # Most givers can: their first replicas usually show it, which spares checking all of them.
-        if self.acceptance.losses_ok(s, loads[:32]).any() or self.acceptance.losses_ok(s, loads[32:]).any():
-            return True
-        self._cannot_give[s, k] = m.changes[s]
-        return False
+        movable, movable_loads = self.state.movable_with_loads(s, k)
+        kept = self._giveable_kept.get((s, k))
+        if kept is not None and kept[0] is movable_loads and kept[1] == m.changes[s]:
+            return kept[2], kept[3]
+        ok = self.acceptance.losses_ok(s, movable_loads)
+        rs, loads = movable, movable_loads
+        if not ok.all():
+            rs, loads = rs[ok], loads.compress(ok, axis=0)
+            rs.flags.writeable = loads.flags.writeable = False  # shared by every caller until s changes
+        if not len(rs):
+            self._cannot_give[s, k] = m.changes[s]
+        self._giveable_kept[(s, k)] = (movable_loads, int(m.changes[s]), rs, loads)
+        return rs, loads
 
 
 class ReplicaSwap(Action):
