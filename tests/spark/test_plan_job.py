@@ -219,6 +219,27 @@ def test_excluded_topics_and_brokers_are_untouched(spark: Any, config_factory: C
     assert reasons["a replica is on an excluded broker"] > 0
 
 
+def test_partition_statuses_count_the_partitions_that_go_home(spark: Any, config_factory: Callable[..., Any],
+                                                              tmp_path: Path) -> None:
+    # Worked out from the snapshot in pandas: a partition not skipped is "drain" with a replica on a dead broker,
+    # else "home" with a replica on a broker outside the topic's pool, else "move".
+    spec = SyntheticSpec(n_brokers=12, n_racks=3, n_pools=2, n_partitions=600, out_of_pool_fraction=0.05,
+                         dead_broker=True, seed=7)
+    _, run, summary = planned(spark, config_factory, tmp_path, spec=spec)
+    snapshot, _ = read_snapshot(run)
+    brokers = snapshot.brokers.set_index("broker_id")
+    skipped = set(map(tuple, read_table(run.stage_path(PLAN), SKIPPED)[["topic", "partition"]].to_numpy()))
+    expected = {"skip": len(skipped)}
+    for row in snapshot.partitions.itertuples():
+        if (row.topic, row.partition) in skipped:
+            continue
+        status = ("drain" if not brokers.loc[list(row.replicas), "alive"].all() else
+                  "home" if (brokers.loc[list(row.replicas), "broker_pool"] != row.topic_pool).any() else "move")
+        expected[status] = expected.get(status, 0) + 1
+    assert expected["home"] > 0 and expected["drain"] > 0
+    assert summary["partition_status"] == expected
+
+
 def test_dead_broker_receives_nothing_and_budgets_hold(spark: Any, config_factory: Callable[..., Any],
                                                        tmp_path: Path) -> None:
     spec = SyntheticSpec(n_brokers=12, n_partitions=600, dead_broker=True, seed=5)

@@ -48,28 +48,25 @@ def planner_replicas(replicas: DataFrame, partitions: DataFrame, brokers: DataFr
 
     ISR safety (seed 002): a partition without a leader, or with a live replica outside the ISR, is
     never moved (`status` "skip", with `skip_reason`). Otherwise "drain" when replicas sit on dead brokers (only
-    those move), "home" when replicas sit outside the topic's pool (those must move), else "move". `movable`,
-    `must_move` and `plan_pool` (the pool whose planner decides: the topic's, or the broker's for a skipped
-    partition) follow.
+    those move), else "move". `movable`, `must_move` (a replica on a dead broker, or of a "move" partition on a
+    broker outside the topic's pool: it goes home) and `plan_pool` (the pool whose planner decides: the topic's,
+    or the broker's for a skipped partition) follow. The partitions that go home are `homecoming_partitions`.
 
-    No shuffle: a partition's flags are set operations on its replica list against the (small) sets of dead,
-    excluded and pool brokers, compiled by Spark (a lambda over the list per partition runs interpreted and cost
-    twice as much); the replicas then meet their partition and their broker in broadcast joins. Every broker a
+    No shuffle: a partition's flags are set operations on its replica list against the (small) sets of dead and
+    excluded brokers, compiled by Spark (a lambda over the list per partition runs interpreted and cost twice as
+    much); the replicas then meet their partition and their broker in broadcast joins. Whether a replica is
+    outside its topic's pool is decided per replica, by its broker's pool: a set operation against the pool's
+    members costs a hash set of the whole pool per partition (most of this job at 1,000 brokers). Every broker a
     replica names is in `brokers` (the snapshot lists them, alive or not).
     """
-    rows = brokers.select("broker_id", "broker_pool", "alive", "excluded").collect()
+    rows = brokers.select("broker_id", "alive", "excluded").collect()
     dead = _broker_ids(r["broker_id"] for r in rows if not r["alive"])
     excluded = _broker_ids(r["broker_id"] for r in rows if r["excluded"])
-    pool_names = sorted({r["broker_pool"] for r in rows if r["broker_pool"] is not None})
-    pool_members = F.create_map(*[c for name in pool_names for c in (
-        F.lit(name), _broker_ids(r["broker_id"] for r in rows if r["broker_pool"] == name))])
     live = F.array_except("replicas", dead)
     p = partitions.select(
         "*", F.size(F.array_intersect("replicas", excluded)).alias("on_excluded"),
         (F.size("replicas") - F.size(live)).alias("on_dead"),
-        F.size(F.array_except(live, "isr")).alias("live_out_of_isr"),
-        F.size(F.array_except(live, F.coalesce(pool_members[F.col("topic_pool")], _broker_ids([]))))
-        .alias("outside_pool"))
+        F.size(F.array_except(live, "isr")).alias("live_out_of_isr"))
     reason = (
         F.when(F.col("excluded"), F.lit("excluded topic (config exclude.topics)"))
         .when(F.col("topic_pool").isNull(), F.lit("topic matches no pool rule and there is no default_pool"))
@@ -79,8 +76,7 @@ def planner_replicas(replicas: DataFrame, partitions: DataFrame, brokers: DataFr
               F.concat(F.lit("under-replicated: ISR "), F.to_json("isr"), F.lit(" smaller than replicas "),
                        F.to_json("replicas")))
     )
-    status = (F.when(reason.isNotNull(), "skip").when(F.col("on_dead") > 0, "drain")
-              .when(F.col("outside_pool") > 0, "home").otherwise("move"))
+    status = F.when(reason.isNotNull(), "skip").when(F.col("on_dead") > 0, "drain").otherwise("move")
     facts = p.select(
         "topic", "partition", "topic_pool", "leader", "replication_factor", "bytes_in_per_s", "bytes_out_per_s",
         "cpu_leader_cores", "cpu_follower_cores", reason.alias("skip_reason"), status.alias("status"),
@@ -89,7 +85,7 @@ def planner_replicas(replicas: DataFrame, partitions: DataFrame, brokers: DataFr
     r = (replicas.join(F.broadcast(facts), ["topic", "partition"])
          .join(F.broadcast(broker_facts), "broker_id", "left")
          .withColumn("broker_alive", F.coalesce("broker_alive", F.lit(False))))
-    active = F.col("status").isin("move", "home")
+    active = F.col("status") == "move"
     dead_replica = (F.col("status") == "drain") & ~F.col("broker_alive")
     outside_pool = F.col("broker_pool").isNull() | (F.col("broker_pool") != F.col("topic_pool"))
     return r.select(
@@ -103,6 +99,13 @@ def _broker_ids(ids: Iterable[int]) -> Column:
     """An array literal of broker ids, parsed by Spark in one call (a column per id costs a Py4J call each,
     seconds at a thousand brokers)."""
     return F.expr(f"cast(array({','.join(str(int(b)) for b in ids)}) as array<int>)")
+
+
+def homecoming_partitions(planner_input: DataFrame) -> DataFrame:
+    """The partitions of status "move" with replicas outside the topic's pool (those go home): topic, partition.
+    Few rows: only the replicas that must move are looked at."""
+    return planner_input.where((F.col("status") == "move") & F.col("must_move")).select(
+        "topic", "partition").distinct()
 
 
 def skipped_partitions(planner_input: DataFrame) -> DataFrame:

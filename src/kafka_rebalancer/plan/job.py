@@ -22,6 +22,7 @@ from kafka_rebalancer.balance.status import bands_frame, brokers_to_fix, prechec
 from kafka_rebalancer.balance.transforms import (
     PoolPlanningSettings,
     candidate_moves,
+    homecoming_partitions,
     load_parts,
     plan_pools,
     planner_replicas,
@@ -243,7 +244,8 @@ def _with_roles(brokers: dict[str, Any], scope: PlanningScope) -> dict[str, Any]
 def _leadership_plan(planner_input: DataFrame, scope: PlanningScope) -> dict[str, Any]:
     """Leadership-only actions (elect-leaders, demote-brokers) instead of the planner's, on the partitions it may
     touch (skipped partitions keep their leaders)."""
-    first = planner_input.where((F.col("position") == 0) & (F.col("status") == "move"))
+    first = planner_input.where((F.col("position") == 0) & (F.col("status") == "move")).join(
+        homecoming_partitions(planner_input), ["topic", "partition"], "left_anti")
     partitions = first.select("topic", "partition", F.col("members").alias("replicas"), "leader",
                               F.col("topic_pool").alias("broker_pool")).toPandas()
     isr = planner_input.where("in_isr AND broker_alive").groupBy("topic", "partition").agg(
@@ -265,6 +267,11 @@ def _skipped_and_statuses(planner_input: DataFrame) -> tuple[Any, dict[str, int]
 
 
 def _status_counts(planner_input: DataFrame) -> dict[str, int]:
-    """Partitions per status (move, home, drain, skip)."""
+    """Partitions per status: move, home (a "move" partition with replicas outside the topic's pool), drain, skip."""
     first = planner_input.where(F.col("position") == 0)
-    return {row["status"]: int(row["count"]) for row in first.groupBy("status").count().collect()}
+    counts = {row["status"]: int(row["count"]) for row in first.groupBy("status").count().collect()}
+    home = homecoming_partitions(planner_input).count()
+    if home:
+        counts["home"] = home
+        counts["move"] -= home
+    return {status: n for status, n in counts.items() if n}
