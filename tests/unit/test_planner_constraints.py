@@ -11,7 +11,7 @@ from kafka_rebalancer.balance.model import PoolModel
 from kafka_rebalancer.balance.planner import Budgets
 from kafka_rebalancer.balance.planner.constraints import Acceptance, BudgetRule, Constraints, Placement
 from kafka_rebalancer.balance.planner.state import PlanState
-from kafka_rebalancer.model.resources import DISK
+from kafka_rebalancer.model.resources import DISK, REPLICA_COUNT
 from tests.unit.test_planner import pool
 
 
@@ -137,3 +137,19 @@ def test_allows_one_replica_at_a_time_agrees_with_the_mask_and_the_vectorised_ch
                 placement.targets(r, s, undo=undo).tolist()
         assert [placement.allows(r, s, t) for t in range(5)] == \
             [bool(placement.allows_many(np.array([r]), t)[0]) for t in range(5)]
+
+
+def test_losses_by_columns_agree_with_losses_by_rows() -> None:
+    # Broker 3 has no disk capacity, and the replica count has no band: edge cases of the arithmetic both share.
+    model = pool([(1, "a", 100), (2, "b", 100), (3, "c", 0)],
+                 [("t", 0, 1, 0, 5), ("t", 1, 1, 0, 20), ("t", 2, 1, 0, 35), ("u", 0, 2, 0, 35), ("v", 0, 3, 0, 7)],
+                 resources=(DISK, REPLICA_COUNT))
+    rule = Acceptance(model, disk_band(0.40, 0.50), ["disk", "replica_count"])
+    rng = np.random.default_rng(3)
+    deltas = np.vstack([rng.choice([-3.0, 0.0, 5.0, 7.0, 20.0, 20.5, 35.0], size=(200, 1)),
+                        rng.choice([-1.0, 0.0, 1.0, 3.0, 4.0], size=(200, 1))]).reshape(2, 200).T
+    for broker in range(3):
+        with np.errstate(divide="ignore", invalid="ignore"):  # no capacity: inf and nan, on purpose
+            by_rows = rule.losses_ok(broker, deltas)
+        assert rule.losses_ok_columns(broker, np.ascontiguousarray(deltas.T)).tolist() == by_rows.tolist()
+        assert by_rows.any() and not by_rows.all()

@@ -210,7 +210,7 @@ class ReplicaMove(Action):
         kept = self._giveable_kept.get((s, k))
         if kept is not None and kept[0] is movable_loads and kept[1] == m.changes[s]:
             return kept[2], kept[3]
-        ok = self.acceptance.losses_ok(s, movable_loads)
+        ok = self.acceptance.losses_ok_columns(s, self.state.movable_columns(s, k))
         rs, loads = movable, movable_loads
         if not ok.all():
             rs, loads = rs[ok], loads.compress(ok, axis=0)
