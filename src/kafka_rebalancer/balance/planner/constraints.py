@@ -176,8 +176,14 @@ class Acceptance:
         delta): the same arithmetic, a resource at a time (numpy is far slower across a six-column matrix)."""
         m = self.model
         ok = np.ones(columns.shape[1], dtype=bool)
+        if not len(ok):
+            return ok
         for delta, load, capacity, lower in zip(columns, m.load[broker].tolist(), m.capacity[broker].tolist(),
                                                 (self.lower - EPS).tolist(), strict=True):
+            # Every delta passes where the largest does (rounding is monotone): one pass over a resource the
+            # broker is far from the lower edge of, instead of four.
+            if capacity > 0 and (load - float(delta.max())) / capacity >= lower:
+                continue
             with np.errstate(divide="ignore", invalid="ignore"):  # as losses_ok: no capacity gives inf or nan
                 ok &= ~(delta > 0) | ((load - delta) / capacity >= lower)
         return ok
