@@ -89,6 +89,25 @@ def test_one_replica_outside_the_count_band_is_out_of_band(config_factory: Calla
     assert recheck.out_of_band("after", "a", "replica_count") == [1, 2]
 
 
+def test_brokers_fixed_into_the_band_but_short_of_the_target_band_are_listed(
+        config_factory: Callable[..., Any]) -> None:
+    config = config_factory(CONFIG)
+    # Pool a holds 400, 300, 200 of 1000 bytes: mean 300, band [240, 360], target band (margin 0.9) [246, 354].
+    tables = snapshot(config, [("t0", 0, [1], 45), ("t1", 0, [1], 5), ("t2", 0, [1], 350), ("t3", 0, [2], 300),
+                               ("t4", 0, [3], 200), ("u0", 0, [5, 6], 10)], dead={4})
+    bands = current_bands(config, tables).set_index(["broker_pool", "resource"])
+    assert bands.loc[("a", "disk"), ["target_lower", "target_upper"]].tolist() == pytest.approx([0.246, 0.354])
+    bands = bands.reset_index()
+    # Moving 45 lands broker 1 at 355 and broker 3 at 245: inside the band, outside the target band.
+    short = recheck_plan(config, tables, [Reassignment("t0", 0, [3])], bands)
+    assert short.out_of_band("before", "a") == [1, 3] and short.out_of_band("after") == []
+    assert short.fixed_outside_target_band("a", "disk") == [1, 3] == short.resource_figures(
+        "a", "disk")["fixed_outside_target_band"]
+    # Moving 50 lands them at 350 and 250, inside the target band; broker 2 was never out of band.
+    done = recheck_plan(config, tables, [Reassignment("t0", 0, [3]), Reassignment("t1", 0, [3])], bands)
+    assert done.fixed_outside_target_band() == []
+
+
 def test_counts_come_from_plan_json_against_the_snapshot(config_factory: Callable[..., Any]) -> None:
     config = config_factory(CONFIG)
     tables = snapshot(config, [("t0", 0, [1, 2], 10), ("t1", 0, [1, 2], 20), ("t2", 0, [3, 1], 30),

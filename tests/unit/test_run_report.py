@@ -291,6 +291,22 @@ def test_show_and_the_approval_body_print_the_summarys_rechecked_figures(tmp_pat
                f"{facts['leadership_only_changes']} |" in body
 
 
+
+def test_the_usage_section_names_the_fixed_brokers_short_of_the_target_band(tmp_path: Path) -> None:
+    config, tables, run = make_cluster(tmp_path, SMALL, "scheduled__2026-11-23T02_00_00_00_00")
+    write_plan(run, config, tables, replica_moves(tables, 6))
+    summary = read_json(run.stage_path(PLAN) / "summary.json")
+    page = report_of(run)
+    short = [(name, info["fixed_outside_target_band"]) for pool in summary["pools"].values()
+             for name, info in pool["resources"].items() if info["fixed_outside_target_band"]]
+    assert short  # six random moves leave brokers out of band that were out before
+    assert summary["totals"]["fixed_outside_target_band"] == sum(len(ids) for _, ids in short)
+    for name, ids in short:
+        listed = ", ".join(str(b) for b in ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+        assert (f"{len(ids)} of those out of band before end outside the target band (brokers {listed})."
+                in page), name
+
+
 def test_an_executed_run_shows_the_timeline_result_and_verification(tmp_path: Path) -> None:
     config, tables, run = make_cluster(tmp_path, SMALL, "manual__2026-11-23T09_21_40_00_00")
     write_request(run, make_request(config, action="rebalance-pool", broker_pool="pool-1", requested_by="ann",

@@ -66,15 +66,18 @@ def bands_frame(load: pd.DataFrame, config: RebalancerConfig, incoming: pd.DataF
 
 
 def band_status(load: pd.DataFrame, bands: pd.DataFrame) -> pd.DataFrame:
-    """load + lower, upper (capped by the capacity threshold), inside, counted (eligible broker of a balanced
-    resource: the rows whose band status matters)."""
-    b = bands[["broker_pool", "resource", "lower", "upper", "capacity_threshold", "balanced"]]
+    """load + lower, upper (capped by the capacity threshold), inside, inside_target (the target band, capped the
+    same way), counted (eligible broker of a balanced resource: the rows whose band status matters)."""
+    b = bands[["broker_pool", "resource", "lower", "upper", "target_lower", "target_upper", "capacity_threshold",
+               "balanced"]]
     out = load.merge(b, on=["broker_pool", "resource"], how="left")
     cap = out["capacity_threshold"].astype(float)
     out["upper"] = np.where(cap.notna(), np.minimum(out["upper"], cap), out["upper"])
+    target_upper = np.where(cap.notna(), np.minimum(out["target_upper"], cap), out["target_upper"])
     out["inside"] = (out["usage"] >= out["lower"] - EPS) & (out["usage"] <= out["upper"] + EPS)
+    out["inside_target"] = (out["usage"] >= out["target_lower"] - EPS) & (out["usage"] <= target_upper + EPS)
     out["counted"] = out["eligible"] & out["balanced"].fillna(False).astype(bool)
-    return out.drop(columns=["capacity_threshold", "balanced"])
+    return out.drop(columns=["capacity_threshold", "balanced", "target_lower", "target_upper"])
 
 
 def out_of_band(status: pd.DataFrame) -> pd.DataFrame:

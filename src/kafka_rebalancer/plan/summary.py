@@ -117,6 +117,7 @@ def build_summary(*, config: RebalancerConfig, manifest: dict[str, Any], plan_ha
             **_plain(recheck.figures()),
             "out_of_band_before": len(recheck.out_of_band("before")),
             "out_of_band_after": len(recheck.out_of_band("after")),
+            "fixed_outside_target_band": len(recheck.fixed_outside_target_band()),
             "infeasible": int(infeasible["count"].sum()), "skipped_partitions": len(skipped),
             "hot_partitions": int(hot[["topic", "partition"]].drop_duplicates().shape[0]),
         },

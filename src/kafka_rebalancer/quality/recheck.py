@@ -85,6 +85,22 @@ class Recheck:
             rows = rows[rows["resource"] == resource]
         return sorted(int(b) for b in rows["broker_id"])
 
+    def fixed_outside_target_band(self, pool: str | None = None, resource: str | None = None) -> list[int]:
+        """The brokers outside the band of a resource before the plan that end outside its target band after it
+        (inside the band or not: the plan moves a broker into the band, aiming at the target band); one entry per
+        (broker, resource) when no resource is given."""
+        def rows(frame: pd.DataFrame) -> pd.DataFrame:
+            frame = frame[frame["counted"]]
+            if pool is not None:
+                frame = frame[frame["broker_pool"] == pool]
+            return frame if resource is None else frame[frame["resource"] == resource]
+
+        before = rows(self.before)
+        after = rows(self.after)
+        fixed = before.loc[~before["inside"], ["broker_id", "resource"]]
+        ended = after.loc[~after["inside_target"], ["broker_id", "resource"]]
+        return sorted(int(b) for b in fixed.merge(ended, on=["broker_id", "resource"])["broker_id"])
+
     def figures(self, pool: str | None = None) -> dict[str, object]:
         """Counts, bytes and both moved / LB of one pool, or of the whole plan (pool None)."""
         def of(frame: pd.DataFrame) -> pd.DataFrame:
@@ -118,7 +134,8 @@ class Recheck:
         return {"lower_bound": lb, "lower_bound_bytes": lb_bytes, "moved": moved, "moved_over_lb": _ratio(moved, lb),
                 "forced_moved": float(leaving.loc[~balance, resource].sum()),
                 "out_of_band_before": self.out_of_band("before", pool, resource),
-                "out_of_band_after": self.out_of_band("after", pool, resource)}
+                "out_of_band_after": self.out_of_band("after", pool, resource),
+                "fixed_outside_target_band": self.fixed_outside_target_band(pool, resource)}
 
 
 def _ratio(moved: float, bound: float) -> float | None:

@@ -131,6 +131,7 @@ class ResourceView:
     brokers_total: int
     out_of_band_before: list[int]
     out_of_band_after: list[int]
+    fixed_outside_target_band: list[int]  # out of band before, short of the target band after
     lower_bound: float | None  # of the balance part, against the band of the current placement
     moved: float | None  # by balance moves
     moved_over_lb: float | None
@@ -455,7 +456,9 @@ def _resource(name: str, info: dict[str, Any], brokers: list[dict[str, Any]]) ->
         resource=name, is_count=is_count, lower=band.get("lower"), upper=upper,
         balanced=bool(band.get("balanced", True)), note=band.get("note"),
         brokers=_shown_brokers(usages, band.get("lower"), upper), brokers_total=len(usages),
-        out_of_band_before=out_before, out_of_band_after=out_after, lower_bound=info.get("lower_bound"),
+        out_of_band_before=out_before, out_of_band_after=out_after,
+        fixed_outside_target_band=[int(b) for b in info.get("fixed_outside_target_band") or []],
+        lower_bound=info.get("lower_bound"),
         moved=info.get("moved"), moved_over_lb=info.get("moved_over_lb"), forced_moved=info.get("forced_moved"),
         infeasible=int(info.get("infeasible") or 0))
 
@@ -663,6 +666,11 @@ def _plan_part(data: RunReportData, part: Callable[[PlanView], str]) -> str:
     return part(data.plan)
 
 
+def _broker_list(broker_ids: list[int], shown: int = 10) -> str:
+    listed = ", ".join(str(b) for b in broker_ids[:shown])
+    return listed if len(broker_ids) <= shown else f"{listed} and {len(broker_ids) - shown} more"
+
+
 def _render_usage(plan: PlanView) -> str:
     blocks = []
     for i, pool in enumerate(plan.pools):
@@ -673,6 +681,9 @@ def _render_usage(plan: PlanView) -> str:
             note = "" if r.balanced else f" (not balanced: {r.note or 'the band is not enforced'})"
             caption = (f"{r.resource}: {len(r.out_of_band_before)} broker(s) out of band before, "
                        f"{len(r.out_of_band_after)} after{note}.")
+            if r.fixed_outside_target_band:
+                caption += (f" {len(r.fixed_outside_target_band)} of those out of band before end outside the "
+                            f"target band (brokers {_broker_list(r.fixed_outside_target_band)}).")
             if r.brokers_total > len(r.brokers):
                 hidden_out = len(set(r.out_of_band_before) | set(r.out_of_band_after)) - sum(
                     1 for b in r.brokers if b.out_before or b.out_after)
