@@ -71,3 +71,31 @@ def test_brokers_left_outside_are_explained() -> None:
         ("disk", 1), ("disk", 2), ("replica_count", 1), ("replica_count", 2)]
     assert all("move budget reached (max_replica_moves=0)" in text for _, _, text in plan.notes)
     assert plan.notes[0][2].startswith("usage 0.6 outside band [0.45, 0.55] after the plan")
+
+
+def test_a_broker_the_plan_fixes_ends_inside_the_target_band_and_others_only_inside_the_band() -> None:
+    # Replica counts 23 / 19 / 18 of mean 20: band 18..22, target band 19..21. Broker 1 is over the band: one move
+    # brings it inside the band (22), a second into the target band (21). Broker 3, at the band's lower edge, was
+    # never out of band: it only has to stay inside.
+    model = pool([(1, "a", 100), (2, "b", 100), (3, "c", 100)],
+                 [("t", i, 1, 0, 1) for i in range(23)] + [("u", i, 2, 0, 1) for i in range(19)]
+                 + [("v", i, 3, 0, 1) for i in range(18)], resources=(REPLICA_COUNT,))
+    bands = bands_of(model)
+    band = bands["replica_count"]
+    assert (band.lower, band.upper, band.target_lower, band.target_upper) == (18, 22, 19, 21)
+    plan = Planner(model, bands, ["replica_count"], Budgets(100)).run()
+    assert model.load[:, 0].tolist() == [21, 20, 19]
+    assert len(plan.moves) == 2 and plan.notes == []
+
+
+def test_a_fixed_broker_that_cannot_reach_the_target_band_is_listed() -> None:
+    # As above with a budget of one move: broker 1 ends inside the band, short of the target band, and says why.
+    model = pool([(1, "a", 100), (2, "b", 100), (3, "c", 100)],
+                 [("t", i, 1, 0, 1) for i in range(23)] + [("u", i, 2, 0, 1) for i in range(19)]
+                 + [("v", i, 3, 0, 1) for i in range(18)], resources=(REPLICA_COUNT,))
+    plan = Planner(model, bands_of(model), ["replica_count"], Budgets(1)).run()
+    assert model.load[0, 0] == 22
+    (note,) = plan.notes
+    assert note[:2] == ("replica_count", 1)
+    assert note[2] == ("usage 22 inside band [18, 22] but outside the target band [19, 21] after the plan: move "
+                       "budget reached (max_replica_moves=1)")

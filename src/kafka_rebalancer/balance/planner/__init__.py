@@ -11,8 +11,8 @@ the actions that would break them):
 - `actions`: leadership transfer, replica move, swap, hot-partition spread and forced placement, each proposing
   one change and making it when the constraints accept;
 - `strategy`: the `Planner`, which orders them: forced moves first, then per balanced resource in priority order
-  the brokers outside the band, cheapest action first; then `refine` makes the plan smaller, and what stays
-  outside is explained (notes, infeasibility proofs, the lower bound of data moved).
+  the brokers outside the band, into the target band, cheapest action first; then `refine` makes the plan
+  smaller, and what stays outside is explained (notes, infeasibility proofs, the lower bound of data moved).
 """
 
 from kafka_rebalancer.balance.planner.constraints import Budgets

@@ -112,17 +112,17 @@ class LeadershipTransfer(Action):
         band (at its lower edge), first take heavy leaderships for light ones. Leadership swaps leave the count as
         it is (up to `swaps` of them); then the leadership is taken or handed over, or the swaps are given up."""
         m = self.model
-        lower, limit = self.acceptance.lower, self.acceptance.limit
+        lower, limit = self.acceptance.lower_of, self.acceptance.limit_of
         done = 0
         for j, res in enumerate(m.resources):
             if j == k or not res.role_dependent or res.is_count or not self.acceptance.band(j).balanced:
                 continue
             while done < swaps:
-                usage, spare, room = m.usage[:, j], m.load[:, j] - lower[j] * m.capacity[:, j], \
-                    limit[j] * m.capacity[:, j] - m.load[:, j]
+                usage, spare, room = m.usage[:, j], m.load[:, j] - lower[:, j] * m.capacity[:, j], \
+                    limit[:, j] * m.capacity[:, j] - m.load[:, j]
                 # The other side of each swap: brokers with room to take load (b gives it), or spare to give it.
-                others = np.flatnonzero(m.eligible & ((usage < limit[j] - EPS) if taking else
-                                                      (usage > lower[j] + EPS)))
+                others = np.flatnonzero(m.eligible & ((usage < limit[:, j] - EPS) if taking else
+                                                      (usage > lower[:, j] + EPS)))
                 others = others[others != b]
                 others = others[np.argsort(usage[others] if taking else -usage[others], kind="stable")]
                 if not any(self.swap(b, int(y), j, EPS, min(spare[b], room[y])) if taking else
@@ -276,9 +276,9 @@ class HotPartitionSpread(Action):
         turns. Each step lowers the hot load of brokers whose hot loads alone overflow, so it cannot cycle. Other
         resources keep the acceptance rule."""
         m = self.model
-        acceptance, limit = self.acceptance, self.acceptance.limit
+        acceptance, limit = self.acceptance, self.acceptance.limit_of
         hot, total = self.hot_load(s, k)
-        if len(hot) < 2 or total <= limit[k] * m.capacity[s, k] + EPS:
+        if len(hot) < 2 or total <= limit[s, k] * m.capacity[s, k] + EPS:
             return False
         r = int(hot[np.lexsort((hot, m.r_load[hot, k]))[0]])
         # The resources in which the partition is hot (k among them) are exempt from the acceptance rule: the
@@ -290,7 +290,7 @@ class HotPartitionSpread(Action):
 
         def takes(t: int, delta: np.ndarray) -> bool:
             return bool(m.eligible[t]) and all(
-                self.hot_load(t, j)[1] + delta[j] <= limit[j] * m.capacity[t, j] + EPS
+                self.hot_load(t, j)[1] + delta[j] <= limit[t, j] * m.capacity[t, j] + EPS
                 and (m.load[t, j] + delta[j]) / m.capacity[t, j] <= acceptance.ceiling[j] + EPS for j in hot_in)
 
         if m.r_is_leader[r] and m.p_leadership_ok[m.r_pindex[r]]:

@@ -129,7 +129,11 @@ class Placement:
 
 class Acceptance:
     """The acceptance rule over the pool's bands, as usage edges per resource (index k): `lower` and `upper` for
-    balanced resources (infinite otherwise), `ceiling` the capacity threshold, `limit` the lower of the two."""
+    balanced resources (infinite otherwise), `ceiling` the capacity threshold, `limit` the lower of the two.
+
+    The rule holds each broker to its own edges, `lower_of` and `limit_of` (broker, resource): the band's, or, for a
+    broker the plan fixes in a resource (`hold_to_target`), the target band's. A fixed broker is moved into the
+    target band and no later action takes it back out of it."""
 
     def __init__(self, model: PoolModel, bands: dict[str, Band], names: list[str]) -> None:
         self.model = model
@@ -148,6 +152,15 @@ class Acceptance:
             if band.capacity_threshold is not None:
                 self.ceiling[k] = band.capacity_threshold
         self.limit = np.minimum(self.upper, self.ceiling)
+        n_brokers = len(model.broker_ids)
+        self.lower_of = np.repeat(self.lower[None, :], n_brokers, axis=0)
+        self.limit_of = np.repeat(self.limit[None, :], n_brokers, axis=0)
+
+    def hold_to_target(self, k: int, brokers: np.ndarray) -> None:
+        """From now on, these brokers' edges in resource k are its target band's (within the band)."""
+        band = self.band(k)
+        self.lower_of[brokers, k] = np.maximum(self.lower[k], band.target_lower)
+        self.limit_of[brokers, k] = np.minimum(self.limit[k], band.target_upper)
 
     def band(self, k: int) -> Band:
         return self.bands[self.names[k]]
@@ -157,19 +170,19 @@ class Acceptance:
         capacity threshold of every balanced resource that rises."""
         m = self.model
         after = (m.load[brokers] + delta) / m.capacity[brokers]
-        return np.all(~(delta > 0) | (after <= self.limit + EPS), axis=-1)
+        return np.all(~(delta > 0) | (after <= self.limit_of[brokers] + EPS), axis=-1)
 
     def loss_ok(self, broker: int, delta: np.ndarray) -> bool:
         """A broker losing `delta` stays at or above the lower edge of every balanced resource that falls."""
         m = self.model
         after = (m.load[broker] - delta) / m.capacity[broker]
-        return bool(np.all(~(delta > 0) | (after >= self.lower - EPS)))
+        return bool(np.all(~(delta > 0) | (after >= self.lower_of[broker] - EPS)))
 
     def losses_ok(self, brokers: np.ndarray | int, deltas: np.ndarray) -> np.ndarray:
         """`loss_ok` for many (broker, delta) pairs at once, one per row (or one broker losing any one row)."""
         m = self.model
         after = (m.load[brokers] - deltas) / m.capacity[brokers]
-        return np.all(~(deltas > 0) | (after >= self.lower - EPS), axis=1)
+        return np.all(~(deltas > 0) | (after >= self.lower_of[brokers] - EPS), axis=1)
 
     def losses_ok_columns(self, broker: int, columns: np.ndarray) -> np.ndarray:
         """`losses_ok` of one broker for deltas given as columns (one contiguous row per resource, one column per
@@ -179,7 +192,7 @@ class Acceptance:
         if not len(ok):
             return ok
         for delta, load, capacity, lower in zip(columns, m.load[broker].tolist(), m.capacity[broker].tolist(),
-                                                (self.lower - EPS).tolist(), strict=True):
+                                                (self.lower_of[broker] - EPS).tolist(), strict=True):
             # Every delta passes where the largest does (rounding is monotone): one pass over a resource the
             # broker is far from the lower edge of, instead of four.
             if capacity > 0 and (load - float(delta.max())) / capacity >= lower:
@@ -194,8 +207,8 @@ class Acceptance:
         m = self.model
         loads = m.r_load[rs] if loads is None else loads
         changes = loads > 0
-        loss = np.all(~changes | ((m.load[s] - loads) / m.capacity[s] >= self.lower - EPS), axis=1)
-        gain = np.all(~changes | ((m.load[t] + loads) / m.capacity[t] <= self.limit + EPS), axis=1)
+        loss = np.all(~changes | ((m.load[s] - loads) / m.capacity[s] >= self.lower_of[s] - EPS), axis=1)
+        gain = np.all(~changes | ((m.load[t] + loads) / m.capacity[t] <= self.limit_of[t] + EPS), axis=1)
         return loss & gain
 
     def exchange_ok(self, giver: int, taker: int, delta: np.ndarray) -> bool:
@@ -210,21 +223,19 @@ class Acceptance:
         return np.all((m.load + delta) / m.capacity <= self.ceiling + EPS, axis=1)
 
     # -- distances from the bands ----------------------------------------------------------------------
-    def distance(self, usage: np.ndarray) -> np.ndarray:
-        """Per (broker, resource) usage: the distance outside the band (0 inside)."""
-        return np.maximum(np.maximum(self.lower - usage, usage - self.limit), 0.0)
-
     def status(self, brokers: list[int]) -> np.ndarray:
-        """`distance` of these brokers now."""
-        return self.distance(self.model.usage[brokers])
+        """Per (broker, resource) of these brokers now: the distance outside its edges (0 inside)."""
+        usage = self.model.usage[brokers]
+        return np.maximum(np.maximum(self.lower_of[brokers] - usage, usage - self.limit_of[brokers]), 0.0)
 
     def out_of_band(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The eligible brokers over and under resource k's band."""
+        """The eligible brokers over and under their edges in resource k (the band, or the target band of the
+        brokers the plan fixes)."""
         m = self.model
         usage = m.usage[:, k]
         eligible = np.flatnonzero(m.eligible)
-        over = eligible[usage[eligible] > self.limit[k] + EPS]
-        under = eligible[usage[eligible] < self.lower[k] - EPS]
+        over = eligible[usage[eligible] > self.limit_of[eligible, k] + EPS]
+        under = eligible[usage[eligible] < self.lower_of[eligible, k] - EPS]
         return over, under
 
     def width(self, b: int) -> np.ndarray:

@@ -105,10 +105,10 @@ def _window(constraints: Constraints, s: int, t: int, base_s: np.ndarray, base_t
     stays within its distance `before` of its band (or EPS): distance(u) <= D means lower - D <= u <= limit + D,
     solved for l (one comparison per load instead of a distance per load)."""
     acceptance = constraints.acceptance
-    lower, limit = acceptance.lower, acceptance.limit
+    lower, limit = acceptance.lower_of, acceptance.limit_of
     cap_s, cap_t = acceptance.model.capacity[s], acceptance.model.capacity[t]
     d_s, d_t = np.maximum(before[0], EPS), np.maximum(before[1], EPS)
     with np.errstate(invalid="ignore"):  # unbalanced resources: infinite edges give infinite bounds
-        lo = np.maximum(base_s - (limit + d_s) * cap_s, (lower - d_t) * cap_t - base_t)
-        hi = np.minimum(base_s - (lower - d_s) * cap_s, (limit + d_t) * cap_t - base_t)
+        lo = np.maximum(base_s - (limit[s] + d_s) * cap_s, (lower[t] - d_t) * cap_t - base_t)
+        hi = np.minimum(base_s - (lower[s] - d_s) * cap_s, (limit[t] + d_t) * cap_t - base_t)
     return lo, hi

@@ -3,11 +3,13 @@
 1. Hard constraints first, as forced moves: replicas on dead brokers are drained, replicas outside their topic's
    pool are brought home, partitions whose replicas share racks although the pool has enough racks get them
    spread. Forced moves go to the broker with the most room that keeps placement rules and capacity thresholds.
-2. Then, for each balanced resource in priority order, the brokers outside the band are fixed in turns (one action
+2. Then, for each balanced resource in priority order, the brokers outside the band (once the hard constraints
+   hold) are fixed into the target band and held there (`Acceptance.hold_to_target`), in turns (one action
    per broker per turn, most distant first), cheapest action first: a leadership transfer (for resources the
    leader's role changes), a replica move, a swap, and, for a broker that only hot partitions keep over the band,
    a hot-partition spread. Passes over the resources repeat until one changes nothing.
-3. Finally the plan is made smaller (`refine`), and what stays outside its band is explained.
+3. Finally the plan is made smaller (`refine`), and what stays outside its band (or a fixed broker's target
+   band) is explained.
 """
 
 from __future__ import annotations
@@ -63,6 +65,9 @@ class Planner:
         self._hard()
         self.plan.infeasible = prove_infeasible(self.model, acceptance.lower, acceptance.limit, balanced,
                                                 self.state.moved)
+        # The brokers to fix are moved into the target band, not just the band (hysteresis), and held there.
+        for k in balanced:
+            acceptance.hold_to_target(k, np.concatenate(acceptance.out_of_band(k)))
         for _ in range(max_passes):
             if not any([self._fix_resource(k) for k in balanced]):
                 break
@@ -103,7 +108,8 @@ class Planner:
         while True:
             over, under = self.acceptance.out_of_band(k)
             usage = self.model.usage[:, k]
-            distance = np.r_[usage[over] - self.acceptance.limit[k], self.acceptance.lower[k] - usage[under]]
+            distance = np.r_[usage[over] - self.acceptance.limit_of[over, k],
+                             self.acceptance.lower_of[under, k] - usage[under]]
             to_fix = np.r_[over, under][np.argsort(-distance, kind="stable")]
             over_set = set(over.tolist())
             progress = skipped = False
@@ -127,12 +133,12 @@ class Planner:
     def _move_out(self, s: int, k: int, band: Band) -> bool:
         """One action taking load in k off over-loaded broker s."""
         m = self.model
-        limit = self.acceptance.limit
+        limit = self.acceptance.limit_of[:, k]
         cap = m.capacity[s, k]
         need = m.load[s, k] - band.target_upper * cap
-        most = m.load[s, k] - band.lower * cap
+        most = m.load[s, k] - self.acceptance.lower_of[s, k] * cap
         usage = m.usage[:, k]
-        takers = np.flatnonzero(m.eligible & (usage < limit[k] - EPS))
+        takers = np.flatnonzero(m.eligible & (usage < limit - EPS))
         takers = takers[np.argsort(usage[takers], kind="stable")]
         # A swap lands a replica on the taker and takes one from it: brokers a manual operation keeps from either
         # are left out before the cut, so they do not crowd out the others (leadership goes anywhere eligible).
@@ -144,7 +150,7 @@ class Planner:
             if m.resources[k].is_count and self.leadership.with_room(s, k, need, most, taking=False):
                 return True
             if not m.resources[k].is_count and any(
-                    self.leadership.swap(s, int(t), k, need, min(most, limit[k] * m.capacity[t, k] - m.load[t, k]))
+                    self.leadership.swap(s, int(t), k, need, min(most, limit[t] * m.capacity[t, k] - m.load[t, k]))
                     for t in takers):
                 return True
         if not self.budget.brokers_left()[s] or not self.budget.moves_left():
@@ -154,7 +160,7 @@ class Planner:
         if m.resources[k].is_count:  # a swap leaves counts unchanged
             return False
         for t in swap_takers:
-            room = limit[k] * m.capacity[t, k] - m.load[t, k]
+            room = limit[t] * m.capacity[t, k] - m.load[t, k]
             if self.swap.swap(s, int(t), k, need, min(most, room)):
                 return True
         return self.hot_spread.spread(s, k)
@@ -163,10 +169,11 @@ class Planner:
         """One action bringing load in k to under-loaded broker t."""
         m = self.model
         cap = m.capacity[t, k]
+        lower = self.acceptance.lower_of[:, k]
         need = band.target_lower * cap - m.load[t, k]
-        most = self.acceptance.limit[k] * cap - m.load[t, k]
+        most = self.acceptance.limit_of[t, k] * cap - m.load[t, k]
         usage = m.usage[:, k]
-        sources = np.flatnonzero(m.eligible & (usage > band.lower + EPS))
+        sources = np.flatnonzero(m.eligible & (usage > lower + EPS))
         sources = sources[sources != t]
         by_usage = sources[np.argsort(-usage[sources], kind="stable")]
         # Replicas come only from brokers that may give (a manual operation's role); leaderships from any.
@@ -177,7 +184,7 @@ class Planner:
             if m.resources[k].is_count and self.leadership.with_room(t, k, need, most, taking=True):
                 return True
             if not m.resources[k].is_count and any(
-                    self.leadership.swap(int(s), t, k, need, min(most, m.load[s, k] - band.lower * m.capacity[s, k]))
+                    self.leadership.swap(int(s), t, k, need, min(most, m.load[s, k] - lower[s] * m.capacity[s, k]))
                     for s in by_usage[: self.candidate_limit // 4]):
                 return True
         if not m.receives[t] or not self.budget.brokers_left()[t] or not self.budget.moves_left():
@@ -187,7 +194,7 @@ class Planner:
         if m.resources[k].is_count:
             return False
         for s in givers[: self.candidate_limit // 4]:
-            spare = m.load[s, k] - band.lower * m.capacity[s, k]
+            spare = m.load[s, k] - lower[s] * m.capacity[s, k]
             if self.swap.swap(int(s), t, k, need, min(most, spare)):
                 return True
         return False
@@ -197,7 +204,6 @@ class Planner:
         m = self.model
         acceptance = self.acceptance
         for k in balanced:
-            band = acceptance.band(k)
             width = (acceptance.limit[k] - acceptance.lower[k]) * m.capacity[m.eligible, k]
             if not m.resources[k].is_count and len(width):
                 # A partition whose load alone exceeds every broker's band width cannot be balanced by moving it.
@@ -211,6 +217,9 @@ class Planner:
                        if not self.budget.moves_left() else
                        "no leadership transfer, replica move or swap fits without breaking a placement rule or "
                        "another resource's band")
-                self.plan.notes.append((self.names[k], int(m.broker_ids[b]),
-                                        f"usage {usage:.4g} outside band [{band.lower:.4g}, "
-                                        f"{acceptance.limit[k]:.4g}] after the plan: {why}"))
+                where = f"outside band [{acceptance.lower[k]:.4g}, {acceptance.limit[k]:.4g}]"
+                if acceptance.lower[k] - EPS <= usage <= acceptance.limit[k] + EPS:
+                    where = (f"inside band [{acceptance.lower[k]:.4g}, {acceptance.limit[k]:.4g}] but outside the "
+                             f"target band [{acceptance.lower_of[b, k]:.4g}, {acceptance.limit_of[b, k]:.4g}]")
+                self.plan.notes.append((self.names[k], int(m.broker_ids[b]), f"usage {usage:.4g} {where} after "
+                                                                             f"the plan: {why}"))
