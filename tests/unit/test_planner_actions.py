@@ -191,3 +191,32 @@ def test_a_giver_under_another_resources_band_gives_a_replica_without_load_there
     move = ReplicaMove(state, constraints, Ranking(model, constraints.acceptance, candidate_limit=2))
     assert move.take(0, 1, need=3.0, most=3.0, givers=np.array([1]))
     assert [(mv.source, mv.target, int(model.r_size[mv.replica])) for mv in state.plan.moves] == [(1, 0, 0)]
+
+
+def count_pool() -> PoolModel:
+    """Replica counts 40 / 40 / 0 (a new broker), one replica per partition, sizes 1..40 on each giver."""
+    replicas = [("t", 100 * b + i, b, 0, i + 1) for b in (1, 2) for i in range(40)]
+    return pool([(1, "a", 1000), (2, "b", 1000), (3, "c", 1000)], replicas, resources=(REPLICA_COUNT,))
+
+
+def test_a_new_broker_takes_several_replicas_of_one_giver_in_one_search() -> None:
+    # Mean 26.7 replicas: band [24, 29]. The new broker needs 25; the first giver (40, room 16 above its lower
+    # edge) gives its smallest replica, then the next ones while it keeps half its room: 7 more, each its own
+    # action, so pruning and the budgets see them one by one.
+    model = count_pool()
+    move = action(ReplicaMove, model)
+    assert move.take(2, 0, need=25.0, most=29.0, givers=np.array([0, 1]))
+    moves = move.state.plan.moves
+    assert [(mv.source, mv.target, int(model.r_size[mv.replica])) for mv in moves] == [(0, 2, i) for i in range(1, 9)]
+    assert [mv.seq for mv in moves] == list(range(8))
+    assert model.load[:, 0].tolist() == [32, 40, 8]
+    assert move.state.replica_moves == 8 and move.state.moved_bytes == sum(range(1, 9))
+
+
+def test_a_search_takes_no_more_than_the_budget_and_the_need() -> None:
+    budget = action(ReplicaMove, count_pool(), budgets=Budgets(5))
+    assert budget.take(2, 0, need=25.0, most=29.0, givers=np.array([0, 1]))
+    assert budget.state.replica_moves == 5
+    need = action(ReplicaMove, count_pool())
+    assert need.take(2, 0, need=3.0, most=29.0, givers=np.array([0, 1]))
+    assert need.state.replica_moves == 3

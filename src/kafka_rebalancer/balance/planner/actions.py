@@ -7,7 +7,8 @@ through the state when they accept (returning True), or changes nothing (False).
   `[load_s - target_upper*cap_s, load_s - lower*cap_s]`, so it lands inside the band; an under-loaded broker
   takes one in `[target_lower*cap_t - load_t, upper*cap_t - load_t]` from a broker that stays above the lower
   edge. When no replica lands the broker inside, the largest that does not overshoot moves and the broker is
-  fixed further on its next turn. Best fit by size (least data moved); for counts, the smallest replica;
+  fixed further on its next turn. Best fit by size (least data moved); for counts, the smallest replica, and
+  for a broker short of many units several of the same giver's ranked replicas per search (`_take_more`);
 - a swap, when no single move fits: a larger replica for a smaller one, so the net transfer lands in the window;
 - a hot-partition spread, for a broker whose hot partitions alone keep it over the band;
 - a forced placement, for a replica that must move whatever the balance (hard constraints).
@@ -140,6 +141,8 @@ class LeadershipTransfer(Action):
 class ReplicaMove(Action):
     """One replica to another broker: from an over-loaded broker, or to an under-loaded one."""
 
+    batch = 32  # replicas one search may take for a count (`_take_more`)
+
     def __init__(self, state: PlanState, constraints: Constraints, ranking: Ranking) -> None:
         super().__init__(state, constraints, ranking)
         # Per (broker, resource): the broker's change count when none of its replicas could leave it (`_giveable`).
@@ -188,8 +191,36 @@ class ReplicaMove(Action):
                 chosen = int(rest[0]) if len(rest) else None
             if chosen is not None:
                 self.state.apply([(chosen, t)], k)
+                if m.resources[k].is_count:
+                    self._take_more(t, k, int(s), ok[ok != chosen], need - float(m.r_load[chosen, k]))
                 return True
         return False
+
+    def _take_more(self, t: int, k: int, s: int, candidates: np.ndarray, need: float) -> None:
+        """For a count, while t still needs units: the next of the same giver's ranked candidates, each its own
+        action, up to `batch` in all (a scale-out fills a new broker with a thousand replicas, and one search per
+        replica was most of the planner's time; the giver's ranking holds for the next few).
+
+        The candidates passed the acceptance rule one at a time; together they pass it as a prefix in rank order
+        (loads only add up, so the cumulative loads are checked). The placement rules hold for each: they are
+        the giver's replicas, one per partition, and moving one changes no other partition's brokers."""
+        m = self.model
+        candidates = candidates[: self.batch - 1]
+        candidates = candidates[self.placement.allows_many(candidates, t)]
+        if not len(candidates):
+            return
+        loads = np.cumsum(m.r_load[candidates], axis=0)
+        steps = np.arange(1, len(candidates) + 1)
+        ok = (self.acceptance.moves_ok(candidates, s, t, loads)
+              & (loads[:, k] - m.r_load[candidates, k] < need - EPS)
+              # The giver keeps half its room above the lower edge: the others give their share too.
+              & (loads[:, k] <= (m.load[s, k] - self.acceptance.lower_of[s, k] * m.capacity[s, k]) / 2 + EPS)
+              & self.budget.bytes_ok(np.cumsum(m.r_size[candidates]))
+              & (self.state.replica_moves + steps <= self.budget.budgets.max_replica_moves))
+        if self.budget.budgets.max_moves_per_broker is not None:
+            ok &= self.state.broker_moves[[s, t]].max() + steps <= self.budget.budgets.max_moves_per_broker
+        for r in candidates[: int(np.argmin(ok)) if not ok.all() else len(ok)]:
+            self.state.apply([(int(r), t)], k)
 
     def _fitting(self, s: int, k: int, most: float) -> tuple[np.ndarray, np.ndarray]:
         """s's replicas that may move for k, keep s at or above every lower edge and weigh at most `most` in k,

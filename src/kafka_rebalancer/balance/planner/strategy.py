@@ -4,7 +4,7 @@
    pool are brought home, partitions whose replicas share racks although the pool has enough racks get them
    spread. Forced moves go to the broker with the most room that keeps placement rules and capacity thresholds.
 2. Then, for each balanced resource in priority order, the brokers outside the band (once the hard constraints
-   hold) are fixed into the target band and held there (`Acceptance.hold_to_target`), in turns (one action
+   hold) are fixed into the target band and held there (`Acceptance.hold_to_target`), in turns (one search
    per broker per turn, most distant first), cheapest action first: a leadership transfer (for resources the
    leader's role changes), a replica move, a swap, and, for a broker that only hot partitions keep over the band,
    a hot-partition spread. Passes over the resources repeat until one changes nothing.
