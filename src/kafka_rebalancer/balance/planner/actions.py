@@ -8,7 +8,7 @@ through the state when they accept (returning True), or changes nothing (False).
   takes one in `[target_lower*cap_t - load_t, upper*cap_t - load_t]` from a broker that stays above the lower
   edge. When no replica lands the broker inside, the largest that does not overshoot moves and the broker is
   fixed further on its next turn. Best fit by size (least data moved); for counts, the smallest replica, and
-  for a broker short of many units several of the same giver's ranked replicas per search (`_take_more`);
+  for a broker short of (over by) many units several ranked replicas per search (`_take_more`, `_give_more`);
 - a swap, when no single move fits: a larger replica for a smaller one, so the net transfer lands in the window;
 - a hot-partition spread, for a broker whose hot partitions alone keep it over the band;
 - a forced placement, for a replica that must move whatever the balance (hard constraints).
@@ -155,14 +155,31 @@ class ReplicaMove(Action):
         """Move one of s's replicas, by best fit, to the least used broker in k that every rule allows."""
         m = self.model
         candidates, _ = self.ranking.replicas(*self._fitting(s, k, most), k, need, giver=s)
-        for r in candidates:
-            targets = self.constraints.feasible_targets(r, s)
-            if targets.any():
-                usage = m.usage[:, k]
-                t = int(np.flatnonzero(targets)[np.argmin(usage[targets])])
-                self.state.apply([(r, t)], k)
+        for i, r in enumerate(candidates):
+            if self._to_least_used(int(r), s, k):
+                if m.resources[k].is_count:
+                    self._give_more(s, k, candidates[i + 1:], need - float(m.r_load[r, k]))
                 return True
         return False
+
+    def _to_least_used(self, r: int, s: int, k: int) -> bool:
+        """Move r from s to the least used broker in k that every rule allows, if there is one."""
+        targets = self.constraints.feasible_targets(r, s)
+        if not targets.any():
+            return False
+        usage = self.model.usage[:, k]
+        self.state.apply([(r, int(np.flatnonzero(targets)[np.argmin(usage[targets])]))], k)
+        return True
+
+    def _give_more(self, s: int, k: int, candidates: np.ndarray, need: float) -> None:
+        """For a count, while s still has units to shed: the next of its ranked candidates, each its own action to
+        the least used broker that allows it, up to `batch` in all (as `_take_more`, the giving side)."""
+        m = self.model
+        for r in map(int, candidates[: self.batch - 1]):
+            if need <= EPS or not self.budget.moves_left() or not self.budget.brokers_left()[s]:
+                return
+            if self.acceptance.loss_ok(s, m.r_load[r]) and self._to_least_used(r, s, k):
+                need -= float(m.r_load[r, k])
 
     def take(self, t: int, k: int, need: float, most: float, givers: np.ndarray) -> bool:
         """Move one replica to t from the first of `givers` (most used first) that has one every rule allows (of
