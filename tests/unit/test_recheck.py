@@ -14,7 +14,7 @@ from kafka_rebalancer.kafka_admin import BrokerInfo, PartitionInfo
 from kafka_rebalancer.plan.artifacts import Reassignment
 from kafka_rebalancer.plan.changes import load_after, partition_changes
 from kafka_rebalancer.quality.checks import CheckTables
-from kafka_rebalancer.quality.recheck import claim_rows, recheck_plan
+from kafka_rebalancer.quality.recheck import claim_rows, current_placement, recheck_plan
 from kafka_rebalancer.quality.suite import run_suite
 from kafka_rebalancer.snapshot.build import SnapshotTables, build_snapshot_tables
 
@@ -67,6 +67,22 @@ def test_forced_and_balance_bytes_and_both_lower_bounds_by_hand(config_factory: 
     assert disk["lower_bound"] == pytest.approx(568 / 3) and disk["lower_bound_bytes"] == pytest.approx(568 / 3)
     assert (disk["moved"], disk["forced_moved"]) == (200, 150)
     assert recheck.figures()["moved_bytes"] == 350  # pool b moved nothing
+
+
+def test_the_current_placement_worked_out_beforehand_gives_the_same_recheck(
+        config_factory: Callable[..., Any]) -> None:
+    # The plan job works out the plan-independent half while the planner runs; every figure must be the same.
+    config = config_factory(CONFIG)
+    tables = snapshot(config, [("t0", 0, [1, 4], 100), ("t1", 0, [1, 5], 50), ("t2", 0, [1, 2], 200),
+                               ("t3", 0, [2, 1], 80)], dead={4})
+    plan = [Reassignment("t0", 0, [1, 3]), Reassignment("t1", 0, [1, 2]), Reassignment("t3", 0, [1, 2])]
+    bands = current_bands(config, tables)
+    current = current_placement(config, tables, bands, draining=[2])
+    beforehand = recheck_plan(config, tables, plan, bands, draining=[2], current=current)
+    whole = recheck_plan(config, tables, plan, bands, draining=[2])
+    assert beforehand.figures() == whole.figures() and beforehand.figures()["forced_bytes"] > 0
+    assert beforehand.resource_figures("a", "disk") == whole.resource_figures("a", "disk")
+    assert beforehand.after.equals(whole.after) and beforehand.before.equals(whole.before)
 
 
 def test_a_drained_brokers_replicas_are_forced(config_factory: Callable[..., Any]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -51,10 +51,9 @@ from kafka_rebalancer.operations.request import ManualRequest, PlanningScope, re
 from kafka_rebalancer.plan.artifacts import dumps, parse_reassignment, plan_hash, reassignment_document
 from kafka_rebalancer.plan.changes import load_after, partition_changes, trim_to_budgets
 from kafka_rebalancer.plan.summary import build_summary, planner_claim
-from kafka_rebalancer.quality.recheck import claim_rows, draining_brokers, recheck_plan
+from kafka_rebalancer.quality.recheck import claim_rows, current_placement, draining_brokers, recheck_plan
 from kafka_rebalancer.report.tables import human_bytes
 from kafka_rebalancer.run_folder import PLAN, SNAPSHOT, RunFolder, read_json, write_json, write_table
-from kafka_rebalancer.snapshot.build import SnapshotTables
 from kafka_rebalancer.snapshot.store import read_snapshot
 
 log = logging.getLogger(__name__)
@@ -94,14 +93,16 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
     if request is not None and request.action == "execute-reviewed" and run.has(PLAN):
         log.info("execute-reviewed: the reviewed run's plan is kept as it is (not planned again)")
         return read_json(run.stage_path(PLAN) / "summary.json")
-    # The re-check reads the snapshot in pandas: beside the Spark work, which mostly leaves the driver waiting. The
-    # rows were checked when the snapshot was taken and are again by the validation; Spark reads them unchecked too.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan-job-snapshot") as background:
-        return _plan(spark, config, run, request, background.submit(read_snapshot, run, checked=False), started)
+    # The re-check reads the snapshot in pandas and works out its plan-independent half beside the Spark work,
+    # which mostly leaves the driver waiting. The rows were checked when the snapshot was taken and are again by
+    # the validation; Spark reads them unchecked too.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan-job-recheck") as background:
+        return _plan(spark, config, run, request, background, started)
 
 
 def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request: ManualRequest | None,
-          snapshot_read: Future[tuple[SnapshotTables, dict[str, Any]]], started: float) -> dict[str, Any]:
+          background: ThreadPoolExecutor, started: float) -> dict[str, Any]:
+    snapshot_read = background.submit(read_snapshot, run, checked=False)
     scope = scope_of(request)
     progress = _Progress()
     snap = run.require(SNAPSHOT)
@@ -130,6 +131,8 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
                                   request.action if request else "nightly")
         bands_pdf = unbalanced_by_metrics(bands_pdf, manifest.get("unbalanced_resources") or {})
         fix_pdf = brokers_to_fix(load_pdf, bands_pdf)
+        current = background.submit(lambda: current_placement(config, snapshot_read.result()[0], bands_pdf,
+                                                              draining_brokers(request)))
         progress(f"bands of {len(bands_pdf)} (pool, resource) pairs; {len(fix_pdf)} broker-resource pairs to fix")
         pairs = spark.createDataFrame(precheck_pairs(load_pdf, bands_pdf, fix_pdf), PRECHECK_PAIRS.spark())
         candidates = reports.submit(lambda: candidate_moves(
@@ -180,7 +183,7 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
         # The summary's figures come from the re-check of plan.json against the snapshot, apart from the
         # planner's bookkeeping (after_pdf, its bound), which is kept as its claim beside them.
         recheck = recheck_plan(config, snapshot_tables, parse_reassignment(plan_text, "plan.json"), bands_pdf,
-                               draining_brokers(request))
+                               draining_brokers(request), current.result())
         claim = planner_claim(after_pdf, bands_pdf, planned["lower_bound_bytes"],
                               claim_rows(after_pdf, recheck, bands_pdf))
         summary = build_summary(

@@ -142,23 +142,46 @@ def _ratio(moved: float, bound: float) -> float | None:
     return moved / bound if bound > 0 else None
 
 
-def recheck_plan(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[Reassignment],
-                 plan_bands: pd.DataFrame, draining: Iterable[int] = ()) -> Recheck:
-    """Re-derive what the plan does from plan.json and the snapshot (see the module's docstring)."""
+@dataclass(frozen=True)
+class CurrentPlacement:
+    """What the re-check knows before any plan: the current placement's band, status, replicas with their facts,
+    the replicas that must leave, and the balance part's lower bounds. A plan's re-check adds what plan.json
+    changes; the plan job works this out while the planner runs."""
+
+    bands_before: pd.DataFrame
+    before: pd.DataFrame
+    replicas: pd.DataFrame
+    must_leave: pd.DataFrame
+    bounds: pd.DataFrame
+    pool_bound_bytes: dict[str, float]
+
+
+def current_placement(config: RebalancerConfig, snapshot: SnapshotTables, plan_bands: pd.DataFrame,
+                      draining: Iterable[int] = ()) -> CurrentPlacement:
+    """The plan-independent half of the re-check (the plan's bands say only which pairs it leaves unbalanced)."""
     resources = config.resource_list()
-    draining = frozenset(int(b) for b in draining)
     load_before = broker_load_frame(snapshot.brokers, snapshot.replicas, resources)
     bands_before = unbalanced_as_planned(bands_frame(load_before, config), plan_bands)
     before = band_status(load_before, bands_before)
-    after = band_status(broker_load_frame(snapshot.brokers, replicas_after(snapshot, plan), resources), plan_bands)
-
-    replicas = _replicas_with_facts(snapshot, resources, draining)
-    partitions, leaving = _changes(snapshot, plan, replicas, resources)
+    replicas = _replicas_with_facts(snapshot, resources, frozenset(int(b) for b in draining))
     must_leave = replicas[replicas["movable"] & (replicas["reason"] != BALANCE)]
     bounds, pool_bound_bytes = _balance_bounds(before, replicas, resources)
-    return Recheck(bands_before, before, after, partitions, leaving,
-                   must_leave[["broker_pool", "topic", "partition", "broker_id", "size_bytes", "reason"]],
-                   bounds, pool_bound_bytes)
+    return CurrentPlacement(bands_before, before, replicas,
+                            must_leave[["broker_pool", "topic", "partition", "broker_id", "size_bytes", "reason"]],
+                            bounds, pool_bound_bytes)
+
+
+def recheck_plan(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[Reassignment],
+                 plan_bands: pd.DataFrame, draining: Iterable[int] = (),
+                 current: CurrentPlacement | None = None) -> Recheck:
+    """Re-derive what the plan does from plan.json and the snapshot (see the module's docstring). `current`:
+    `current_placement` of the same snapshot, bands and draining brokers, when already worked out."""
+    resources = config.resource_list()
+    current = current or current_placement(config, snapshot, plan_bands, draining)
+    after = band_status(broker_load_frame(snapshot.brokers, replicas_after(snapshot, plan), resources), plan_bands)
+    partitions, leaving = _changes(snapshot, plan, current.replicas, resources)
+    return Recheck(current.bands_before, current.before, after, partitions, leaving, current.must_leave,
+                   current.bounds, current.pool_bound_bytes)
 
 
 def _replicas_with_facts(snapshot: SnapshotTables, resources: list[Resource],
