@@ -234,7 +234,8 @@ def plan_pools(planner_input: DataFrame, settings: PoolPlanningSettings) -> pd.D
     pools = sorted(settings.brokers)
     if not pools:
         return pd.DataFrame(columns=PLANNER_OUTPUT.names)
-    keys = _one_pool_per_partition(spark, pools)
+    # One pool is coalesced into one task (below): any key will do, no job to find one.
+    keys = _one_pool_per_partition(spark, pools) if len(pools) > 1 else {pools[0]: 0}
     pool_of_key = {v: k for k, v in keys.items()}
     key = F.lit(None).cast("long")
     for pool, value in keys.items():
