@@ -117,11 +117,16 @@ class PoolModel:
         """Load / capacity per (broker, resource), 0 without capacity; kept until the model changes."""
         if self._usage is not None and self._usage[0] == self.version:
             return self._usage[1]
-        usage = self.load / self._divisor
-        if not self._every_capacity:
-            usage = np.where(self._has_capacity, usage, 0.0)
+        usage = self.usage_at(slice(None), self.load)
         usage.flags.writeable = False  # shared by every caller until the next change
         self._usage = (self.version, usage)
+        return usage
+
+    def usage_at(self, brokers: np.ndarray | list[int] | slice, load: np.ndarray) -> np.ndarray:
+        """What `usage` would be for these brokers (rows) at this load: the same arithmetic, without a change."""
+        usage = load / self._divisor[brokers]
+        if not self._every_capacity:
+            usage = np.where(self._has_capacity[brokers], usage, 0.0)
         return usage
 
     def partition_rows(self, r: int) -> np.ndarray:

@@ -228,6 +228,16 @@ class Acceptance:
         usage = self.model.usage[brokers]
         return np.maximum(np.maximum(self.lower_of[brokers] - usage, usage - self.limit_of[brokers]), 0.0)
 
+    def no_further_out(self, giver: int, taker: int, delta: np.ndarray) -> bool:
+        """Moving load `delta` from giver to taker leaves both inside their edges or no further outside them than
+        now: `status` before and after, without changing the model."""
+        m = self.model
+        brokers = [giver, taker]
+        before = self.status(brokers)
+        usage = m.usage_at(brokers, m.load[brokers] + np.stack([-delta, delta]))
+        after = np.maximum(np.maximum(self.lower_of[brokers] - usage, usage - self.limit_of[brokers]), 0.0)
+        return bool(np.all((after <= before) | (after <= EPS)))
+
     def out_of_band(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The eligible brokers over and under their edges in resource k (the band, or the target band of the
         brokers the plan fixes)."""

@@ -17,7 +17,7 @@ def prune(state: PlanState, constraints: Constraints) -> None:
     """Revert actions (latest first) whose revert leaves every broker they touched inside its bands or no
     further out, and keeps every placement rule: a smaller plan with the same result."""
     m = state.model
-    status = constraints.acceptance.status
+    acceptance = constraints.acceptance
     dropped: set[int] = set()
     later: set[int] = set()  # partitions that later, kept actions depend on
     for seq, group in sorted(state.actions().items(), reverse=True):
@@ -25,10 +25,18 @@ def prune(state: PlanState, constraints: Constraints) -> None:
         if any(mv.forced for mv in group) or partitions & later or not _revertible(state, constraints, group):
             later |= partitions
             continue
+        if len(group) == 1 and group[0].action == REPLICA:  # most actions: judged without changing the model
+            mv = group[0]
+            if acceptance.no_further_out(mv.target, mv.source, m.r_load[mv.replica]):
+                state.restore(group)
+                dropped.add(seq)
+            else:
+                later |= partitions
+            continue
         touched = sorted({b for mv in group for b in (mv.source, mv.target)})
-        before = status(touched)
+        before = acceptance.status(touched)
         state.restore(group)
-        after = status(touched)
+        after = acceptance.status(touched)
         if np.all((after <= before) | (after <= EPS)):
             dropped.add(seq)
         else:
@@ -80,13 +88,14 @@ def substitute(state: PlanState, constraints: Constraints) -> None:
             inside &= column <= high
         fine = np.flatnonzero(inside)
         fine = fine[_smaller(state, rs[fine], r, touched)]
-        m.move(r, s)
+        # The candidates' placement does not depend on where r is (another partition): the model changes only
+        # when one is chosen.
         ok = rs[fine][np.argsort(m.r_size[rs[fine]], kind="stable")]
         ok = ok[constraints.placement.allows_many(ok, t)]
         if not len(ok):
-            m.move(r, t)
             continue
         chosen = int(ok[0])
+        m.move(r, s)
         m.move(chosen, t)
         replaced[mv.seq] = state.substitute(mv, chosen)
         fixed[m.r_pindex[chosen]] = touched[m.r_pindex[chosen]] = True
