@@ -62,6 +62,13 @@ def _group_bound(model: PoolModel, k: int, group: np.ndarray, lower: float, uppe
     return unfixable_over, unfixable_under, "; ".join(reason)
 
 
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """np.unique of integers by a sort: numpy's own (hash-based since 2.x) took 0.7 s for the 1.5 million rows of a
+    1,000-broker pool where a sort takes 0.04 s."""
+    ordered = np.sort(values)
+    return ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if len(ordered) else ordered
+
+
 def prove_infeasible(model: PoolModel, lower: np.ndarray, upper: np.ndarray, balanced: list[int],
                      fixed: np.ndarray) -> list[Infeasible]:
     """Bounds for the current state; `fixed` marks replicas that may no longer move (e.g. forced moves)."""
@@ -70,10 +77,10 @@ def prove_infeasible(model: PoolModel, lower: np.ndarray, upper: np.ndarray, bal
     if not len(eligible):
         return out
     free = model.r_movable & ~fixed
-    movable_partitions = np.unique(model.r_pindex[free])
+    movable_partitions = _sorted_unique(model.r_pindex[free])
     row_rack = model.rack[model.r_broker]
     width = int(row_rack.max()) + 1 if len(row_rack) else 1
-    distinct = np.bincount(np.unique(model.r_pindex * width + row_rack) // width, minlength=len(model.p_start))
+    distinct = np.bincount(_sorted_unique(model.r_pindex * width + row_rack) // width, minlength=len(model.p_start))
     rack_locked = (model.n_racks > 1 and len(movable_partitions) > 0
                    and bool(np.all(model.p_count[movable_partitions] == model.n_racks))
                    and bool(np.all(distinct[movable_partitions] == model.n_racks)))

@@ -52,7 +52,15 @@ class PoolModel:
         n = len(replicas)
         self.r_topic = replicas["topic"].to_numpy(object)
         self.r_partition = replicas["partition"].to_numpy(np.int64)
-        self.r_broker = np.array([self.index[int(b)] for b in replicas["broker_id"]], dtype=np.int64)
+        # broker_ids is sorted: each replica's broker row by binary search (a dict lookup per replica took 0.35 s
+        # at 1.5 million replicas). Every replica's broker is one of the brokers (KeyError as the lookup did).
+        replica_brokers = replicas["broker_id"].to_numpy(np.int64)
+        self.r_broker = np.searchsorted(self.broker_ids, replica_brokers).astype(np.int64)
+        unknown = (self.r_broker >= len(self.broker_ids)) | (
+            self.broker_ids[np.minimum(self.r_broker, max(len(self.broker_ids) - 1, 0))] != replica_brokers
+            if len(self.broker_ids) else True)
+        if n and unknown.any():
+            raise KeyError(int(replica_brokers[np.argmax(unknown)]))
         self.r_size = replicas["size_bytes"].to_numpy(np.int64)
         self.r_movable = replicas["movable"].to_numpy(bool)
         self.r_must_move = replicas["must_move"].to_numpy(bool) if "must_move" in replicas else np.zeros(n, bool)
