@@ -157,10 +157,16 @@ class ReplicaMove(Action):
         candidates, _ = self.ranking.replicas(*self._fitting(s, k, most), k, need, giver=s)
         for i, r in enumerate(candidates):
             if self._to_least_used(int(r), s, k):
-                if m.resources[k].is_count:
+                if self._batches(k):
                     self._give_more(s, k, candidates[i + 1:], need - float(m.r_load[r, k]))
                 return True
         return False
+
+    def _batches(self, k: int) -> bool:
+        """A search moves several replicas for a replica count only: every replica weighs 1 there, whatever its role
+        (for the leader count, batches of leaders left brokers where no leadership transfer could fix them)."""
+        resource = self.model.resources[k]
+        return resource.is_count and not resource.role_dependent
 
     def _to_least_used(self, r: int, s: int, k: int) -> bool:
         """Move r from s to the least used broker in k that every rule allows, if there is one."""
@@ -208,7 +214,7 @@ class ReplicaMove(Action):
                 chosen = int(rest[0]) if len(rest) else None
             if chosen is not None:
                 self.state.apply([(chosen, t)], k)
-                if m.resources[k].is_count:
+                if self._batches(k):
                     self._take_more(t, k, int(s), ok[ok != chosen], need - float(m.r_load[chosen, k]))
                 return True
         return False
@@ -230,8 +236,10 @@ class ReplicaMove(Action):
         steps = np.arange(1, len(candidates) + 1)
         ok = (self.acceptance.moves_ok(candidates, s, t, loads)
               & (loads[:, k] - m.r_load[candidates, k] < need - EPS)
-              # The giver keeps half its room above the lower edge: the others give their share too.
-              & (loads[:, k] <= (m.load[s, k] - self.acceptance.lower_of[s, k] * m.capacity[s, k]) / 2 + EPS)
+              # The giver keeps half its room above every lower edge: the others give their share too, and it keeps
+              # room for the actions still to fix it (a giver drained to an edge by batches could not hand over a
+              # leadership it had too many of).
+              & np.all(loads <= (m.load[s] - self.acceptance.lower_of[s] * m.capacity[s]) / 2 + EPS, axis=1)
               & self.budget.bytes_ok(np.cumsum(m.r_size[candidates]))
               & (self.state.replica_moves + steps <= self.budget.budgets.max_replica_moves))
         if self.budget.budgets.max_moves_per_broker is not None:
