@@ -14,7 +14,12 @@ import pytest
 
 from kafka_rebalancer.balance import per_broker
 from kafka_rebalancer.balance.status import bands_frame, broker_load_frame
-from kafka_rebalancer.balance.transforms import load_parts, planner_replicas
+from kafka_rebalancer.balance.transforms import (
+    _with_planner_imported,
+    load_parts,
+    planner_replicas,
+    start_planner_workers,
+)
 from kafka_rebalancer.errors import ValidationFailed
 from kafka_rebalancer.model.resources import RESOURCES
 from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD, CANDIDATES, SKIPPED
@@ -259,3 +264,11 @@ def test_dead_broker_receives_nothing_and_budgets_hold(spark: Any, config_factor
     assert totals["forced_bytes_by_reason"]["dead_broker"] == totals["forced_bytes"] > 0
     assert totals["forced_bytes"] + totals["balance_bytes"] == totals["moved_bytes"]
     assert summary["planner_claim"]["disagreements_with_recheck"] == 0
+
+
+def test_the_planners_workers_start_before_the_pools_rows_are_ready(spark: Any) -> None:
+    # The warm-up the plan job runs while it works out the bands (its failures would otherwise go unseen): its
+    # function pickles, reaches a Python worker and runs there, on more workers than there are cores too.
+    start_planner_workers(spark, workers=5)
+    frame = pd.DataFrame({"id": [1, 2]})
+    assert [b.equals(frame) for b in _with_planner_imported(iter([frame]))] == [True]

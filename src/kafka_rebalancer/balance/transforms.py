@@ -227,6 +227,19 @@ def _one_pool_per_partition(spark: Any, pools: list[str]) -> dict[str, int]:
     return {pool: first[slot] for slot, pool in enumerate(pools)}
 
 
+def start_planner_workers(spark: Any, workers: int) -> None:
+    """Start the Python workers that plan the pools, with the planner imported, before the pools' rows are
+    ready: `workers` tiny tasks run while the driver works out the bands, and Spark reuses the idle workers for
+    `plan_pools` (a cold worker took 1.5 to 2 s to start and import before it read the first row)."""
+    workers = max(1, min(workers, spark.sparkContext.defaultParallelism))
+    spark.range(0, workers, numPartitions=workers).mapInPandas(_with_planner_imported, "id long").collect()
+
+
+def _with_planner_imported(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    # Unpickling this function imports this module, and with it the planner.
+    yield from batches
+
+
 def plan_pools(planner_input: DataFrame, settings: PoolPlanningSettings) -> pd.DataFrame:
     """Select actions for every pool in parallel, one pool per task; schema PLANNER_OUTPUT (moves, notes, hot
     partitions, infeasibility proofs, bounds)."""

@@ -28,6 +28,7 @@ from kafka_rebalancer.balance.transforms import (
     planner_replicas,
     skipped_partitions,
     split_planner_output,
+    start_planner_workers,
 )
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.schemas import (
@@ -119,11 +120,15 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
     # The tables only reported (skipped partitions, statuses, the pre-check candidates) are computed beside the
     # main line, in their own jobs, while it waits on small jobs (bands) or on the planner's Python workers.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan-job-reports") as reports:
-        skipped_and_statuses = reports.submit(_skipped_and_statuses, planner_input)
         # One aggregation of the replicas; the tables per broker and pool are added up from it on the driver (a
         # few rows per broker, where Spark would spend seconds planning and scheduling small jobs). Of those only
         # the pre-check's pairs go back to Spark, as a local table whose size Spark knows (it broadcasts it).
         brokers_pdf = brokers.toPandas()
+        if scope.leadership is None:
+            # The planner's Python workers start first, while the bands are worked out (a failure to start them
+            # shows in plan_pools, which starts its own).
+            reports.submit(start_planner_workers, spark, brokers_pdf["broker_pool"].nunique())
+        skipped_and_statuses = reports.submit(_skipped_and_statuses, planner_input)
         parts = load_parts(planner_input, resources).toPandas()
         load_pdf = per_broker.broker_load(brokers_pdf, parts, resources)
         incoming_pdf = per_broker.incoming_load(parts, load_pdf)
