@@ -105,6 +105,17 @@ def test_distance_and_out_of_band() -> None:
     assert rule.width(0).tolist() == pytest.approx([10.0])
 
 
+def test_the_target_bands_holds_set_aside_for_a_round_and_put_back() -> None:
+    model = two_brokers()  # usage 0.60 and 0.35
+    bands = {"disk": Band("disk", False, 0.45, 0.40, 0.50, 0.42, 0.48, None, True)}
+    rule = Acceptance(model, bands, ["disk"])
+    rule.hold_to_target(0, np.array([1]))
+    assert rule.lower_of[:, 0].tolist() == [0.40, 0.42] and rule.outside_band(0)
+    with rule.band_edges_only():
+        assert rule.lower_of[:, 0].tolist() == [0.40, 0.40] and rule.limit_of[:, 0].tolist() == [0.50, 0.50]
+    assert rule.lower_of[:, 0].tolist() == [0.40, 0.42] and rule.limit_of[:, 0].tolist() == [0.50, 0.48]
+
+
 def test_budgets_veto_moves_once_used_up() -> None:
     model = two_brokers()
     state = PlanState(model, ["disk"])

@@ -12,6 +12,8 @@ hold even for resources that are not balanced.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -161,6 +163,23 @@ class Acceptance:
         band = self.band(k)
         self.lower_of[brokers, k] = np.maximum(self.lower[k], band.target_lower)
         self.limit_of[brokers, k] = np.minimum(self.limit[k], band.target_upper)
+
+    @contextmanager
+    def band_edges_only(self) -> Iterator[None]:
+        """Within: every broker held to the band's edges, the target band's holds set aside (and put back after)."""
+        held = self.lower_of.copy(), self.limit_of.copy()
+        self.lower_of[:] = self.lower
+        self.limit_of[:] = self.limit
+        try:
+            yield
+        finally:
+            self.lower_of[:], self.limit_of[:] = held
+
+    def outside_band(self, k: int) -> bool:
+        """Whether an eligible broker is outside the band's edges in resource k (its own edges aside)."""
+        m = self.model
+        usage = m.usage[m.eligible, k]
+        return bool(np.any((usage < self.lower[k] - EPS) | (usage > self.limit[k] + EPS)))
 
     def band(self, k: int) -> Band:
         return self.bands[self.names[k]]

@@ -7,7 +7,9 @@
    hold) are fixed into the target band and held there (`Acceptance.hold_to_target`), in turns (one search
    per broker per turn, most distant first), cheapest action first: a leadership transfer (for resources the
    leader's role changes), a replica move, a swap, and, for a broker that only hot partitions keep over the band,
-   a hot-partition spread. Passes over the resources repeat until one changes nothing.
+   a hot-partition spread. Passes over the resources repeat until one changes nothing. A broker still outside
+   the band then gets another round in which every broker is held to the band's edges only (the holds can keep
+   the room it needs on the fixed brokers); the holds come back for step 3.
 3. Finally the plan is made smaller (`refine`), and what stays outside its band (or a fixed broker's target
    band) is explained.
 """
@@ -68,9 +70,13 @@ class Planner:
         # The brokers to fix are moved into the target band, not just the band (hysteresis), and held there.
         for k in balanced:
             acceptance.hold_to_target(k, np.concatenate(acceptance.out_of_band(k)))
-        for _ in range(max_passes):
-            if not any([self._fix_resource(k) for k in balanced]):
-                break
+        self._passes(balanced, max_passes)
+        # A broker still outside the band may need room the holds keep on the fixed brokers (a giver held at the
+        # target band's lower edge): another round with the band's edges for every broker. The holds come back
+        # for refine, so it undoes nothing that moved a fixed broker into its target band.
+        if any(acceptance.outside_band(k) for k in balanced):
+            with acceptance.band_edges_only():
+                self._passes(balanced, max_passes)
         prune(self.state, self.constraints)
         substitute(self.state, self.constraints)
         self._explain(balanced)
@@ -97,6 +103,11 @@ class Planner:
                                         f"another rack has room"))
 
     # -- 2. balancing ----------------------------------------------------------------------------------
+    def _passes(self, balanced: list[int], max_passes: int) -> None:
+        for _ in range(max_passes):
+            if not any([self._fix_resource(k) for k in balanced]):
+                return
+
     def _fix_resource(self, k: int) -> bool:
         """Turns over the brokers outside the band until a turn in which every one of them tried changes nothing;
         True if anything changed. A broker whose tries keep failing sits out 1, 2, 4, ... turns in between (its
