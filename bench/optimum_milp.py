@@ -13,6 +13,9 @@ and the validation suite (`quality/checks.py`) state them:
 - bands, for every eligible broker of the pool and balanced resource: lower <= usage <= min(upper, capacity
   threshold), usage = load / capacity for disk and the replica count itself for replica_count, the load being the
   fixed replicas' plus sum_p size(p) x[p, b]. The bands are the planner's (`bands.parquet`) or `bands_frame`'s.
+- target band for the brokers a plan fixes: a broker outside the band of a resource before the plan (the
+  re-check's judgement, `held_brokers`) must end inside the narrower target band of that resource, as the planner
+  holds it (hysteresis) and as the summary's `fixed_outside_target_band` checks it.
 
 Partitions the planner must not touch (ISR safety: no leader, a live replica outside the ISR; an excluded topic
 or broker; no pool) keep their replicas and count as fixed load, as do every replica of other pools' partitions
@@ -23,9 +26,9 @@ bench count them: each added replica copies the partition once).
 
 Not modelled: budgets (moves, bytes, moves per broker) and resources whose load depends on the replica's role
 (leader count, network out, CPU) or on traffic; the optimum is asked for configs that balance disk and replica
-count only, so the planner and the MILP answer the same question. The planner additionally aims at the narrower
-target band (margin) and spreads partitions short of racks; the MILP asks only for the band and the rules above,
-so it is a lower bound on any plan that keeps them, which is what `moved / optimum` compares against.
+count only, so the planner and the MILP answer the same question. The planner additionally spreads partitions
+short of racks; the MILP asks only for the bands and the rules above, so it is a lower bound on any plan that
+keeps them, which is what `moved / optimum` compares against.
 
 When HiGHS stops at its time limit the best plan found and the proven bound are both reported (`proven` False):
 then `moved / bound` is an upper bound on the true ratio.
@@ -42,6 +45,7 @@ import pandas as pd
 
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.plan.artifacts import Reassignment
+from kafka_rebalancer.quality.recheck import current_placement
 from kafka_rebalancer.snapshot.build import SnapshotTables
 
 SUPPORTED = ("disk", "replica_count")
@@ -126,24 +130,34 @@ def _balanced_bands(bands: pd.DataFrame, pool: str, config: RebalancerConfig) ->
     return rows.to_dict("records")
 
 
+def held_brokers(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.DataFrame) -> set[tuple[int, str]]:
+    """The (broker, resource) pairs a plan must fix into the target band: outside the band before the plan, as the
+    re-check judges the current placement."""
+    before = current_placement(config, snapshot, bands).before
+    out = before[before["counted"] & ~before["inside"]]
+    return set(zip(out["broker_id"].astype(int), out["resource"], strict=True))
+
+
 def solve_optimum(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.DataFrame, *,
-                  time_limit: float = 120.0, mip_rel_gap: float = 1e-4,
-                  start: list[Reassignment] | None = None) -> Optimum:
+                  time_limit: float = 120.0, mip_rel_gap: float = 1e-4, start: list[Reassignment] | None = None,
+                  held: set[tuple[int, str]] | None = None) -> Optimum:
     """The MILP of every pool with brokers (see the module docstring). HiGHS stops at `time_limit` seconds per
     pool, or when the best plan is proven within `mip_rel_gap` of the optimum (1e-4: HiGHS' default). `start`:
     a plan (e.g. the planner's) given to HiGHS as a first solution when it keeps the rules and bands (HiGHS
-    ignores it otherwise)."""
+    ignores it otherwise). `held`: the (broker, resource) pairs to end inside the target band, `held_brokers`'
+    when None."""
     pools = sorted(p for p in snapshot.brokers["broker_pool"].dropna().unique())
     # A partition whose topic's pool has no broker cannot be placed: it stays, as fixed load.
     free = free_partitions(snapshot, config) & snapshot.partitions["topic_pool"].isin(pools)
     start_map = {(r.topic, int(r.partition)): [int(b) for b in r.replicas] for r in start or []}
-    return Optimum([_solve_pool(snapshot, config, bands, pool, free, time_limit, mip_rel_gap, start_map)
+    held = held_brokers(snapshot, config, bands) if held is None else held
+    return Optimum([_solve_pool(snapshot, config, bands, pool, free, time_limit, mip_rel_gap, start_map, held)
                     for pool in pools])
 
 
 def _solve_pool(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.DataFrame, pool: str,
                 free: pd.Series, time_limit: float, mip_rel_gap: float,
-                start: dict[tuple[str, int], list[int]]) -> PoolOptimum:
+                start: dict[tuple[str, int], list[int]], held: set[tuple[int, str]]) -> PoolOptimum:
     started = time.monotonic()
     brokers = snapshot.brokers.drop_duplicates("broker_id").set_index("broker_id")
     excluded = set(brokers.index[brokers["excluded"].astype(bool)].astype(int)) | set(config.exclude.brokers)
@@ -221,10 +235,14 @@ def _solve_pool(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.Da
 
     for band in _balanced_bands(bands, pool, config):
         threshold = band["capacity_threshold"]
-        upper = float(band["upper"]) if threshold is None or pd.isna(threshold) else min(float(band["upper"]),
-                                                                                          float(threshold))
-        lower = float(band["lower"])
+        cap = np.inf if threshold is None or pd.isna(threshold) else float(threshold)
         for b in eligible:
+            # A held broker's edges are the target band's, never outside the band (as `Acceptance.hold_to_target`).
+            if (b, band["resource"]) in held:
+                lower = max(float(band["lower"]), float(band["target_lower"]))
+                upper = min(float(band["upper"]), float(band["target_upper"]), cap)
+            else:
+                lower, upper = float(band["lower"]), min(float(band["upper"]), cap)
             cols = [x_index[(i, b)] for i in range(len(current))]
             if band["resource"] == "replica_count":
                 base = float(fixed_count.get(b, 0.0))

@@ -9,7 +9,8 @@ import pandas as pd
 
 from bench.baselines import evaluate
 from bench.optimum import disk_flows, placement_violations
-from bench.optimum_milp import solve_optimum
+from bench.optimum_milp import held_brokers, solve_optimum
+from kafka_rebalancer.balance.status import bands_frame, broker_load_frame
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.schemas import BANDS, BROKERS, PARTITIONS, REPLICAS
 from kafka_rebalancer.plan.artifacts import Reassignment
@@ -54,13 +55,17 @@ def cluster(brokers: list[tuple[int, str | None]], parts: list[Part], *, capacit
     return snapshot, config
 
 
-def bands(pools: dict[str, dict[str, tuple[float, float] | None]]) -> pd.DataFrame:
-    """Hand-made bands: per pool and resource (lower, upper), or None for a resource not balanced."""
+def bands(pools: dict[str, dict[str, tuple[float, float] | None]],
+          targets: dict[tuple[str, str], tuple[float, float]] | None = None) -> pd.DataFrame:
+    """Hand-made bands: per pool and resource (lower, upper), or None for a resource not balanced; the target band
+    is the band unless `targets` gives it for (pool, resource)."""
     rows = []
     for pool, by_resource in pools.items():
         for resource, edges in by_resource.items():
             lower, upper = edges or (0.0, 0.0)
-            rows.append((pool, resource, 0, 0.0, 1.1, lower, upper, lower, upper, None, edges is not None, None))
+            target_lower, target_upper = (targets or {}).get((pool, resource), (lower, upper))
+            rows.append((pool, resource, 0, 0.0, 1.1, lower, upper, target_lower, target_upper, None,
+                         edges is not None, None))
     return pd.DataFrame(rows, columns=BANDS.names)
 
 
@@ -156,6 +161,30 @@ def test_replica_count_band_moves_the_smallest_replica() -> None:
         ("t", 6, [3], 1), ("t", 7, [3], 1), ("t", 8, [3], 1)])
     result = check(snapshot, config, bands({"p": {"disk": None, "replica_count": (3, 3)}}), 3)
     assert [(r.topic, r.partition, r.replicas) for r in result.plan] == [("t", 1, [2])]
+
+
+def test_a_held_broker_ends_inside_its_target_band() -> None:
+    # Broker 1 holds 14 (4, 3, 7), broker 2 holds 6 (3, 3); band 8..12. Shedding the 3 lands them at 11 and 9,
+    # inside the band: the optimum is 3. Held to the target band 10..10 (both were outside the band), only
+    # shedding the 4 lands both inside it.
+    snapshot, config = cluster([(1, None), (2, None)], [
+        ("t", 0, [1], 4), ("t", 1, [1], 3), ("t", 2, [1], 7), ("t", 3, [2], 3), ("t", 4, [2], 3)])
+    band_only = {"p": {"disk": (0.08, 0.12), "replica_count": None}}
+    targeted = bands(band_only, {("p", "disk"): (0.10, 0.10)})
+    held = {(1, "disk"), (2, "disk")}
+    assert check(snapshot, config, targeted, 3, held=set()).plan == [Reassignment("t", 1, [2])]
+    assert check(snapshot, config, targeted, 4, held=held).plan == [Reassignment("t", 0, [2])]
+    # A broker not held keeps the band's edges: holding broker 2 alone leaves broker 1 free to end at 11.
+    assert check(snapshot, config, targeted, 4, held={(2, "disk")}).bytes == 4
+
+
+def test_the_held_brokers_are_those_out_of_band_before_the_plan() -> None:
+    # Disk 40, 30, 30, 20 of 100 (mean 30, band 27..33 at the default threshold): brokers 1 and 4 are outside;
+    # one replica each, so the replica count is inside its band everywhere.
+    snapshot, config = cluster([(1, None), (2, None), (3, None), (4, None)], [
+        ("t", 0, [1], 40), ("t", 1, [2], 30), ("t", 2, [3], 30), ("t", 3, [4], 20)])
+    own = bands_frame(broker_load_frame(snapshot.brokers, snapshot.replicas, config.resource_list()), config)
+    assert held_brokers(snapshot, config, own) == {(1, "disk"), (4, "disk")}
 
 
 def test_an_unreachable_band_is_reported_infeasible() -> None:
