@@ -39,28 +39,31 @@ import argparse
 import logging
 import os
 import sys
+import threading
+from concurrent.futures import Future
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kafka_rebalancer import terminal_progress
-from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import RebalancerError, UnreachableError
-from kafka_rebalancer.kafka_admin import KafkaConnection
-from kafka_rebalancer.log_setup import quiet_libraries
-from kafka_rebalancer.operations import cli as operations_cli
-from kafka_rebalancer.operations.request import run_config
-from kafka_rebalancer.run_folder import RunFolder
-from kafka_rebalancer.runs import existing_run, mark_latest, runs_to_cancel
+from kafka_rebalancer.operations.commands import COMMANDS, add_parsers
 
+# The rest of the package is imported where it is used: `plan` starts its Spark JVM (~2 s) as soon as the arguments
+# are read, and the imports (pandas, pydantic, ~1 s) run meanwhile on the other core.
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from kafka_rebalancer.config import RebalancerConfig
+    from kafka_rebalancer.kafka_admin import KafkaConnection
+    from kafka_rebalancer.run_folder import RunFolder
 
 # Exit codes (README: "Exit codes"): 0 done; 2 bad input, or refused before or while changing the cluster (the
 # message says which, and what was left); 3 no broker answered. argparse's usage errors are 2 as well.
 EXIT_REFUSED, EXIT_UNREACHABLE = 2, 3
 
 def connection_for(config: RebalancerConfig, bootstrap: str | None) -> KafkaConnection:
+    from kafka_rebalancer.kafka_admin import KafkaConnection
+
     servers = bootstrap or config.cluster.bootstrap_servers
     if not servers:
         raise RebalancerError(f"{config.source_file}: cluster.bootstrap_servers is not set; set it (or "
@@ -69,6 +72,8 @@ def connection_for(config: RebalancerConfig, bootstrap: str | None) -> KafkaConn
 
 
 def _new_run(config: RebalancerConfig, run_id: str | None) -> RunFolder:
+    from kafka_rebalancer.run_folder import RunFolder
+
     run_id = run_id or "cli__" + datetime.now(UTC).strftime("%Y-%m-%dT%H-%M-%SZ")
     run = RunFolder(config.run_dir(run_id))
     run.path.mkdir(parents=True, exist_ok=True)
@@ -105,6 +110,33 @@ def _spark(master: str) -> SparkSession:
     return builder.getOrCreate()
 
 
+class _SparkStart:
+    """`_spark` on a thread of its own, begun as soon as `plan`'s arguments are read: the JVM starts while the main
+    thread imports the planner. A session the plan did not take (it stopped on bad input first) is waited for and
+    stopped, so no JVM outlives the command."""
+
+    def __init__(self, master: str) -> None:
+        import pyspark.sql  # noqa: F401 - here, so the two threads never import the same modules at once
+
+        self.session: Future[SparkSession] = Future()
+        self.taken = False
+        threading.Thread(target=self._start, args=(master,), name="spark-start").start()
+
+    def _start(self, master: str) -> None:
+        try:
+            self.session.set_result(_spark(master))
+        except BaseException as exc:  # noqa: BLE001 - raised where the plan takes the session
+            self.session.set_exception(exc)
+
+    def take(self) -> SparkSession:
+        self.taken = True
+        return self.session.result()
+
+    def close(self) -> None:
+        if not self.taken and self.session.exception() is None:
+            self.session.result().stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kafka-rebalancer", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -131,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--config", required=True, type=Path)
         p.add_argument("--bootstrap-servers", help="overrides cluster.bootstrap_servers")
 
-    operations_cli.add_parsers(sub, common)
+    add_parsers(sub, common)
     runs = sub.add_parser("runs", help="the cluster's runs, newest first (CLI and Airflow alike)")
     runs.add_argument("--config", required=True, type=Path)
     runs.add_argument("--limit", type=positive_int, default=30)
@@ -150,18 +182,25 @@ def main(argv: list[str] | None = None) -> int:
     assign.add_argument("--start-partition-id", type=int, default=-1)
     assign.add_argument("--topic", default="topic")
     args = parser.parse_args(argv)
+    starting = _SparkStart(args.spark_master) if args.command == "plan" else None
+    from kafka_rebalancer import terminal_progress
+    from kafka_rebalancer.log_setup import quiet_libraries
+
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     quiet_libraries()
     try:
         with terminal_progress.bars_on(sys.stderr):
-            return _dispatch(args)
+            return _dispatch(args, starting)
     except UnreachableError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE
     except RebalancerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_REFUSED
+    finally:
+        if starting is not None:
+            starting.close()
 
 
 def _assign(args: argparse.Namespace) -> int:
@@ -184,14 +223,18 @@ def _assign(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dispatch(args: argparse.Namespace) -> int:
+def _dispatch(args: argparse.Namespace, starting: _SparkStart | None = None) -> int:
+    from kafka_rebalancer.operations import cli as operations_cli
+    from kafka_rebalancer.operations.request import run_config
+    from kafka_rebalancer.runs import existing_run, mark_latest
+
     if args.command == "assign":
         return _assign(args)
     if args.command == "overrides":
         return operations_cli.overrides_command(args)
     if args.command == "pools":
         return operations_cli.pools_command(args)
-    if args.command in (*operations_cli.COMMANDS, "execute-reviewed"):
+    if args.command in (*COMMANDS, "execute-reviewed"):
         return operations_cli.operate(args, lambda c: connection_for(c, args.bootstrap_servers), _plan_locally,
                                       _confirm)
     config = run_config(args.config)
@@ -211,7 +254,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         mark_latest(config, run)
         print(f"{run.path}: {manifest['rows']} (hash {manifest['content_hash'][:12]})")
     elif args.command == "plan":
-        summary = _plan_locally(config, run, args.spark_master)
+        summary = _plan_locally(config, run, args.spark_master, starting)
         print(f"plan {summary['plan_hash'][:12]}: {summary['totals']}")
     elif args.command == "validate":
         from kafka_rebalancer.quality.suite import validate_plan
@@ -245,6 +288,7 @@ def _review(args: argparse.Namespace, config: RebalancerConfig) -> int:
 
     from kafka_rebalancer.report.overview import list_runs
     from kafka_rebalancer.report.show import runs_table, show_run
+    from kafka_rebalancer.runs import existing_run
 
     console = Console(width=None if sys.stdout.isatty() else 1000, markup=False, highlight=False)  # pipes: no wrap
     if args.command == "runs":
@@ -273,6 +317,7 @@ def _cancel(args: argparse.Namespace, config: RebalancerConfig) -> int:
     last, for its throttles). Depends on nothing but the run folder and the cluster."""
     from kafka_rebalancer.execute.executor import run_cancel, run_pools
     from kafka_rebalancer.kafka_admin import ClusterAdmin
+    from kafka_rebalancer.runs import existing_run, runs_to_cancel
 
     connection = connection_for(config, args.bootstrap_servers)
     if args.run_id is not None:
@@ -291,10 +336,12 @@ def _cancel(args: argparse.Namespace, config: RebalancerConfig) -> int:
     return 0
 
 
-def _plan_locally(config: RebalancerConfig, run: RunFolder, spark_master: str) -> dict:
+def _plan_locally(config: RebalancerConfig, run: RunFolder, spark_master: str,
+                  starting: _SparkStart | None = None) -> dict:
+    """Plan with a local Spark session: the one `starting` began, else a new one."""
     from kafka_rebalancer.plan.job import run_plan
 
-    spark = _spark(spark_master)
+    spark = starting.take() if starting is not None else _spark(spark_master)
     try:
         return run_plan(spark, config, run)
     finally:
@@ -302,6 +349,8 @@ def _plan_locally(config: RebalancerConfig, run: RunFolder, spark_master: str) -
 
 
 def _confirm(question: str) -> bool:
+    from kafka_rebalancer import terminal_progress
+
     with terminal_progress.paused():
         return input(question).strip().lower() == "yes"
 
