@@ -68,29 +68,38 @@ def substitute(state: PlanState, constraints: Constraints) -> None:
     actions = state.actions_per_partition()
     fixed, touched = actions > 1, actions > 0
     replaced: dict[int, Move] = {}
+    # Disk's load is the replica's size: the candidates inside disk's window are a slice of those sorted by size.
+    disk = state.names.index("disk") if "disk" in state.names else None
     for mv in sorted(singles, key=lambda mv: (-int(m.r_size[mv.replica]), mv.seq)):
         r, s, t = mv.replica, mv.source, mv.target
         if fixed[m.r_pindex[r]] or m.r_broker[r] != t:
             continue
-        before = constraints.acceptance.status([s, t])
         k = state.names.index(mv.resource)
-        rs = state.movable_on(s, k)
-        # Are there any? The first few usually show it, which spares looking at them all.
-        if not (_smaller(state, rs[:32], r, touched).any() or _smaller(state, rs[32:], r, touched).any()):
+        rs, sizes, columns = state.movable_by_size(s, k)
+        last = int(np.searchsorted(sizes, m.r_size[r]))  # the smaller ones
+        if not last:
             continue
+        before = constraints.acceptance.status([s, t])
         # With r back on s and a candidate moved instead, s and t stay inside their bands or no further out
         # (distance <= max(before, EPS)) exactly when each of the candidate's loads lies in a window: checked a
         # resource at a time over contiguous columns (few candidates pass them all).
         lo, hi = _window(constraints, s, t, m.load[s] + m.r_load[r], m.load[t] - m.r_load[r], before)
-        inside = np.ones(len(rs), dtype=bool)
-        for column, low, high in zip(state.movable_columns(s, k), lo.tolist(), hi.tolist(), strict=True):
+        first = 0
+        if disk is not None:
+            if np.isnan(lo[disk]) or np.isnan(hi[disk]):
+                continue  # as the comparisons below: nothing lies in a window with an undefined edge
+            first = int(np.searchsorted(columns[disk, :last], lo[disk], "left"))
+            last = int(np.searchsorted(columns[disk, :last], hi[disk], "right"))
+        if first >= last:
+            continue
+        inside = np.ones(last - first, dtype=bool)
+        for column, low, high in zip(columns[:, first:last], lo.tolist(), hi.tolist(), strict=True):
             inside &= column >= low
             inside &= column <= high
-        fine = np.flatnonzero(inside)
-        fine = fine[_smaller(state, rs[fine], r, touched)]
         # The candidates' placement does not depend on where r is (another partition): the model changes only
-        # when one is chosen.
-        ok = rs[fine][np.argsort(m.r_size[rs[fine]], kind="stable")]
+        # when one is chosen. Already in size order: the first that fits is the smallest.
+        ok = rs[first:last][inside]
+        ok = ok[~touched[m.r_pindex[ok]]]
         ok = ok[constraints.placement.allows_many(ok, t)]
         if not len(ok):
             continue
@@ -100,12 +109,6 @@ def substitute(state: PlanState, constraints: Constraints) -> None:
         replaced[mv.seq] = state.substitute(mv, chosen)
         fixed[m.r_pindex[chosen]] = touched[m.r_pindex[chosen]] = True
     state.plan.moves = [replaced.get(mv.seq, mv) for mv in state.plan.moves]
-
-
-def _smaller(state: PlanState, rs: np.ndarray, r: int, touched: np.ndarray) -> np.ndarray:
-    """Mask over replicas rs: smaller than r and of a partition no action touches (substitute's candidates)."""
-    m = state.model
-    return (m.r_size[rs] < m.r_size[r]) & ~touched[m.r_pindex[rs]]
 
 
 def _window(constraints: Constraints, s: int, t: int, base_s: np.ndarray, base_t: np.ndarray,

@@ -64,6 +64,8 @@ class PlanState:
         self._movable: dict[tuple[int, int], tuple[tuple[int, int], np.ndarray, np.ndarray]] = {}
         # movable_columns' answers, with the movable_loads array they were made from (the same object while kept).
         self._movable_columns: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        # movable_by_size's answers, with the movable_on array they were made from.
+        self._by_size: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def movable_on(self, b: int, k: int) -> np.ndarray:
         """Replicas of b that may still move and carry load in k (a moved replica never moves again, so only
@@ -85,6 +87,20 @@ class PlanState:
         columns.flags.writeable = False
         self._movable_columns[(b, k)] = (loads, columns)
         return columns
+
+    def movable_by_size(self, b: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`movable_on(b, k)` sorted by size (ties in its order), with their sizes and their `movable_columns`
+        in that order: a size range is then a slice (found by binary search); kept as long as movable_on."""
+        rs = self.movable_on(b, k)
+        kept = self._by_size.get((b, k))
+        if kept is not None and kept[0] is rs:
+            return kept[1], kept[2], kept[3]
+        order = np.argsort(self.model.r_size[rs], kind="stable")
+        by_size = rs[order]
+        sizes = self.model.r_size[by_size]
+        columns = np.ascontiguousarray(self.movable_columns(b, k)[:, order])
+        self._by_size[(b, k)] = (rs, by_size, sizes, columns)
+        return by_size, sizes, columns
 
     def movable_with_loads(self, b: int, k: int) -> tuple[np.ndarray, np.ndarray]:
         """`movable_on(b, k)` and `movable_loads(b, k)` together."""
