@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 from kafka_rebalancer.errors import RebalancerError
 from kafka_rebalancer.log_setup import quiet_libraries
 from kafka_rebalancer.operations.request import run_config
-from kafka_rebalancer.plan.job import run_plan
+from kafka_rebalancer.plan.job import SessionStop, run_plan
 from kafka_rebalancer.run_folder import RunFolder
 
 
@@ -26,14 +26,15 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     quiet_libraries()  # py4j's connection lines are not part of the plan's account
     spark = SparkSession.builder.appName("kafka-rebalancer-plan").getOrCreate()
+    stop = SessionStop(spark)
     try:
         run = RunFolder(args.run_dir)
-        run_plan(spark, run_config(args.config, run), run)  # its last log line is the plan's account
+        run_plan(spark, run_config(args.config, run), run, release=stop)  # its last log line is the plan's account
     except RebalancerError as exc:
         print(f"plan failed: {exc}", file=sys.stderr)
         return 2
     finally:
-        spark.stop()
+        stop.join()
     return 0
 
 

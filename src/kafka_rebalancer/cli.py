@@ -339,13 +339,14 @@ def _cancel(args: argparse.Namespace, config: RebalancerConfig) -> int:
 def _plan_locally(config: RebalancerConfig, run: RunFolder, spark_master: str,
                   starting: _SparkStart | None = None) -> dict:
     """Plan with a local Spark session: the one `starting` began, else a new one."""
-    from kafka_rebalancer.plan.job import run_plan
+    from kafka_rebalancer.plan.job import SessionStop, run_plan
 
     spark = starting.take() if starting is not None else _spark(spark_master)
+    stop = SessionStop(spark)
     try:
-        return run_plan(spark, config, run)
+        return run_plan(spark, config, run, release=stop)
     finally:
-        spark.stop()
+        stop.join()
 
 
 def _confirm(question: str) -> bool:

@@ -287,3 +287,18 @@ def test_holding_fixed_brokers_to_the_target_band_leaves_no_broker_outside_the_b
                             overrides={"resources": RESOURCES, "budgets": {"max_replica_moves": 3000}})
     assert summary["totals"]["out_of_band_before"] > 0
     assert summary["totals"]["out_of_band_after"] == 0
+
+
+def test_the_session_is_released_once_the_job_needs_spark_no_more(spark: Any, config_factory: Callable[..., Any],
+                                                                   tmp_path: Path) -> None:
+    # The CLI stops its session on release, beside the driver's last work: no Spark job may start after it.
+    tracker = spark.sparkContext.statusTracker()
+    jobs_at_release: list[int] = []
+    tables, body = generate(SPEC)
+    config = config_factory(body)
+    run = RunFolder(config.run_dir("released"))
+    write_snapshot(run, tables, {"cluster": config.cluster.name})
+    run_plan(spark, config, run, release=lambda: jobs_at_release.append(len(tracker.getJobIdsForGroup())))
+    assert len(jobs_at_release) == 1
+    assert len(tracker.getJobIdsForGroup()) == jobs_at_release[0] > 0
+    assert run.has(PLAN)

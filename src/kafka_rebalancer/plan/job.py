@@ -4,7 +4,9 @@ CLI); it never talks to Kafka, so the same snapshot and config always give the s
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -87,8 +89,31 @@ class _Progress:
         terminal_progress.show("plan", self.steps, None, what)
 
 
-def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
-    """`config` is the run's (`operations.request.run_config`): a manual run's request narrows what is planned."""
+class SessionStop:
+    """Stops the plan's Spark session as soon as the job needs it no more (`run_plan`'s `release`), on a thread of
+    its own beside the driver's last work: PySpark's stop waits up to a second for its accumulator server to
+    notice. `join` waits for it, or stops the session then if it was never released."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+        self.stopping: threading.Thread | None = None
+
+    def __call__(self) -> None:
+        if self.stopping is None:
+            self.stopping = threading.Thread(target=self.spark.stop, name="spark-stop")
+            self.stopping.start()
+
+    def join(self) -> None:
+        if self.stopping is None:
+            self.spark.stop()
+        else:
+            self.stopping.join()
+
+
+def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder,
+             release: Callable[[], None] | None = None) -> dict[str, Any]:
+    """`config` is the run's (`operations.request.run_config`): a manual run's request narrows what is planned.
+    `release` (e.g. a `SessionStop`) is called once the job has no more use for Spark."""
     started = time.monotonic()
     request = read_request(run)
     if request is not None and request.action == "execute-reviewed" and run.has(PLAN):
@@ -98,11 +123,11 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder) -> d
     # which mostly leaves the driver waiting. The rows were checked when the snapshot was taken and are again by
     # the validation; Spark reads them unchecked too.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan-job-recheck") as background:
-        return _plan(spark, config, run, request, background, started)
+        return _plan(spark, config, run, request, background, started, release or (lambda: None))
 
 
 def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request: ManualRequest | None,
-          background: ThreadPoolExecutor, started: float) -> dict[str, Any]:
+          background: ThreadPoolExecutor, started: float, release: Callable[[], None]) -> dict[str, Any]:
     snapshot_read = background.submit(read_snapshot, run, checked=False)
     scope = scope_of(request)
     progress = _Progress()
@@ -163,6 +188,7 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
                  f"pools ({dropped} dropped by the run's budgets)")
         skipped_pdf, statuses = skipped_and_statuses.result()
         candidates_pdf = candidates.result()
+    release()  # the rest is the driver's
     progress(f"{len(candidates_pdf)} candidate moves by the pre-check windows; {len(skipped_pdf)} partitions skipped")
 
     # The partitions the moves touch, from the snapshot the re-check reads anyway (read beside the planner).
