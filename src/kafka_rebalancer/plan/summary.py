@@ -42,19 +42,21 @@ def _brokers(recheck: Recheck, pool: str) -> list[dict[str, Any]]:
     """Per broker of the pool: each resource's load and usage before and after, inside its band or not."""
     both = recheck.before[recheck.before["broker_pool"] == pool].merge(
         recheck.after[["broker_id", "resource", "load", "usage", "inside"]], on=["broker_id", "resource"],
-        suffixes=("_before", "_after"))
-    rows = []
-    for broker_id, group in both.groupby("broker_id", sort=True):
-        first = group.iloc[0]
-        entry: dict[str, Any] = {"broker_id": int(broker_id), "rack": _num(first["rack"]),
-                                 "alive": bool(first["alive"]), "eligible": bool(first["eligible"])}
-        for row in group.itertuples(index=False):
-            entry[row.resource] = {
-                "capacity": _num(row.capacity), "load_before": _num(row.load_before),
-                "load_after": _num(row.load_after), "usage_before": _num(row.usage_before),
-                "usage_after": _num(row.usage_after), "inside_before": bool(row.inside_before),
-                "inside_after": bool(row.inside_after)}
-        rows.append(entry)
+        suffixes=("_before", "_after")).sort_values("broker_id", kind="stable")
+    # Column by column as Python values, a broker's rows one after the other (a thousand brokers' groups of a
+    # DataFrame took most of the summary's time).
+    names = ["broker_id", "rack", "alive", "eligible", "resource", "capacity", "load_before", "load_after",
+             "usage_before", "usage_after", "inside_before", "inside_after"]
+    rows: list[dict[str, Any]] = []
+    for (broker_id, rack, alive, eligible, resource, capacity, load_before, load_after, usage_before, usage_after,
+         inside_before, inside_after) in zip(*(both[n].tolist() for n in names), strict=True):
+        if not rows or rows[-1]["broker_id"] != int(broker_id):
+            rows.append({"broker_id": int(broker_id), "rack": _num(rack), "alive": bool(alive),
+                         "eligible": bool(eligible)})
+        rows[-1][resource] = {
+            "capacity": _num(capacity), "load_before": _num(load_before), "load_after": _num(load_after),
+            "usage_before": _num(usage_before), "usage_after": _num(usage_after),
+            "inside_before": bool(inside_before), "inside_after": bool(inside_after)}
     return rows
 
 
