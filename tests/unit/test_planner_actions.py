@@ -11,6 +11,7 @@ from kafka_rebalancer.balance.bands import Band
 from kafka_rebalancer.balance.model import PoolModel
 from kafka_rebalancer.balance.planner import Budgets
 from kafka_rebalancer.balance.planner.actions import (
+    CountExchange,
     ForcedPlacement,
     HotPartitionSpread,
     LeadershipTransfer,
@@ -77,6 +78,36 @@ def test_a_swap_needs_two_moves_of_budget() -> None:
                  [("t", 0, 1, 0, 30), ("t", 1, 1, 0, 30), ("u", 0, 2, 0, 20), ("u", 1, 2, 0, 20)])
     assert not action(ReplicaSwap, model, budgets=Budgets(1)).swap(0, 1, 0, need=5.5, most=15.0)
     assert model.load[:, 0].tolist() == [60, 40]
+
+
+def many_small_beside_few_large() -> PoolModel:
+    """Disk 80 / 80 of 1000 (band [0.072, 0.088]): broker 1 holds eight replicas of 10, broker 2 four of 20;
+    replica count 8 / 4, band [6, 6]. No single replica can leave broker 1 (its disk would drop to 0.070)."""
+    return pool([(1, "a", 1000), (2, "b", 1000)],
+                 [("s", p, 1, 0, 10) for p in range(8)] + [("l", p, 2, 0, 20) for p in range(4)],
+                 resources=(DISK, REPLICA_COUNT))
+
+
+def test_a_count_exchange_moves_one_unit_of_count_and_no_disk() -> None:
+    model = many_small_beside_few_large()
+    exchange = action(CountExchange, model)
+    assert exchange.exchange(0, 1, 1)
+    moves = exchange.state.plan.moves
+    assert sorted((mv.source, mv.target, int(model.r_size[mv.replica])) for mv in moves) == [
+        (0, 1, 10), (0, 1, 10), (1, 0, 20)]
+    assert {mv.seq for mv in moves} == {0}  # one action
+    assert model.load.tolist() == [[80, 7], [80, 5]]
+    assert exchange.state.replica_moves == 3 and exchange.state.moved_bytes == 40
+
+
+def test_a_count_exchange_needs_three_moves_of_budget_and_a_triple_the_rules_allow() -> None:
+    assert not action(CountExchange, many_small_beside_few_large(), budgets=Budgets(2)).exchange(0, 1, 1)
+    # Broker 2's replicas of 20 are partitions broker 1 already holds (RF 2): none may come back to it.
+    model = pool([(1, "a", 1000), (2, "b", 1000)],
+                 [("s", p, 1, 0, 10) for p in range(8)] + [("s", p, 2, 1, 20) for p in range(4)],
+                 resources=(DISK, REPLICA_COUNT))
+    assert not action(CountExchange, model).exchange(0, 1, 1)
+    assert model.load[:, 1].tolist() == [8, 4]
 
 
 def test_a_replica_move_gives_the_best_fit_to_the_least_used_broker_that_accepts_it() -> None:

@@ -15,7 +15,7 @@ from tests.unit.test_planner import bands_of, pool, traffic_pool
 def disk_and_count() -> PoolModel:
     # Brokers 1 and 2 of 100: broker 1 holds six replicas of 10, broker 2 two of 20. Disk 60 / 40 (band
     # [0.45, 0.55]) and counts 6 / 2 (band 4..4) are both out; moving a 10 helps both, a second one would push
-    # disk out again.
+    # disk out again (two 10s for a 20 do not).
     return pool([(1, "a", 100), (2, "b", 100)],
                 [("t", i, 1, 0, 10) for i in range(6)] + [("u", i, 2, 0, 20) for i in range(2)],
                 resources=(DISK, REPLICA_COUNT))
@@ -35,8 +35,10 @@ def test_resources_are_fixed_in_priority_order(priority: list[str]) -> None:
     planner._fix_resource = recorded
     plan = planner.run()
     assert calls[:2] == priority
-    assert [mv.resource for mv in plan.moves] == priority[:1]
-    assert model.load.tolist() == [[50, 5], [50, 3]]
+    # The first move is the first resource's; the counts then need a two-for-one exchange (a single move would
+    # push disk out again), which comes last.
+    assert [(mv.seq, mv.resource) for mv in plan.moves] == [(0, priority[0])] + [(1, "replica_count")] * 3
+    assert model.load.tolist() == [[50, 4], [50, 4]]
 
 
 def test_forced_moves_come_before_balancing_moves() -> None:
@@ -99,3 +101,23 @@ def test_a_fixed_broker_that_cannot_reach_the_target_band_is_listed() -> None:
     assert note[:2] == ("replica_count", 1)
     assert note[2] == ("usage 22 inside band [18, 22] but outside the target band [19, 21] after the plan: move "
                        "budget reached (max_replica_moves=1)")
+
+
+def test_a_broker_over_a_count_at_disks_lower_edge_is_fixed_by_two_for_one_exchanges_last() -> None:
+    from tests.unit.test_planner_actions import many_small_beside_few_large
+
+    model = many_small_beside_few_large()
+    planner = Planner(model, bands_of(model), ["disk", "replica_count"], Budgets(100))
+    rounds: list[bool] = []
+    passes = planner._passes
+
+    def recorded(balanced: list[int], max_passes: int) -> None:
+        rounds.append(planner.exchanges)
+        passes(balanced, max_passes)
+
+    planner._passes = recorded
+    plan = planner.run()
+    assert rounds[0] is False and rounds[-1] is True  # no exchange before the last round
+    assert model.load.tolist() == [[80, 6], [80, 6]]
+    actions = pd.Series([mv.seq for mv in plan.moves]).value_counts()
+    assert actions.tolist() == [3, 3] and not plan.notes

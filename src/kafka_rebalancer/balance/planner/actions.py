@@ -10,6 +10,7 @@ through the state when they accept (returning True), or changes nothing (False).
   fixed further on its next turn. Best fit by size (least data moved); for counts, the smallest replica, and
   for a broker short of (over by) many units several ranked replicas per search (`_take_more`, `_give_more`);
 - a swap, when no single move fits: a larger replica for a smaller one, so the net transfer lands in the window;
+- for a count, a two-for-one exchange when no single move fits: the count moves by one, the rest by the difference;
 - a hot-partition spread, for a broker whose hot partitions alone keep it over the band;
 - a forced placement, for a replica that must move whatever the balance (hard constraints).
 
@@ -318,6 +319,54 @@ class ReplicaSwap(Action):
             return False
         self.state.apply([(int(r1s[first[0]]), taker), (int(r2s[first[0]]), giver)], k)
         return True
+
+
+class CountExchange(Action):
+    """Two replicas for one between two brokers under one action: a count moves by one unit while every other
+    resource moves by the difference. A broker over a count band that sits at another resource's lower edge
+    can give no replica alone, and a swap leaves the counts as they are; two small replicas out and one of
+    about their size back relieves the count and keeps the rest."""
+
+    GIVEN = 16  # the giver's smallest allowed replicas, paired two by two (120 pairs)
+    RETURNED = 64  # the taker's smallest allowed replicas, one of them coming back
+
+    def exchange(self, giver: int, taker: int, k: int) -> bool:
+        """Giver hands two of its replicas to taker and takes one of taker's back: of the triples every rule
+        allows, the one that copies the fewest bytes."""
+        m = self.model
+        if not self.budget.moves_left(3) or not self.budget.brokers_left(3)[[giver, taker]].all():
+            return False
+        if not (m.receives[[giver, taker]].all() and m.gives[[giver, taker]].all()):
+            return False
+        given = self._smallest_allowed(self.state.movable_on(giver, k), taker, self.GIVEN)
+        # As in a swap, the taker may hand back a replica that arrived earlier in the plan.
+        returned = m.replicas_on(taker)
+        returned = self._smallest_allowed(returned[m.r_movable[returned]], giver, self.RETURNED)
+        if len(given) < 2 or not len(returned):
+            return False
+        first, second = np.triu_indices(len(given), 1)
+        a = np.repeat(given[first], len(returned))
+        b = np.repeat(given[second], len(returned))
+        c = np.tile(returned, len(first))
+        net = m.r_load[a] + m.r_load[b] - m.r_load[c]  # from giver to taker
+        to_taker, to_giver = np.maximum(net, 0), np.maximum(-net, 0)
+        sizes = m.r_size[a] + m.r_size[b] + m.r_size[c]
+        ok = ((m.r_pindex[c] != m.r_pindex[a]) & (m.r_pindex[c] != m.r_pindex[b])
+              & self.budget.bytes_ok(sizes)
+              & self.acceptance.losses_ok(giver, to_taker) & self.acceptance.losses_ok(taker, to_giver)
+              & self.acceptance.gain_ok(taker, to_taker) & self.acceptance.gain_ok(giver, to_giver))
+        candidates = np.flatnonzero(ok)
+        if not len(candidates):
+            return False
+        best = int(candidates[np.argmin(sizes[candidates])])
+        self.state.apply([(int(a[best]), taker), (int(b[best]), taker), (int(c[best]), giver)], k)
+        return True
+
+    def _smallest_allowed(self, rs: np.ndarray, target: int, limit: int) -> np.ndarray:
+        """Of rs, the `limit` smallest the placement rules let move to target (smallest first)."""
+        m = self.model
+        rs = rs[np.argsort(m.r_size[rs], kind="stable")][: 4 * limit]
+        return rs[self.placement.allows_many(rs, target)][:limit]
 
 
 class HotPartitionSpread(Action):
