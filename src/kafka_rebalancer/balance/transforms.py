@@ -261,9 +261,10 @@ def plan_pools(planner_input: DataFrame, settings: PoolPlanningSettings) -> pd.D
         # rows, then a concat, took 2 s of the planner task at 1.5 million rows).
         filled = [batch for batch in batches if batch.num_rows]
         if filled:
-            table = pa.Table.from_batches(filled)
-            pool = pool_of_key[table.column("pool_key")[0].as_py()]
-            output = settings.plan(pool, table.drop_columns("pool_key").to_pandas())
+            table = pa.Table.from_batches(filled).drop_columns("pool_key")
+            pool = pool_of_key[filled[0].column("pool_key")[0].as_py()]
+            del filled  # the table alone holds the rows: the conversion frees each column once converted
+            output = settings.plan(pool, table.to_pandas(self_destruct=True))
             yield from PLANNER_OUTPUT.to_arrow_table(output).to_batches()
 
     rows = planner_input.where(F.col("plan_pool").isin(pools)).select(*POOL_MODEL_COLUMNS, key.alias("pool_key"))
