@@ -83,6 +83,17 @@ def judged(config_path: Path) -> dict[str, Any]:
     return out
 
 
+def checkout_label(checkout: Path) -> str:
+    """A checkout's short commit, "+changes" when its code differs from that commit (its folder name outside git)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(checkout), *args], capture_output=True, text=True).stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD")
+    if not commit:
+        return checkout.name
+    return commit + ("+changes" if git("status", "--porcelain", "--", "src", "spark") else "")
+
+
 def compare(scale: Scale, baseline: Path, runs: int, warm_ups: int = 1) -> dict[str, Any]:
     configs = {side: side_config(scale, side) for side in SIDES}
     checkouts = {"new": BENCH.parent, "baseline": baseline}
@@ -99,7 +110,8 @@ def compare(scale: Scale, baseline: Path, runs: int, warm_ups: int = 1) -> dict[
                 times[side].append(figure)
     ratios = [n["process_s"] / b["process_s"] for n, b in zip(times["new"], times["baseline"], strict=True)]
     return {
-        "date": time.strftime("%Y-%m-%d"), "warm_ups": warm_ups, "runs": runs,
+        "date": time.strftime("%Y-%m-%d"), "commit": checkout_label(BENCH.parent), "machine": machine()["cpu"],
+        "warm_ups": warm_ups, "runs": runs,
         "ratio_new_over_baseline": {"min": round(min(ratios), 3), "median": round(
             statistics.median(ratios), 3), "max": round(max(ratios), 3), "pairs": [round(r, 3) for r in ratios]},
         **{f"{side}_s": {"median": round(statistics.median(t["process_s"] for t in times[side]), 1),
@@ -117,7 +129,9 @@ def write_report(results: dict[str, Any], baseline: str, info: dict[str, Any]) -
         new, old = r["plans"]["new"], r["plans"]["baseline"]
         ratio = r["ratio_new_over_baseline"]
         spec = SCALES[name].spec
-        measured = f"{r['date']} ({r['warm_ups']} warm-up)"
+        # Each row says where it was measured: rows are re-measured one scale at a time, at other commits.
+        where = "".join(f" {label} {r[key]}" for key, label in (("commit", "at"), ("machine", "on")) if key in r)
+        measured = f"{r['date']}{where} ({r['warm_ups']} warm-up)"
         rows.append((name, measured, f"{spec.n_brokers:,} / {spec.n_partitions * spec.replication_factor:,}",
                      f"{ratio['median']} ({ratio['min']}-{ratio['max']}, {r['runs']} pairs)",
                      str(r["new_s"]["median"]), str(r["baseline_s"]["median"]),
@@ -129,7 +143,8 @@ def write_report(results: dict[str, Any], baseline: str, info: dict[str, Any]) -
     start, end = "<!-- side-by-side:start -->", "<!-- side-by-side:end -->"
     block = (f"{start}\nCommand: `python -m bench.side_by_side --baseline <checkout of {baseline}> --scales "
              f"<scale> [-n <pairs>] [--warm-ups <pairs>]` (`make bench-vs`), one scale at a time; the table keeps "
-             f"each scale's latest measurement. Machine: {info['cpu']}, {info['cores']} cores; "
+             f"each scale's latest measurement (its date, the new checkout's commit and the machine in `measured`; "
+             f"this run: {info['cpu']}, {info['cores']} cores); "
              f"whole `kafka-rebalancer plan` processes in turn on the same snapshot, warm-up pairs first; times "
              f"are process wall seconds (Spark session included). Plans judged by one yardstick (this checkout's "
              f"bands, moves and bytes counted from plan.json).\n\n{table}\n{end}")
@@ -154,8 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"--scales: unknown {', '.join(unknown)}; expected some of {', '.join(SCALES)}", file=sys.stderr)
         return 2
-    label = subprocess.run(["git", "-C", str(baseline), "rev-parse", "--short", "HEAD"], capture_output=True,
-                           text=True).stdout.strip() or baseline.name
+    label = checkout_label(baseline)
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     for name in args.scales.split(","):
         results[name] = {**compare(SCALES[name], baseline, args.runs, args.warm_ups), "baseline": label}
