@@ -126,7 +126,8 @@ def test_spark_and_pandas_agree_on_broker_load(spark: Any, baseline: tuple) -> N
     folder = run.stage_path("snapshot")
     brokers = spark.read.parquet(str(folder / "brokers.parquet"))
     planner_input = planner_replicas(spark.read.parquet(str(folder / "replicas.parquet")),
-                                     spark.read.parquet(str(folder / "partitions.parquet")), brokers)
+                                     spark.read.parquet(str(folder / "partitions.parquet")), brokers,
+                                     brokers.toPandas())
     keys = ["broker_pool", "resource", "broker_id"]
     parts = load_parts(planner_input, resources).toPandas()
     s = per_broker.broker_load(brokers.toPandas(), parts, resources).sort_values(keys).reset_index(drop=True)

@@ -44,7 +44,8 @@ def conform(frame: DataFrame, schema: TableSchema) -> DataFrame:
 
 
 # -- partitions: which may move, and how ---------------------------------------------------------------------
-def planner_replicas(replicas: DataFrame, partitions: DataFrame, brokers: DataFrame) -> DataFrame:
+def planner_replicas(replicas: DataFrame, partitions: DataFrame, brokers: DataFrame, brokers_pdf: pd.DataFrame,
+                     ) -> DataFrame:
     """Every replica with its partition's facts and traffic, its broker's pool, and what may happen to it.
 
     ISR safety (seed 002): a partition without a leader, or with a live replica outside the ISR, is
@@ -58,11 +59,11 @@ def planner_replicas(replicas: DataFrame, partitions: DataFrame, brokers: DataFr
     much); the replicas then meet their partition and their broker in broadcast joins. Whether a replica is
     outside its topic's pool is decided per replica, by its broker's pool: a set operation against the pool's
     members costs a hash set of the whole pool per partition (most of this job at 1,000 brokers). Every broker a
-    replica names is in `brokers` (the snapshot lists them, alive or not).
+    replica names is in `brokers` (the snapshot lists them, alive or not). `brokers_pdf` is the same table on the
+    driver (the dead and excluded brokers are read from it: a Spark job of its own cost a second on a cold JVM).
     """
-    rows = brokers.select("broker_id", "alive", "excluded").collect()
-    dead = _broker_ids(r["broker_id"] for r in rows if not r["alive"])
-    excluded = _broker_ids(r["broker_id"] for r in rows if r["excluded"])
+    dead = _broker_ids(brokers_pdf.loc[~brokers_pdf["alive"].astype(bool), "broker_id"])
+    excluded = _broker_ids(brokers_pdf.loc[brokers_pdf["excluded"].astype(bool), "broker_id"])
     live = F.array_except("replicas", dead)
     p = partitions.select(
         "*", F.size(F.array_intersect("replicas", excluded)).alias("on_excluded"),

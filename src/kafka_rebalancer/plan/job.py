@@ -56,7 +56,7 @@ from kafka_rebalancer.plan.changes import load_after, partition_changes, trim_to
 from kafka_rebalancer.plan.summary import build_summary, planner_claim
 from kafka_rebalancer.quality.recheck import claim_rows, current_placement, draining_brokers, recheck_plan
 from kafka_rebalancer.report.tables import human_bytes
-from kafka_rebalancer.run_folder import PLAN, SNAPSHOT, RunFolder, read_json, write_json, write_table
+from kafka_rebalancer.run_folder import PLAN, SNAPSHOT, RunFolder, read_json, read_table, write_json, write_table
 from kafka_rebalancer.snapshot.store import read_snapshot
 
 log = logging.getLogger(__name__)
@@ -134,13 +134,15 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
     snap = run.require(SNAPSHOT)
     manifest = read_json(snap / "manifest.json")
     _split_inputs(spark, snap)
-    brokers = _read(spark, snap, BROKERS).cache()
+    brokers = _read(spark, snap, BROKERS)
     replicas = _read(spark, snap, REPLICAS)
     partitions = _read(spark, snap, PARTITIONS)
+    # The brokers on the driver too (a few rows): read as Spark would, without a Spark job.
+    brokers_pdf = read_table(snap, BROKERS)
     resources = config.resource_list()
 
     # The checkpoint cuts the lineage: later queries start from this table instead of re-planning its inputs.
-    planner_input = planner_replicas(replicas, partitions, brokers).localCheckpoint()
+    planner_input = planner_replicas(replicas, partitions, brokers, brokers_pdf).localCheckpoint()
     progress(f"{planner_input.count()} replicas read, each with its partition's state")
     # The tables only reported (skipped partitions, statuses, the pre-check candidates) are computed beside the
     # main line, in their own jobs, while it waits on small jobs (bands) or on the planner's Python workers.
@@ -148,7 +150,6 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
         # One aggregation of the replicas; the tables per broker and pool are added up from it on the driver (a
         # few rows per broker, where Spark would spend seconds planning and scheduling small jobs). Of those only
         # the pre-check's pairs go back to Spark, as a local table whose size Spark knows (it broadcasts it).
-        brokers_pdf = brokers.toPandas()
         if scope.leadership is None:
             # The planner's Python workers start first, while the bands are worked out (a failure to start them
             # shows in plan_pools, which starts its own).
