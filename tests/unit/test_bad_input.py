@@ -502,6 +502,17 @@ def bad_tables(draw: st.DrawFn) -> dict[str, pd.DataFrame]:
     return tables
 
 
+@pytest.mark.parametrize("value", [2**64, 2**31])
+def test_an_id_beyond_its_columns_type_is_named_with_its_row(value: int) -> None:
+    # Found by the property below: 2^64 as a partition number stopped the checks with an OverflowError.
+    replicas = TABLES["replicas"].astype({"partition": object})
+    replicas.loc[0, "partition"] = value
+    with pytest.raises(SnapshotError) as err:
+        check_snapshot_tables(TABLES["brokers"], replicas, TABLES["partitions"], SOURCES)
+    assert str(err.value) == (f"test: replicas: row 1: partition is {value}, expected an integer from 0 to "
+                              f"{2**31 - 1}")
+
+
 @FAST
 @given(tables=bad_tables(), balanced=st.lists(st.sampled_from(["disk", "cpu", "replica_count"]), max_size=2))
 def test_property_snapshot_row_checks(tables: dict[str, pd.DataFrame], balanced: list[str]) -> None:

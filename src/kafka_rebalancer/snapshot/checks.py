@@ -26,9 +26,16 @@ class _Number:
     integer: bool = False
     nullable: bool = False
 
-    def expected(self) -> str:
+    def expected(self, below: int | None = None) -> str:
+        """What the column holds; `below`: the bound of its integer type, named when a value passed it."""
         kind = "an integer" if self.integer else "a number"
-        return f"{kind} >= {self.minimum}" + (" (or empty)" if self.nullable else "")
+        held = f"{kind} from {self.minimum} to {below - 1}" if below is not None else f"{kind} >= {self.minimum}"
+        return held + (" (or empty)" if self.nullable else "")
+
+
+# The integer columns' types bound their values: a larger one cannot be stored or converted (one above 2^63
+# stopped the checks with an OverflowError instead of naming the row).
+_BELOW = {"int32": 2**31, "int64": 2**63}
 
 
 _ID, _AMOUNT, _COUNT = _Number(0, integer=True), _Number(0), _Number(0, integer=True)
@@ -111,9 +118,12 @@ def _checked(frame: pd.DataFrame, schema: TableSchema, source: str) -> pd.DataFr
                              "a topic name", with_key=False)
     numbers = {}
     # Key columns come first in _NUMBERS, so a later column's error can name the row by its key.
+    types = {c.name: c.type for c in schema.columns}
     for column, rule in _NUMBERS[schema.name].items():
         values = _as_numbers(frame[column])
-        valid = np.isfinite(values) & (values >= rule.minimum)
+        below = _BELOW.get(types[column])
+        too_large = values >= below if below is not None else np.zeros(len(values), dtype=bool)
+        valid = np.isfinite(values) & (values >= rule.minimum) & ~too_large
         if rule.integer:
             valid &= np.floor(values) == values
         if rule.nullable:
@@ -121,7 +131,8 @@ def _checked(frame: pd.DataFrame, schema: TableSchema, source: str) -> pd.DataFr
         if not valid.all():
             row = int(np.flatnonzero(~valid)[0])
             raise _row_error(source, frame, schema.name, row, f"{column} is {_show(frame[column].iloc[row])}",
-                             rule.expected(), with_key=column not in _KEYS[schema.name])
+                             rule.expected(below if too_large[row] else None),
+                             with_key=column not in _KEYS[schema.name])
         numbers[column] = values
     keys = pd.DataFrame({k: frame[k] if k == "topic" else numbers[k] for k in _KEYS[schema.name]})
     duplicated = np.flatnonzero(keys.duplicated().to_numpy())
