@@ -73,6 +73,21 @@ def test_a_swap_moves_its_net_transfer_in_one_action() -> None:
     assert swap.state.replica_moves == 2 and swap.state.moved_bytes == 50
 
 
+def test_a_swap_reaching_the_need_copies_the_fewest_bytes() -> None:
+    # Loads 60 / 40 of 100, band [0.45, 0.55]: 30 for 20 and 12 for 2 both move a net 10; the second copies 14
+    # bytes instead of 50.
+    model = pool([(1, "a", 100), (2, "b", 100)],
+                 [("t", 0, 1, 0, 30), ("t", 1, 1, 0, 12), ("t", 2, 1, 0, 18),
+                  ("u", 0, 2, 0, 20), ("u", 1, 2, 0, 2), ("u", 2, 2, 0, 18)],
+                 resources=(DISK, REPLICA_COUNT))
+    swap = action(ReplicaSwap, model)
+    assert swap.swap(0, 1, 0, need=5.5, most=15.0)
+    assert [(mv.source, mv.target, int(model.r_size[mv.replica])) for mv in swap.state.plan.moves] == [
+        (0, 1, 12), (1, 0, 2)]
+    assert model.load.tolist() == [[50, 3], [50, 3]]
+    assert swap.state.moved_bytes == 14
+
+
 def test_a_swap_needs_two_moves_of_budget() -> None:
     model = pool([(1, "a", 100), (2, "b", 100)],
                  [("t", 0, 1, 0, 30), ("t", 1, 1, 0, 30), ("u", 0, 2, 0, 20), ("u", 1, 2, 0, 20)])

@@ -1,9 +1,11 @@
-"""Refining a finished plan: reverting actions it does not need, and moving smaller replicas for the same result."""
+"""Refining a finished plan: reverting actions it does not need, moving smaller replicas for the same result, and
+sending a replica straight to where the plan takes another one."""
 
 from __future__ import annotations
 
 from kafka_rebalancer.balance.planner import Budgets, Planner
-from kafka_rebalancer.balance.planner.refine import prune, substitute
+from kafka_rebalancer.balance.planner.refine import prune, shortcut, substitute
+from kafka_rebalancer.model.resources import DISK, REPLICA_COUNT
 from tests.unit.test_planner import bands_of, pool
 
 
@@ -20,6 +22,19 @@ def test_prune_reverts_actions_the_plan_does_not_need() -> None:
     assert model.usage[:, 0].tolist() == [0.4, 0.4, 0.4]
     assert (planner.state.replica_moves, planner.state.moved_bytes) == (1, 10)
     assert planner.state.moved.tolist() == [True] + [False] * 7
+
+
+def test_prune_judges_each_revert_after_the_reverts_before_it() -> None:
+    # Disk 57 / 43 of 100 (band [45, 55]): x (8) then y (3) from broker 1 to 2 end them at 46 / 54. Either revert
+    # alone would leave both inside the band (49 / 51, 54 / 46), but not both: y's goes (latest first), x's stays.
+    model = pool([(1, "a", 100), (2, "b", 100)],
+                 [("o", 0, 1, 0, 46), ("o", 1, 2, 0, 43), ("x", 0, 1, 0, 8), ("y", 0, 1, 0, 3)])
+    planner = Planner(model, bands_of(model), ["disk"], Budgets(100))
+    planner.state.apply([(2, 1)], 0)
+    planner.state.apply([(3, 1)], 0)
+    prune(planner.state, planner.constraints)
+    assert [m.replica for m in planner.plan.moves] == [2]
+    assert model.load[:, 0].tolist() == [49, 51]
 
 
 def test_prune_keeps_forced_moves() -> None:
@@ -42,3 +57,51 @@ def test_substitute_moves_a_smaller_replica_that_does_as_well() -> None:
     assert model.load[:, 0].tolist() == [42, 38]
     assert model.r_broker.tolist() == [0, 0, 1, 1]
     assert planner.state.moved_bytes == 8 and planner.state.moved.tolist() == [False, False, True, False]
+
+
+def chain() -> Planner:
+    """Disk 60 / 50 / 40 of 100 (band [0.45, 0.55]), one replica of 10 on broker 1 (x), one on broker 2 (y). The
+    plan moves x from broker 1 to 2, then y from broker 2 to 3: every broker ends at 50, and 20 bytes are copied."""
+    model = pool([(1, "a", 100), (2, "b", 100), (3, "c", 100)],
+                 [("x", 0, 1, 0, 10), ("o", 0, 1, 0, 50), ("y", 0, 2, 0, 10), ("o", 1, 2, 0, 40), ("o", 2, 3, 0, 40)],
+                 resources=(DISK, REPLICA_COUNT))
+    planner = Planner(model, bands_of(model), ["disk"], Budgets(100))
+    planner.state.apply([(3, 1)], 0)  # rows sorted by topic: o-0, o-1, o-2, x-0, y-0
+    planner.state.apply([(4, 2)], 0)
+    return planner
+
+
+def test_shortcut_sends_a_replica_straight_on_and_keeps_the_one_it_replaced() -> None:
+    planner = chain()
+    model = planner.model
+    shortcut(planner.state, planner.constraints)
+    assert [(m.seq, m.replica, m.source, m.target) for m in planner.plan.moves] == [(0, 3, 0, 2)]
+    assert model.load.tolist() == [[50, 1], [50, 2], [50, 2]]  # the replica counts end as the chain left them
+    assert (planner.state.replica_moves, planner.state.moved_bytes) == (1, 10)
+    assert planner.state.broker_moves.tolist() == [1, 0, 1]
+
+
+def test_shortcut_leaves_a_chain_whose_brokers_would_leave_their_bands() -> None:
+    # Disk 60 / 56 / 34: x (10) from broker 1 to 2 and y (16) from 2 to 3 end every broker at 50. Straight on, x
+    # would leave broker 2 at 56 and broker 3 at 44, both outside [45, 55]: the chain stays.
+    model = pool([(1, "a", 100), (2, "b", 100), (3, "c", 100)],
+                 [("x", 0, 1, 0, 10), ("o", 0, 1, 0, 50), ("y", 0, 2, 0, 16), ("o", 1, 2, 0, 40), ("o", 2, 3, 0, 34)])
+    planner = Planner(model, bands_of(model), ["disk"], Budgets(100))
+    planner.state.apply([(3, 1)], 0)
+    planner.state.apply([(4, 2)], 0)
+    shortcut(planner.state, planner.constraints)
+    assert [(m.replica, m.source, m.target) for m in planner.plan.moves] == [(3, 0, 1), (4, 1, 2)]
+    assert model.load[:, 0].tolist() == [50, 50, 50]
+
+
+def test_shortcut_sends_a_replica_home_when_the_plan_takes_one_back() -> None:
+    # x goes from broker 1 to 2 and y of the same size from 2 to 1: nothing needs copying.
+    model = pool([(1, "a", 100), (2, "b", 100)],
+                 [("x", 0, 1, 0, 10), ("o", 0, 1, 0, 40), ("y", 0, 2, 0, 10), ("o", 1, 2, 0, 40)])
+    planner = Planner(model, bands_of(model), ["disk"], Budgets(100))
+    planner.state.apply([(2, 1)], 0)  # rows: o-0, o-1, x-0, y-0
+    planner.state.apply([(3, 0)], 0)
+    shortcut(planner.state, planner.constraints)
+    assert planner.plan.moves == []
+    assert model.r_broker.tolist() == model.original_broker.tolist()
+    assert (planner.state.replica_moves, planner.state.moved_bytes) == (0, 0)

@@ -302,12 +302,17 @@ class ReplicaSwap(Action):
         for role in (True, False):
             g, t = give[m.r_is_leader[give] == role], take[m.r_is_leader[take] == role]
             if len(g) and len(t):
-                pairs += [(int(g[i]), int(t[j])) for i, j in self.ranking.pairs(m.r_load[g, k], m.r_load[t, k],
-                                                                                 need, most)]
+                pairs += [(int(g[i]), int(t[j])) for i, j in self.ranking.pairs(
+                    m.r_load[g, k], m.r_load[t, k], need, most, sizes=(m.r_size[g], m.r_size[t]))]
         if not pairs:
             return False
-        # Every rule for every pair at once (nothing changes until one is made), then the first pair they allow.
+        # Both roles' pairs in one ranking: those reaching need by the fewest bytes, then the largest nets.
         r1s, r2s = np.array(pairs).T
+        net = m.r_load[r1s, k] - m.r_load[r2s, k]
+        fits = net >= need - EPS
+        ranked = np.lexsort((np.where(fits, m.r_size[r1s] + m.r_size[r2s], -net), ~fits))
+        r1s, r2s = r1s[ranked], r2s[ranked]
+        # Every rule for every pair at once (nothing changes until one is made), then the first pair they allow.
         ok = (m.r_pindex[r1s] != m.r_pindex[r2s]) & self.budget.bytes_ok(m.r_size[r1s] + m.r_size[r2s])
         ok &= self.placement.allows_many(r1s, taker) & self.placement.allows_many(r2s, giver)
         delta = m.r_load[r1s] - m.r_load[r2s]

@@ -242,7 +242,7 @@ class Acceptance:
         return np.all((m.load + delta) / m.capacity <= self.ceiling + EPS, axis=1)
 
     # -- distances from the bands ----------------------------------------------------------------------
-    def status(self, brokers: list[int]) -> np.ndarray:
+    def status(self, brokers: list[int] | np.ndarray) -> np.ndarray:
         """Per (broker, resource) of these brokers now: the distance outside its edges (0 inside)."""
         usage = self.model.usage[brokers]
         return np.maximum(np.maximum(self.lower_of[brokers] - usage, usage - self.limit_of[brokers]), 0.0)
@@ -250,12 +250,18 @@ class Acceptance:
     def no_further_out(self, giver: int, taker: int, delta: np.ndarray) -> bool:
         """Moving load `delta` from giver to taker leaves both inside their edges or no further outside them than
         now: `status` before and after, without changing the model."""
+        return bool(self.no_further_out_many(np.array([giver]), np.array([taker]), delta[None, :])[0])
+
+    def no_further_out_many(self, givers: np.ndarray, takers: np.ndarray, deltas: np.ndarray) -> np.ndarray:
+        """`no_further_out` of many moves at once, each judged alone against the model as it stands."""
         m = self.model
-        brokers = [giver, taker]
-        before = self.status(brokers)
-        usage = m.usage_at(brokers, m.load[brokers] + np.stack([-delta, delta]))
-        after = np.maximum(np.maximum(self.lower_of[brokers] - usage, usage - self.limit_of[brokers]), 0.0)
-        return bool(np.all((after <= before) | (after <= EPS)))
+        ok = np.ones(len(givers), dtype=bool)
+        for brokers, delta in ((givers, -deltas), (takers, deltas)):
+            before = self.status(brokers)
+            usage = m.usage_at(brokers, m.load[brokers] + delta)
+            after = np.maximum(np.maximum(self.lower_of[brokers] - usage, usage - self.limit_of[brokers]), 0.0)
+            ok &= np.all((after <= before) | (after <= EPS), axis=1)
+        return ok
 
     def out_of_band(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The eligible brokers over and under their edges in resource k (the band, or the target band of the

@@ -2,7 +2,8 @@
 
 For a size resource, candidates that land the broker inside the target band come first (least load first, so
 the least data moves), then the others (largest first). For a count every replica weighs 1: those whose other
-loads are closest to what the brokers should move per replica come first, then the least data.
+loads are closest to what the brokers should move per replica come first, then the least data. Swap pairs of
+replicas that land the broker inside come by the fewest bytes copied, then the others by the largest net.
 """
 
 from __future__ import annotations
@@ -72,15 +73,28 @@ class Ranking:
         return np.concatenate([rs[fits][np.argsort(gain[fits], kind="stable")],
                                rs[~fits][np.argsort(-gain[~fits], kind="stable")]])
 
-    def pairs(self, give: np.ndarray, take: np.ndarray, need: float, most: float) -> list[tuple[int, int]]:
+    def pairs(self, give: np.ndarray, take: np.ndarray, need: float, most: float,
+              sizes: tuple[np.ndarray, np.ndarray] | None = None) -> list[tuple[int, int]]:
         """Pairs (i, j) whose net transfer give[i] - take[j] lies in (0, most], ranked like single moves: those
-        that reach `need` first (the smallest net, least overshoot), then the others (the largest net first)."""
+        that reach `need` first, then the others (the largest net first). Without sizes the fits come by the
+        smallest net (least overshoot: leaderships, where nothing is copied); with the replicas' sizes (give's,
+        take's), each give is paired with the smallest take allowed and the fits come by the fewest bytes copied
+        (a pair that only just reaches need with a large replica coming back copies both for a small net)."""
         order = np.argsort(take, kind="stable")
         sorted_take = take[order]
         idx = np.arange(len(give))
+        low = np.searchsorted(sorted_take, give - most - EPS, side="left")
+        if sizes is not None:
+            low_c = np.minimum(low, max(len(sorted_take) - 1, 0))
+            net = give - sorted_take[low_c]
+            keep = (low < len(sorted_take)) & (net > EPS) & (net <= most + EPS)
+            fits = net >= need - EPS
+            copied = sizes[0] + sizes[1][order][low_c]
+            key = np.where(fits, copied, -net)[keep]
+            ranked = np.lexsort((idx[keep], key, ~fits[keep]))[: self.candidate_limit]
+            return [(int(i), int(order[j])) for i, j in zip(idx[keep][ranked], low_c[keep][ranked], strict=True)]
         # Per i: the largest take with net >= need (a fit), else the smallest take with net <= most.
         fit = np.searchsorted(sorted_take, give - need + EPS, side="right") - 1
-        low = np.searchsorted(sorted_take, give - most - EPS, side="left")
         fit_ok = (fit >= 0) & (fit >= low)
         fit_net = np.where(fit_ok, give - sorted_take[np.clip(fit, 0, None)], 0.0)
         fit_ok &= fit_net > EPS

@@ -1,7 +1,8 @@
 """After balancing: a smaller plan with the same result.
 
-Actions that turned out unnecessary are reverted (latest first), and a replica move is made with a smaller
-replica of the same source where that one does as well, moving the plan towards the lower bound of data moved.
+Actions that turned out unnecessary are reverted (latest first), a replica that passed through a broker goes
+straight on (`shortcut`), and a replica move is made with a smaller replica of the same source where that one does
+as well, moving the plan towards the lower bound of data moved.
 Only the final state is executed, so either changes the plan, never its outcome for the bands.
 """
 
@@ -12,6 +13,8 @@ import numpy as np
 from kafka_rebalancer.balance.planner.constraints import EPS, Constraints
 from kafka_rebalancer.balance.planner.state import LEADERSHIP, REPLICA, Move, PlanState
 
+REFINE_BATCH = 256  # single moves judged at once by prune and substitute
+
 
 def prune(state: PlanState, constraints: Constraints) -> None:
     """Revert actions (latest first) whose revert leaves every broker they touched inside its bands or no
@@ -20,20 +23,45 @@ def prune(state: PlanState, constraints: Constraints) -> None:
     acceptance = constraints.acceptance
     dropped: set[int] = set()
     later: set[int] = set()  # partitions that later, kept actions depend on
-    for seq, group in sorted(state.actions().items(), reverse=True):
+    actions = sorted(state.actions().items(), reverse=True)
+    # Most actions are single replica moves, judged from the loads without changing the model: a batch of them at
+    # once, as the model stands. An answer holds while neither of its move's brokers changes (a revert, a trial).
+    singles = {seq: group[0] for seq, group in actions if len(group) == 1 and group[0].action == REPLICA}
+    in_order = list(singles)
+    position = {seq: i for i, seq in enumerate(in_order)}
+    judged: dict[int, bool] = {}
+    changed: set[int] = set()  # brokers whose loads changed since the batch was judged
+
+    def judge_from(i: int) -> None:
+        batch = [singles[seq] for seq in in_order[i:i + REFINE_BATCH]]
+        ok = acceptance.no_further_out_many(np.array([mv.target for mv in batch], dtype=np.int64),
+                                            np.array([mv.source for mv in batch], dtype=np.int64),
+                                            m.r_load[np.array([mv.replica for mv in batch], dtype=np.int64)])
+        judged.clear()
+        judged.update(zip(in_order[i:i + REFINE_BATCH], ok.tolist(), strict=True))
+        changed.clear()
+
+    for seq, group in actions:
         partitions = {int(m.r_pindex[mv.replica]) for mv in group}
-        if any(mv.forced for mv in group) or partitions & later or not _revertible(state, constraints, group):
+        if any(mv.forced for mv in group) or partitions & later:
             later |= partitions
             continue
-        if len(group) == 1 and group[0].action == REPLICA:  # most actions: judged without changing the model
-            mv = group[0]
-            if acceptance.no_further_out(mv.target, mv.source, m.r_load[mv.replica]):
+        mv = singles.get(seq)
+        if mv is not None:
+            if seq not in judged or mv.source in changed or mv.target in changed:
+                judge_from(position[seq])
+            if judged[seq] and _revertible(state, constraints, group):
                 state.restore(group)
                 dropped.add(seq)
+                changed |= {mv.source, mv.target}
             else:
                 later |= partitions
             continue
+        if not _revertible(state, constraints, group):
+            later |= partitions
+            continue
         touched = sorted({b for mv in group for b in (mv.source, mv.target)})
+        changed.update(touched)  # a trial taken back may not restore the loads to the last bit
         before = acceptance.status(touched)
         state.restore(group)
         after = acceptance.status(touched)
@@ -70,7 +98,25 @@ def substitute(state: PlanState, constraints: Constraints) -> None:
     replaced: dict[int, Move] = {}
     # Disk's load is the replica's size: the candidates inside disk's window are a slice of those sorted by size.
     disk = state.names.index("disk") if "disk" in state.names else None
-    for mv in sorted(singles, key=lambda mv: (-int(m.r_size[mv.replica]), mv.seq)):
+    ordered = sorted(singles, key=lambda mv: (-int(m.r_size[mv.replica]), mv.seq))
+    # With r back on s and a candidate moved instead, s and t stay inside their bands or no further out
+    # (distance <= max(before, EPS)) exactly when each of the candidate's loads lies in a window. The windows of a
+    # batch of moves are worked out at once; one holds while neither of its move's brokers changes.
+    windows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    changed: set[int] = set()
+
+    def windows_from(i: int) -> None:
+        batch = ordered[i:i + REFINE_BATCH]
+        s = np.array([mv.source for mv in batch], dtype=np.int64)
+        t = np.array([mv.target for mv in batch], dtype=np.int64)
+        r_load = m.r_load[np.array([mv.replica for mv in batch], dtype=np.int64)]
+        lo, hi = _window(constraints, s, t, m.load[s] + r_load, m.load[t] - r_load,
+                         constraints.acceptance.status(s), constraints.acceptance.status(t))
+        windows.clear()
+        windows.update((mv.seq, (lo[j], hi[j])) for j, mv in enumerate(batch))
+        changed.clear()
+
+    for i, mv in enumerate(ordered):
         r, s, t = mv.replica, mv.source, mv.target
         if fixed[m.r_pindex[r]] or m.r_broker[r] != t:
             continue
@@ -79,11 +125,10 @@ def substitute(state: PlanState, constraints: Constraints) -> None:
         last = int(np.searchsorted(sizes, m.r_size[r]))  # the smaller ones
         if not last:
             continue
-        before = constraints.acceptance.status([s, t])
-        # With r back on s and a candidate moved instead, s and t stay inside their bands or no further out
-        # (distance <= max(before, EPS)) exactly when each of the candidate's loads lies in a window: checked a
-        # resource at a time over contiguous columns (few candidates pass them all).
-        lo, hi = _window(constraints, s, t, m.load[s] + m.r_load[r], m.load[t] - m.r_load[r], before)
+        if mv.seq not in windows or s in changed or t in changed:
+            windows_from(i)
+        # Checked a resource at a time over contiguous columns (few candidates pass them all).
+        lo, hi = windows[mv.seq]
         first = 0
         if disk is not None:
             if np.isnan(lo[disk]) or np.isnan(hi[disk]):
@@ -106,20 +151,74 @@ def substitute(state: PlanState, constraints: Constraints) -> None:
         chosen = int(ok[0])
         m.move(r, s)
         m.move(chosen, t)
+        changed |= {s, t}
         replaced[mv.seq] = state.substitute(mv, chosen)
         fixed[m.r_pindex[chosen]] = touched[m.r_pindex[chosen]] = True
     state.plan.moves = [replaced.get(mv.seq, mv) for mv in state.plan.moves]
 
 
-def _window(constraints: Constraints, s: int, t: int, base_s: np.ndarray, base_t: np.ndarray,
-            before: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def shortcut(state: PlanState, constraints: Constraints) -> None:
+    """Where a broker b took a replica x (from a) and gave a replica y (to c), x goes to c directly and y stays on
+    b, if b and c stay inside their bands or no further out and x may go to c: every broker keeps its replica
+    count, and y's bytes are not copied (nor x's, when c is a and x stays home). Largest y first; a rerouted x may
+    be rerouted again from c. Only single moves of partitions no other action touches take part."""
+    m = state.model
+    placement = constraints.placement
+    once = state.actions_per_partition() == 1
+    # Per broker, the replica moves into and out of it, by replica row (a swap's halves each count).
+    into: dict[int, dict[int, Move]] = {}
+    out_of: dict[int, dict[int, Move]] = {}
+    for mv in state.plan.moves:
+        if mv.action == REPLICA and not mv.forced and once[m.r_pindex[mv.replica]]:
+            into.setdefault(mv.target, {})[mv.replica] = mv
+            out_of.setdefault(mv.source, {})[mv.replica] = mv
+    replaced: dict[tuple[int, int], Move | None] = {}
+    for b in sorted(set(into) & set(out_of)):
+        for y in sorted(out_of[b].values(), key=lambda mv: (-int(m.r_size[mv.replica]), mv.seq)):
+            if not into.get(b) or y.replica not in out_of[b]:
+                continue
+            c = y.target
+            if not placement.allows(y.replica, c, b, undo=True):
+                continue
+            taken = list(into[b].values())
+            xs = np.array([mv.replica for mv in taken], dtype=np.int64)
+            before = constraints.acceptance.status([b, c])
+            # x and y change places between b and c: b gives c the load of x and takes y's back.
+            lo, hi = _window(constraints, b, c, m.load[b] + m.r_load[y.replica], m.load[c] - m.r_load[y.replica],
+                             before[0], before[1])
+            loads = m.r_load[xs]
+            fits = np.flatnonzero(np.all((loads >= lo) & (loads <= hi), axis=1))
+            # Home first (nothing copied at all), then the x closest to y's size (b and c change least).
+            home = np.array([taken[i].source == c for i in fits], dtype=bool)
+            gap = np.abs(m.r_size[xs[fits]] - m.r_size[y.replica])
+            for i in fits[np.lexsort((gap, ~home))]:
+                x = taken[int(i)]
+                if placement.allows(x.replica, b, c, undo=x.source == c):
+                    break
+            else:
+                continue
+            m.move(y.replica, b)
+            m.move(x.replica, c)
+            rerouted = state.reroute(x, y)
+            replaced[(y.seq, y.replica)] = None
+            replaced[(x.seq, x.replica)] = rerouted
+            del out_of[b][y.replica], into[c][y.replica], into[b][x.replica], out_of[x.source][x.replica]
+            if rerouted is not None:
+                into[c][x.replica] = out_of[x.source][x.replica] = rerouted
+    state.plan.moves = [moved for mv in state.plan.moves
+                        if (moved := replaced.get((mv.seq, mv.replica), mv)) is not None]
+
+
+def _window(constraints: Constraints, s: int | np.ndarray, t: int | np.ndarray, base_s: np.ndarray,
+            base_t: np.ndarray, before_s: np.ndarray, before_t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per resource, the loads l that s (at base_s, giving l) and t (at base_t, taking l) can exchange while each
-    stays within its distance `before` of its band (or EPS): distance(u) <= D means lower - D <= u <= limit + D,
-    solved for l (one comparison per load instead of a distance per load)."""
+    stays within its distance (`before_s`, `before_t`) of its band (or EPS): distance(u) <= D means
+    lower - D <= u <= limit + D, solved for l (one comparison per load instead of a distance per load). s and t
+    may be arrays of brokers (one window per row)."""
     acceptance = constraints.acceptance
     lower, limit = acceptance.lower_of, acceptance.limit_of
     cap_s, cap_t = acceptance.model.capacity[s], acceptance.model.capacity[t]
-    d_s, d_t = np.maximum(before[0], EPS), np.maximum(before[1], EPS)
+    d_s, d_t = np.maximum(before_s, EPS), np.maximum(before_t, EPS)
     with np.errstate(invalid="ignore"):  # unbalanced resources: infinite edges give infinite bounds
         lo = np.maximum(base_s - (limit[s] + d_s) * cap_s, (lower[t] - d_t) * cap_t - base_t)
         hi = np.minimum(base_s - (lower[s] - d_s) * cap_s, (limit[t] + d_t) * cap_t - base_t)

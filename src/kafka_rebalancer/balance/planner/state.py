@@ -195,6 +195,16 @@ class PlanState:
         self.moved_bytes += int(self.model.r_size[replica]) - int(self.model.r_size[mv.replica])
         return Move(mv.seq, REPLICA, replica, mv.source, mv.target, mv.resource)
 
+    def reroute(self, taken: Move, given: Move) -> Move | None:
+        """A replica moved to broker b (taken) goes on to where b's replica `given` went, and given stays on b
+        (the caller changed the model): the counters follow. Returns taken's new move, None if it went home."""
+        self._count([taken, given], -1)
+        if taken.source == given.target:
+            return None
+        rerouted = Move(taken.seq, REPLICA, taken.replica, taken.source, given.target, taken.resource)
+        self._count([rerouted], 1)
+        return rerouted
+
     # -- reading the log -------------------------------------------------------------------------------
     def actions(self) -> dict[int, list[Move]]:
         """The log's actions by sequence number, in order."""

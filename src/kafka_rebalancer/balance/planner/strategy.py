@@ -11,8 +11,8 @@
    the band then gets another round in which every broker is held to the band's edges only (the holds can keep
    the room it needs on the fixed brokers); the holds come back. A broker still outside a count's edges then
    gets a last round that may also exchange two of a broker's replicas for one (`CountExchange`).
-3. Finally the plan is made smaller (`refine`), and what stays outside its band (or a fixed broker's target
-   band) is explained.
+3. Finally the plan is made smaller (`refine`: reverts, shortcuts, smaller substitutes), and what stays outside
+   its band (or a fixed broker's target band) is explained.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from kafka_rebalancer.balance.planner.actions import (
 )
 from kafka_rebalancer.balance.planner.constraints import EPS, Budgets, Constraints
 from kafka_rebalancer.balance.planner.ranking import Ranking
-from kafka_rebalancer.balance.planner.refine import prune, substitute
+from kafka_rebalancer.balance.planner.refine import prune, shortcut, substitute
 from kafka_rebalancer.balance.planner.state import HARD, PlanState, PoolPlan
 
 
@@ -88,6 +88,7 @@ class Planner:
             self.exchanges = True
             self._passes(balanced, max_passes)
         prune(self.state, self.constraints)
+        shortcut(self.state, self.constraints)
         substitute(self.state, self.constraints)
         self._explain(balanced)
         return self.plan
