@@ -308,9 +308,8 @@ class ReplicaSwap(Action):
             return False
         # Both roles' pairs in one ranking: those reaching need by the fewest bytes, then the largest nets.
         r1s, r2s = np.array(pairs).T
-        net = m.r_load[r1s, k] - m.r_load[r2s, k]
-        fits = net >= need - EPS
-        ranked = np.lexsort((np.where(fits, m.r_size[r1s] + m.r_size[r2s], -net), ~fits))
+        ranked = self.ranking.fewest_bytes_first(m.r_load[r1s, k] - m.r_load[r2s, k], m.r_size[r1s] + m.r_size[r2s],
+                                                 need)
         r1s, r2s = r1s[ranked], r2s[ranked]
         # Every rule for every pair at once (nothing changes until one is made), then the first pair they allow.
         ok = (m.r_pindex[r1s] != m.r_pindex[r2s]) & self.budget.bytes_ok(m.r_size[r1s] + m.r_size[r2s])

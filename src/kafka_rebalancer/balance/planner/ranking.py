@@ -88,10 +88,8 @@ class Ranking:
             low_c = np.minimum(low, max(len(sorted_take) - 1, 0))
             net = give - sorted_take[low_c]
             keep = (low < len(sorted_take)) & (net > EPS) & (net <= most + EPS)
-            fits = net >= need - EPS
             copied = sizes[0] + sizes[1][order][low_c]
-            key = np.where(fits, copied, -net)[keep]
-            ranked = np.lexsort((idx[keep], key, ~fits[keep]))[: self.candidate_limit]
+            ranked = self.fewest_bytes_first(net[keep], copied[keep], need)[: self.candidate_limit]
             return [(int(i), int(order[j])) for i, j in zip(idx[keep][ranked], low_c[keep][ranked], strict=True)]
         # Per i: the largest take with net >= need (a fit), else the smallest take with net <= most.
         fit = np.searchsorted(sorted_take, give - need + EPS, side="right") - 1
@@ -107,6 +105,13 @@ class Ranking:
         key = np.where(fit_ok, fit_net, -low_net)[keep]
         ranked = np.lexsort((idx[keep], key, group))[: self.candidate_limit]
         return [(int(i), int(order[j])) for i, j in zip(idx[keep][ranked], chosen[keep][ranked], strict=True)]
+
+    @staticmethod
+    def fewest_bytes_first(net: np.ndarray, copied: np.ndarray, need: float) -> np.ndarray:
+        """The order of swap pairs (net transfer, bytes copied): those reaching `need` by the fewest bytes, then
+        the others by the largest net; ties keep their order."""
+        fits = net >= need - EPS
+        return np.lexsort((np.where(fits, copied, -net), ~fits))
 
     def _per_unit_gap(self, b: int, k: int, giving: bool) -> np.ndarray:
         """What one unit of count resource k should carry of every other balanced resource for broker b: for the

@@ -8,12 +8,45 @@ Only the final state is executed, so either changes the plan, never its outcome 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import Any
+
 import numpy as np
 
 from kafka_rebalancer.balance.planner.constraints import EPS, Constraints
 from kafka_rebalancer.balance.planner.state import LEADERSHIP, REPLICA, Move, PlanState
 
 REFINE_BATCH = 256  # single moves judged at once by prune and substitute
+
+
+class _Batched:
+    """Answers about moves taken in a fixed order, worked out REFINE_BATCH at a time (one vectorised call) as the
+    model stands; an answer holds while neither of its move's brokers changes (`change`), after which the batch is
+    worked out again from that move."""
+
+    def __init__(self, moves: list[Move], work_out: Callable[[list[Move]], list[Any]]) -> None:
+        self.moves = moves
+        self.position = {mv.seq: i for i, mv in enumerate(moves)}
+        self.work_out = work_out
+        self.answers: dict[int, Any] = {}
+        self.changed: set[int] = set()  # brokers whose loads changed since the batch was worked out
+
+    def __getitem__(self, mv: Move) -> Any:
+        if mv.seq not in self.answers or mv.source in self.changed or mv.target in self.changed:
+            i = self.position[mv.seq]
+            batch = self.moves[i:i + REFINE_BATCH]
+            self.answers = dict(zip((b.seq for b in batch), self.work_out(batch), strict=True))
+            self.changed = set()
+        return self.answers[mv.seq]
+
+    def change(self, brokers: Iterable[int]) -> None:
+        self.changed.update(brokers)
+
+
+def _rows(batch: list[Move]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The batch's sources, targets and replica rows."""
+    return tuple(np.array([getattr(mv, name) for mv in batch], dtype=np.int64)
+                 for name in ("source", "target", "replica"))
 
 
 def prune(state: PlanState, constraints: Constraints) -> None:
@@ -24,22 +57,14 @@ def prune(state: PlanState, constraints: Constraints) -> None:
     dropped: set[int] = set()
     later: set[int] = set()  # partitions that later, kept actions depend on
     actions = sorted(state.actions().items(), reverse=True)
-    # Most actions are single replica moves, judged from the loads without changing the model: a batch of them at
-    # once, as the model stands. An answer holds while neither of its move's brokers changes (a revert, a trial).
+    # Most actions are single replica moves, judged from the loads without changing the model, in batches.
     singles = {seq: group[0] for seq, group in actions if len(group) == 1 and group[0].action == REPLICA}
-    in_order = list(singles)
-    position = {seq: i for i, seq in enumerate(in_order)}
-    judged: dict[int, bool] = {}
-    changed: set[int] = set()  # brokers whose loads changed since the batch was judged
 
-    def judge_from(i: int) -> None:
-        batch = [singles[seq] for seq in in_order[i:i + REFINE_BATCH]]
-        ok = acceptance.no_further_out_many(np.array([mv.target for mv in batch], dtype=np.int64),
-                                            np.array([mv.source for mv in batch], dtype=np.int64),
-                                            m.r_load[np.array([mv.replica for mv in batch], dtype=np.int64)])
-        judged.clear()
-        judged.update(zip(in_order[i:i + REFINE_BATCH], ok.tolist(), strict=True))
-        changed.clear()
+    def revertible_by_loads(batch: list[Move]) -> list[bool]:
+        sources, targets, rows = _rows(batch)
+        return acceptance.no_further_out_many(targets, sources, m.r_load[rows]).tolist()
+
+    judged = _Batched(list(singles.values()), revertible_by_loads)
 
     for seq, group in actions:
         partitions = {int(m.r_pindex[mv.replica]) for mv in group}
@@ -48,12 +73,10 @@ def prune(state: PlanState, constraints: Constraints) -> None:
             continue
         mv = singles.get(seq)
         if mv is not None:
-            if seq not in judged or mv.source in changed or mv.target in changed:
-                judge_from(position[seq])
-            if judged[seq] and _revertible(state, constraints, group):
+            if judged[mv] and _revertible(state, constraints, group):
                 state.restore(group)
                 dropped.add(seq)
-                changed |= {mv.source, mv.target}
+                judged.change((mv.source, mv.target))
             else:
                 later |= partitions
             continue
@@ -61,7 +84,7 @@ def prune(state: PlanState, constraints: Constraints) -> None:
             later |= partitions
             continue
         touched = sorted({b for mv in group for b in (mv.source, mv.target)})
-        changed.update(touched)  # a trial taken back may not restore the loads to the last bit
+        judged.change(touched)  # a trial taken back may not restore the loads to the last bit
         before = acceptance.status(touched)
         state.restore(group)
         after = acceptance.status(touched)
@@ -101,22 +124,17 @@ def substitute(state: PlanState, constraints: Constraints) -> None:
     ordered = sorted(singles, key=lambda mv: (-int(m.r_size[mv.replica]), mv.seq))
     # With r back on s and a candidate moved instead, s and t stay inside their bands or no further out
     # (distance <= max(before, EPS)) exactly when each of the candidate's loads lies in a window. The windows of a
-    # batch of moves are worked out at once; one holds while neither of its move's brokers changes.
-    windows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    changed: set[int] = set()
+    # batch of moves are worked out at once (`_Batched`).
 
-    def windows_from(i: int) -> None:
-        batch = ordered[i:i + REFINE_BATCH]
-        s = np.array([mv.source for mv in batch], dtype=np.int64)
-        t = np.array([mv.target for mv in batch], dtype=np.int64)
-        r_load = m.r_load[np.array([mv.replica for mv in batch], dtype=np.int64)]
-        lo, hi = _window(constraints, s, t, m.load[s] + r_load, m.load[t] - r_load,
+    def windows_of(batch: list[Move]) -> list[tuple[np.ndarray, np.ndarray]]:
+        s, t, rows = _rows(batch)
+        lo, hi = _window(constraints, s, t, m.load[s] + m.r_load[rows], m.load[t] - m.r_load[rows],
                          constraints.acceptance.status(s), constraints.acceptance.status(t))
-        windows.clear()
-        windows.update((mv.seq, (lo[j], hi[j])) for j, mv in enumerate(batch))
-        changed.clear()
+        return list(zip(lo, hi, strict=True))
 
-    for i, mv in enumerate(ordered):
+    windows = _Batched(ordered, windows_of)
+
+    for mv in ordered:
         r, s, t = mv.replica, mv.source, mv.target
         if fixed[m.r_pindex[r]] or m.r_broker[r] != t:
             continue
@@ -125,10 +143,8 @@ def substitute(state: PlanState, constraints: Constraints) -> None:
         last = int(np.searchsorted(sizes, m.r_size[r]))  # the smaller ones
         if not last:
             continue
-        if mv.seq not in windows or s in changed or t in changed:
-            windows_from(i)
         # Checked a resource at a time over contiguous columns (few candidates pass them all).
-        lo, hi = windows[mv.seq]
+        lo, hi = windows[mv]
         first = 0
         if disk is not None:
             if np.isnan(lo[disk]) or np.isnan(hi[disk]):
@@ -151,7 +167,7 @@ def substitute(state: PlanState, constraints: Constraints) -> None:
         chosen = int(ok[0])
         m.move(r, s)
         m.move(chosen, t)
-        changed |= {s, t}
+        windows.change((s, t))
         replaced[mv.seq] = state.substitute(mv, chosen)
         fixed[m.r_pindex[chosen]] = touched[m.r_pindex[chosen]] = True
     state.plan.moves = [replaced.get(mv.seq, mv) for mv in state.plan.moves]
