@@ -43,16 +43,23 @@ def first_move(model: PoolModel, bands: dict[str, Band]) -> tuple[int, int, int,
             int(model.r_size[move.replica]), move.replica)
 
 
-def test_overloaded_broker_sheds_the_best_fit_replica_of_its_precheck_window() -> None:
+def test_overloaded_broker_sheds_the_replicas_that_reach_its_window_with_the_least_data() -> None:
     # Capacities 100 / 200 / 100, loads 80 / 60 / 40: m = 180/400 = 0.45, band [0.405, 0.495], target band
     # [0.4095, 0.4905]. Broker 1 must shed l in [80 - 49.05, 80 - 40.5] = [30.95, 39.5]: of 5, 12, 28, 35 only 35
-    # lands it inside. Receivers: broker 2 ends at (60 + 35)/200 = 0.475 (inside); broker 3 at 0.75 (over).
+    # lands it inside alone, but 28 + 5 = 33 copies less. The larger goes first (it leaves the least to cover).
+    # Broker 3 (0.40) stays under: it could only take 5, which would leave broker 1 under.
     model = pool([(1, "a", 100), (2, "b", 200), (3, "c", 100)],
                  [("t", 0, 1, 0, 5), ("t", 1, 1, 0, 12), ("t", 2, 1, 0, 28), ("t", 3, 1, 0, 35),
                   ("t", 4, 2, 0, 60), ("t", 5, 3, 0, 40)])
     bands = bands_of(model)
     assert (bands["disk"].lower, bands["disk"].upper) == (pytest.approx(0.405), pytest.approx(0.495))
-    assert first_move(model, bands)[:3] == (1, 2, 35)
+    assert first_move(model, bands)[:3] == (1, 2, 28)
+    model = pool([(1, "a", 100), (2, "b", 200), (3, "c", 100)],
+                 [("t", 0, 1, 0, 5), ("t", 1, 1, 0, 12), ("t", 2, 1, 0, 28), ("t", 3, 1, 0, 35),
+                  ("t", 4, 2, 0, 60), ("t", 5, 3, 0, 40)])
+    plan = Planner(model, bands, ["disk"], Budgets(max_replica_moves=100)).run()
+    assert [(int(model.broker_ids[mv.source]), int(model.broker_ids[mv.target]), int(model.r_size[mv.replica]))
+            for mv in plan.moves] == [(1, 2, 28), (1, 2, 5)]
     assert bands["disk"].contains(model.usage[0, 0]) and bands["disk"].contains(model.usage[1, 0])
 
 

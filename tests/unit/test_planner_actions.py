@@ -126,16 +126,31 @@ def test_a_count_exchange_needs_three_moves_of_budget_and_a_triple_the_rules_all
 
 
 def test_a_replica_move_gives_the_best_fit_to_the_least_used_broker_that_accepts_it() -> None:
-    # Capacities 100 / 200 / 100, loads 80 / 60 / 40, band [0.405, 0.495]: broker 1 sheds 35 (the one replica in
-    # its window [30.95, 39.5]) to broker 2 (0.30, the least used; it ends at 0.475).
+    # Capacities 100 / 200 / 100, loads 80 / 60 / 40, band [0.405, 0.495]: broker 1 must shed [30.95, 39.5]. 35
+    # does alone, 28 + 5 = 33 for less data: broker 1 sheds 28 first, to broker 2 (0.30, the least used).
     model = pool([(1, "a", 100), (2, "b", 200), (3, "c", 100)],
                  [("t", 0, 1, 0, 5), ("t", 1, 1, 0, 12), ("t", 2, 1, 0, 28), ("t", 3, 1, 0, 35),
                   ("t", 4, 2, 0, 60), ("t", 5, 3, 0, 40)])
     move = action(ReplicaMove, model)
     assert move.give(0, 0, need=30.95, most=39.5)
     (mv,) = move.state.plan.moves
-    assert (mv.replica, mv.source, mv.target) == (3, 0, 1)
-    assert model.load[:, 0].tolist() == [45, 95, 40]
+    assert (mv.replica, mv.source, mv.target) == (2, 0, 1)
+    assert model.load[:, 0].tolist() == [52, 88, 40]
+
+
+def test_replicas_rank_by_the_data_it_takes_to_reach_the_need_alone_or_with_one_other() -> None:
+    # Need 30.95 from 5, 12, 28, 35: 28 (+5) and 5 (+28) reach it with 33 (the larger first), 35 alone with 35,
+    # 12 (+28) with 40. Need 50: none alone; 35 (+28) and 28 (+35) with 63; 12 and 5 not even with another: last,
+    # the larger first.
+    model = pool([(1, "a", 100), (2, "b", 200), (3, "c", 100)],
+                 [("t", 0, 1, 0, 5), ("t", 1, 1, 0, 12), ("t", 2, 1, 0, 28), ("t", 3, 1, 0, 35),
+                  ("t", 4, 2, 0, 60), ("t", 5, 3, 0, 40)])
+    state = PlanState(model, [r.name for r in model.resources])
+    constraints = Constraints(state, bands_of(model), Budgets(max_replica_moves=100))
+    ranking = Ranking(model, constraints.acceptance, candidate_limit=48)
+    replicas = np.arange(4)
+    assert ranking.replicas(replicas, model.r_load[replicas], 0, need=30.95, giver=0)[0].tolist() == [2, 0, 3, 1]
+    assert ranking.replicas(replicas, model.r_load[replicas], 0, need=50, giver=0)[0].tolist() == [3, 2, 1, 0]
 
 
 def test_a_replica_move_takes_from_the_first_giver_with_a_replica_that_fits() -> None:

@@ -6,8 +6,9 @@ through the state when they accept (returning True), or changes nothing (False).
 - a replica move: an over-loaded broker gives away a replica whose load lies in the pre-check window
   `[load_s - target_upper*cap_s, load_s - lower*cap_s]`, so it lands inside the band; an under-loaded broker
   takes one in `[target_lower*cap_t - load_t, upper*cap_t - load_t]` from a broker that stays above the lower
-  edge. When no replica lands the broker inside, the largest that does not overshoot moves and the broker is
-  fixed further on its next turn. Best fit by size (least data moved); for counts, the smallest replica, and
+  edge. By size, the replica that lands the broker inside with the least data, alone or with one more on the
+  broker's next turn (two may copy less than the smallest that does alone); when none does, the largest that
+  does not overshoot moves and the broker is fixed further on its next turn. For counts, the smallest replica, and
   for a broker short of (over by) many units several ranked replicas per search (`_take_more`, `_give_more`);
 - a swap, when no single move fits: a larger replica for a smaller one, so the net transfer lands in the window;
 - for a count, a two-for-one exchange when no single move fits: the count moves by one, the rest by the difference;

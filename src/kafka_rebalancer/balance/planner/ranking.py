@@ -1,9 +1,11 @@
 """Best fit: the order in which an action tries its candidates (replicas, leaderships, swap pairs).
 
-For a size resource, candidates that land the broker inside the target band come first (least load first, so
-the least data moves), then the others (largest first). For a count every replica weighs 1: those whose other
-loads are closest to what the brokers should move per replica come first, then the least data. Swap pairs of
-replicas that land the broker inside come by the fewest bytes copied, then the others by the largest net.
+For a size resource, by the data it takes to land the broker inside the target band with the candidate: its own
+load where it does alone, else its load plus the smallest other replica that covers the rest (two replicas often
+copy less than the smallest that does alone; of such a pair the larger first), then those that cannot even with
+another (largest first). For a count every replica weighs 1: those whose other loads are closest to what the
+brokers should move per replica come first, then the least data. Swap pairs of replicas that land the broker
+inside come by the fewest bytes copied, then the others by the largest net.
 """
 
 from __future__ import annotations
@@ -44,19 +46,32 @@ class Ranking:
         if not len(replicas):
             return replicas, loads
         count = m.resources[k].is_count
-        if count:
-            primary = self._proportional(loads, k, giver, receiver)
-        else:
-            load = loads[:, k]
-            # One ascending key: fitting replicas by load, then the others by decreasing load.
-            primary = np.where(load >= need - EPS, load, 2.0 * (np.abs(load).max() + 1.0) - load)
+        primary = self._proportional(loads, k, giver, receiver) if count else self._by_bytes_to_need(loads[:, k], need)
         at = np.arange(len(replicas))
         if len(replicas) > self.candidate_limit:
             at = np.argpartition(primary, self.candidate_limit - 1)[: self.candidate_limit]
-        # Ties: for a count the least data first, then the row (sizes read for the kept candidates only).
-        secondary = m.r_size[replicas[at]].astype(float) if count else np.zeros(len(at))
+        # Ties: for a count the least data first, for a size the larger first (of a pair, the one that leaves the
+        # least to cover); then the row (sizes read for the kept candidates only).
+        secondary = m.r_size[replicas[at]].astype(float) if count else -loads[at, k]
         at = at[np.lexsort((replicas[at], secondary, primary[at]))]
         return replicas[at], loads.take(at, axis=0)
+
+    @staticmethod
+    def _by_bytes_to_need(load: np.ndarray, need: float) -> np.ndarray:
+        """One ascending key for a size resource: the load it takes to reach need with this replica and, when it
+        falls short, the smallest other replica that covers the rest (a replica that covers need alone counts its
+        own load); those that cannot reach need even with another come last, by decreasing load."""
+        big = 2.0 * (np.abs(load).max() + 1.0)
+        order = np.argsort(load, kind="stable")
+        sorted_load = load[order]
+        j = np.searchsorted(sorted_load, need - load - EPS, side="left")
+        # The rest must come from another replica: skip the replica itself where the search lands on it.
+        rank = np.empty(len(load), dtype=np.int64)
+        rank[order] = np.arange(len(load))
+        j = np.where(j == rank, j + 1, j)
+        rest = np.where(j < len(load), sorted_load[np.minimum(j, len(load) - 1)], np.inf)
+        cost = np.where(load >= need - EPS, load, load + rest)
+        return np.where(np.isfinite(cost), cost, 2.0 * big - load)
 
     def leaderships(self, b: int, k: int, need: float, most: float, leaders: bool) -> np.ndarray:
         """Replicas of b whose leadership could change (leaders to hand over, or followers to take over) by at
