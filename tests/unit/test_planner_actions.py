@@ -165,6 +165,18 @@ def test_a_replica_move_takes_from_the_first_giver_with_a_replica_that_fits() ->
     assert model.load[:, 0].tolist() == [55, 105, 60]
 
 
+def test_a_replica_move_takes_the_least_data_of_the_first_givers_that_reach_the_need() -> None:
+    # Broker 1 (0.10) needs [45, 75]. The most used giver, broker 2 (0.92), reaches it with 70 at the least; the
+    # next, broker 3 (0.85), with 50: broker 1 takes 50 from broker 3 (both givers stay above the band's 0.675).
+    model = pool([(1, "a", 100), (2, "b", 300), (3, "c", 300), (4, "d", 100)],
+                 [("t", 0, 1, 0, 10), ("t", 1, 2, 0, 70), ("t", 2, 2, 0, 205), ("t", 3, 3, 0, 50),
+                  ("t", 4, 3, 0, 205), ("t", 5, 4, 0, 60)])
+    move = action(ReplicaMove, model)
+    assert move.take(0, 0, need=45, most=75, givers=np.array([1, 2]))
+    assert [(mv.replica, mv.source, mv.target) for mv in move.state.plan.moves] == [(3, 2, 0)]
+    assert model.load[:, 0].tolist() == [60, 275, 205, 60]
+
+
 def hot_pool(hot: list[int]) -> PoolModel:
     """Brokers 1..3 of 1000; broker 1 holds partitions of the `hot` sizes, brokers 2 and 3 twenty of 20 each."""
     small = [("s", 20 * b + i, b, 0, 20) for b in (2, 3) for i in range(20)]

@@ -38,15 +38,19 @@ class Ranking:
         self._giver_scores: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def replicas(self, replicas: np.ndarray, loads: np.ndarray, k: int, need: float, giver: int = -1,
-                 receiver: int = -1) -> tuple[np.ndarray, np.ndarray]:
+                 receiver: int = -1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Replica candidates to fix resource k, the first `candidate_limit` by best fit (module docstring), with
-        their loads; loads: the candidates' model.r_load rows; need: the load that lands the broker inside the
-        target band."""
+        their loads and, for a size resource, the load each takes to reach need (`bytes_to_need`; inf for a count);
+        loads: the candidates' model.r_load rows; need: the load that lands the broker inside the target band."""
         m = self.model
-        if not len(replicas):
-            return replicas, loads
         count = m.resources[k].is_count
-        primary = self._proportional(loads, k, giver, receiver) if count else self._by_bytes_to_need(loads[:, k], need)
+        if not len(replicas):
+            return replicas, loads, np.empty(0)
+        cost = np.full(len(replicas), np.inf) if count else self.bytes_to_need(loads[:, k], need)
+        if count:
+            primary = self._proportional(loads, k, giver, receiver)
+        else:  # those that cannot reach need even with another replica last, by decreasing load
+            primary = np.where(np.isfinite(cost), cost, 4.0 * (np.abs(loads[:, k]).max() + 1.0) - loads[:, k])
         at = np.arange(len(replicas))
         if len(replicas) > self.candidate_limit:
             at = np.argpartition(primary, self.candidate_limit - 1)[: self.candidate_limit]
@@ -54,14 +58,12 @@ class Ranking:
         # least to cover); then the row (sizes read for the kept candidates only).
         secondary = m.r_size[replicas[at]].astype(float) if count else -loads[at, k]
         at = at[np.lexsort((replicas[at], secondary, primary[at]))]
-        return replicas[at], loads.take(at, axis=0)
+        return replicas[at], loads.take(at, axis=0), cost[at]
 
     @staticmethod
-    def _by_bytes_to_need(load: np.ndarray, need: float) -> np.ndarray:
-        """One ascending key for a size resource: the load it takes to reach need with this replica and, when it
-        falls short, the smallest other replica that covers the rest (a replica that covers need alone counts its
-        own load); those that cannot reach need even with another come last, by decreasing load."""
-        big = 2.0 * (np.abs(load).max() + 1.0)
+    def bytes_to_need(load: np.ndarray, need: float) -> np.ndarray:
+        """Per replica of a size resource, the load it takes to reach need with it: its own where it covers need
+        alone; where it falls short, plus the smallest other replica that covers the rest; inf where none does."""
         order = np.argsort(load, kind="stable")
         sorted_load = load[order]
         j = np.searchsorted(sorted_load, need - load - EPS, side="left")
@@ -70,8 +72,7 @@ class Ranking:
         rank[order] = np.arange(len(load))
         j = np.where(j == rank, j + 1, j)
         rest = np.where(j < len(load), sorted_load[np.minimum(j, len(load) - 1)], np.inf)
-        cost = np.where(load >= need - EPS, load, load + rest)
-        return np.where(np.isfinite(cost), cost, 2.0 * big - load)
+        return np.where(load >= need - EPS, load, load + rest)
 
     def leaderships(self, b: int, k: int, need: float, most: float, leaders: bool) -> np.ndarray:
         """Replicas of b whose leadership could change (leaders to hand over, or followers to take over) by at
