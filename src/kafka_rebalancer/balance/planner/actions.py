@@ -227,6 +227,8 @@ class ReplicaMove(Action):
                     self._take_more(t, k, int(s), ok[ok != chosen], need - float(m.r_load[chosen, k]))
                 return True
             first = first or (int(s), chosen)
+            if first[0] == s and not np.isfinite(costs[at]):
+                break  # need is beyond two of the first giver's replicas: any giver's largest does as well
             if costs[at] < best[0] - EPS:
                 best = (float(costs[at]), int(s), chosen)
             compared += bool(np.isfinite(costs[at]))
