@@ -177,6 +177,18 @@ def test_a_replica_move_takes_the_least_data_of_the_first_givers_that_reach_the_
     assert model.load[:, 0].tolist() == [60, 275, 205, 60]
 
 
+def test_a_need_beyond_two_of_the_first_givers_replicas_takes_its_largest_without_comparing() -> None:
+    # Broker 1 needs [45, 75]; the most used giver's fitting replicas (20, 15) cannot reach 45 even together (240
+    # is too large): its 20 moves, and the next giver (whose 50 would reach it) is not searched (a new broker's
+    # deficit: every giver's largest does about as well, and searching them all cost seconds at 1,000 brokers).
+    model = pool([(1, "a", 100), (2, "b", 300), (3, "c", 300), (4, "d", 100)],
+                 [("t", 0, 1, 0, 10), ("t", 1, 2, 0, 20), ("t", 2, 2, 0, 15), ("t", 3, 2, 0, 240),
+                  ("t", 4, 3, 0, 50), ("t", 5, 3, 0, 200), ("t", 6, 4, 0, 60)])
+    move = action(ReplicaMove, model)
+    assert move.take(0, 0, need=45, most=75, givers=np.array([1, 2]))
+    assert [(mv.replica, mv.source, mv.target) for mv in move.state.plan.moves] == [(1, 1, 0)]
+
+
 def hot_pool(hot: list[int]) -> PoolModel:
     """Brokers 1..3 of 1000; broker 1 holds partitions of the `hot` sizes, brokers 2 and 3 twenty of 20 each."""
     small = [("s", 20 * b + i, b, 0, 20) for b in (2, 3) for i in range(20)]
