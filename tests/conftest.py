@@ -14,6 +14,7 @@ import pytest
 from tests.helpers import write_config
 
 REPO = Path(__file__).resolve().parents[1]
+pytest_plugins = ["tests.sigterm"]
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
