@@ -189,6 +189,13 @@ def test_a_need_beyond_two_of_the_first_givers_replicas_takes_its_largest_withou
     assert [(mv.replica, mv.source, mv.target) for mv in move.state.plan.moves] == [(1, 1, 0)]
 
 
+def test_bytes_to_need_pairs_a_replica_with_another_never_with_itself() -> None:
+    loads = np.array([5.0, 5.0, 12.0])
+    assert Ranking.bytes_to_need(loads, 10).tolist() == [10, 10, 12]  # the two 5s pair with each other
+    assert Ranking.bytes_to_need(loads, 17).tolist() == [17, 17, 17]
+    assert Ranking.bytes_to_need(loads, 20).tolist() == [np.inf] * 3  # 12 + 12 would be the same replica twice
+
+
 def hot_pool(hot: list[int]) -> PoolModel:
     """Brokers 1..3 of 1000; broker 1 holds partitions of the `hot` sizes, brokers 2 and 3 twenty of 20 each."""
     small = [("s", 20 * b + i, b, 0, 20) for b in (2, 3) for i in range(20)]
