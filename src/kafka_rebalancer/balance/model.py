@@ -93,6 +93,7 @@ class PoolModel:
         self.p_touched = np.zeros(len(self.p_start), dtype=bool)
 
         self.original_broker = self.r_broker.copy()
+        self.original_leader = self.r_is_leader.copy()
         self.original_position = self.r_position.copy()
 
         self.load = np.zeros((len(brokers), len(resources)))

@@ -12,11 +12,13 @@ the actions that would break them):
   forced placement, each proposing one change and making it when the constraints accept;
 - `strategy`: the `Planner`, which orders them: forced moves first, then per balanced resource in priority order
   the brokers outside the band, into the target band, cheapest action first; then `refine` makes the plan
-  smaller, and what stays outside is explained (notes, infeasibility proofs, the lower bound of data moved).
+  smaller, `exact` polishes a small pool's plan with a MILP (HiGHS), and what stays outside is explained (notes,
+  infeasibility proofs, the lower bound of data moved).
 """
 
 from kafka_rebalancer.balance.planner.constraints import Budgets
+from kafka_rebalancer.balance.planner.exact import ExactLimits
 from kafka_rebalancer.balance.planner.state import LEADERSHIP, REPLICA, Move, PoolPlan
 from kafka_rebalancer.balance.planner.strategy import Planner
 
-__all__ = ["LEADERSHIP", "REPLICA", "Budgets", "Move", "Planner", "PoolPlan"]
+__all__ = ["LEADERSHIP", "REPLICA", "Budgets", "ExactLimits", "Move", "Planner", "PoolPlan"]

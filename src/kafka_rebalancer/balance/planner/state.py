@@ -129,24 +129,28 @@ class PlanState:
         self._moved_changes[self.model.original_broker[r]] += 1
 
     # -- acting ----------------------------------------------------------------------------------------
-    def apply(self, moves: list[tuple[int, int]], k: int | None, forced: bool = False) -> None:
+    def apply(self, moves: list[tuple[int, int]], k: int | None, forced: bool = False,
+              resource: str | None = None) -> None:
         """One action: a replica move (replica row, target broker), or both halves of a swap. k: the resource
-        it fixes, None for a forced move."""
+        it fixes, None for a forced move; `resource`: the log's name for it instead."""
+        label = resource or (HARD if k is None else self.names[k])
         for r, t in moves:
             s = int(self.model.r_broker[r])
             self.model.move(r, t)
-            mv = Move(self._seq, REPLICA, r, s, t, HARD if k is None else self.names[k], forced)
+            mv = Move(self._seq, REPLICA, r, s, t, label, forced)
             self._count([mv], 1)
             self.plan.moves.append(mv)
         self._seq += 1
 
-    def apply_leadership(self, new_leaders: list[int], k: int) -> None:
-        """One action: a leadership transfer, or both halves of a leadership swap."""
+    def apply_leadership(self, new_leaders: list[int], k: int | None, resource: str | None = None) -> None:
+        """One action: a leadership transfer, or both halves of a leadership swap (k: the resource it fixes;
+        `resource`: the log's name for it instead)."""
         m = self.model
+        label = resource or self.names[k]  # type: ignore[index]
         for new_leader in new_leaders:
             old = m.transfer_leadership(new_leader)
             self.plan.moves.append(Move(self._seq, LEADERSHIP, new_leader, int(m.r_broker[old]),
-                                        int(m.r_broker[new_leader]), self.names[k]))
+                                        int(m.r_broker[new_leader]), label))
         self._seq += 1
 
     def undo_last(self) -> None:
@@ -186,6 +190,14 @@ class PlanState:
         """Remove restored actions from the log and give their budget back."""
         self._count([mv for mv in self.plan.moves if mv.seq in seqs], -1)
         self.plan.moves = [mv for mv in self.plan.moves if mv.seq not in seqs]
+
+    def recount(self) -> None:
+        """The counters and moved flags recounted from the log (after the log was edited as a whole)."""
+        self.moved[:] = False
+        self._moved_changes += 1
+        self.broker_moves[:] = 0
+        self.moved_bytes = self.replica_moves = 0
+        self._count(self.plan.moves, 1)
 
     def substitute(self, mv: Move, replica: int) -> Move:
         """The replica move mv made with another replica of the same source (already moved to the same target)

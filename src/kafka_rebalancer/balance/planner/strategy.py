@@ -11,8 +11,9 @@
    the band then gets another round in which every broker is held to the band's edges only (the holds can keep
    the room it needs on the fixed brokers); the holds come back. A broker still outside a count's edges then
    gets a last round that may also exchange two of a broker's replicas for one (`CountExchange`).
-3. Finally the plan is made smaller (`refine`: reverts, shortcuts, smaller substitutes), and what stays outside
-   its band (or a fixed broker's target band) is explained.
+3. Finally the plan is made smaller (`refine`: reverts, shortcuts, smaller substitutes; then, for a small pool,
+   `exact`: the placement of every freely movable partition chosen again by a MILP), and what stays outside its
+   band (or a fixed broker's target band) is explained.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from kafka_rebalancer.balance.planner.actions import (
     ReplicaSwap,
 )
 from kafka_rebalancer.balance.planner.constraints import EPS, Budgets, Constraints
+from kafka_rebalancer.balance.planner.exact import ExactLimits, ExactPolish
 from kafka_rebalancer.balance.planner.ranking import Ranking
 from kafka_rebalancer.balance.planner.refine import prune, shortcut, substitute
 from kafka_rebalancer.balance.planner.state import HARD, PlanState, PoolPlan
@@ -42,7 +44,7 @@ class Planner:
     returns the plan (the actions in order, notes, hot partitions, infeasibility proofs, the bytes' lower bound)."""
 
     def __init__(self, model: PoolModel, bands: dict[str, Band], priority: list[str], budgets: Budgets,
-                 candidate_limit: int = 48) -> None:
+                 candidate_limit: int = 48, exact: ExactLimits | None = None) -> None:
         self.model = model
         self.names = [r.name for r in model.resources]
         self.priority = [self.names.index(name) for name in priority if name in self.names]
@@ -59,6 +61,7 @@ class Planner:
         self.exchanges = False  # CountExchange is the last resort (run)
         self.hot_spread = HotPartitionSpread(self.state, self.constraints, ranking)
         self.forced = ForcedPlacement(self.state, self.constraints, ranking)
+        self.polish = ExactPolish(self.state, self.constraints, exact or ExactLimits())
 
     @property
     def plan(self) -> PoolPlan:
@@ -90,6 +93,7 @@ class Planner:
         prune(self.state, self.constraints)
         shortcut(self.state, self.constraints)
         substitute(self.state, self.constraints)
+        self.polish.run()
         self._explain(balanced)
         return self.plan
 

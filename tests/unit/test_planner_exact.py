@@ -1,0 +1,106 @@
+"""The exact polish: a small pool's plan made smaller by a MILP, keeping every rule, edge and budget, and put
+back as the planner made it when the check apart from the MILP disagrees."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kafka_rebalancer.balance.model import PoolModel
+from kafka_rebalancer.balance.planner import Budgets, ExactLimits, Planner
+from kafka_rebalancer.balance.planner.exact import EXACT, ExactPolish
+from kafka_rebalancer.model.resources import DISK, LEADER_COUNT, NETWORK_OUT, REPLICA_COUNT, Resource
+from kafka_rebalancer.plan.changes import partition_changes
+from kafka_rebalancer.synthetic import SyntheticSpec, generate
+from tests.unit.test_planner import bands_of
+
+OFF = ExactLimits(max_columns=0)
+DISK_COUNT = [DISK, REPLICA_COUNT]
+WITH_ROLES = [REPLICA_COUNT, LEADER_COUNT, DISK, NETWORK_OUT]
+
+
+def generated(seed: int, resources: list[Resource]) -> tuple[PoolModel, pd.DataFrame]:
+    """Six brokers on three racks, 150 partitions of RF 3, one hot broker."""
+    tables, _ = generate(SyntheticSpec(n_brokers=6, n_racks=3, n_pools=1, n_partitions=150, replication_factor=3,
+                                       hot_brokers_per_pool=1, seed=seed))
+    replicas = tables.replicas.merge(tables.partitions[["topic", "partition", "replication_factor", "bytes_in_per_s",
+                                                        "bytes_out_per_s", "cpu_leader_cores", "cpu_follower_cores"]],
+                                     on=["topic", "partition"]).assign(movable=True)
+    return PoolModel(tables.brokers.assign(excluded=False), replicas, resources), tables.partitions
+
+
+def planned(seed: int, resources: list[Resource], budgets: Budgets | None = None,
+            exact: ExactLimits | None = None) -> tuple[Planner, pd.DataFrame]:
+    model, partitions = generated(seed, resources)
+    planner = Planner(model, bands_of(model), [r.name for r in resources], budgets or Budgets(10_000), exact=exact)
+    planner.run()
+    return planner, partitions
+
+
+def copied(model: PoolModel) -> int:
+    return int(model.r_size[model.r_broker != model.original_broker].sum())
+
+
+def assert_rules_and_bands_kept(planner: Planner, greedy: Planner, partitions: pd.DataFrame) -> None:
+    m = planner.model
+    for p in range(len(m.p_start)):
+        rows = np.arange(m.p_start[p], m.p_start[p] + m.p_count[p])
+        now, before = m.r_broker[rows], m.original_broker[rows]
+        assert len(set(now.tolist())) == len(rows) and m.eligible[now].all()
+        assert len(set(m.rack[now].tolist())) >= len(set(m.rack[before].tolist()))
+    # Every broker inside its edges, or no further out than the greedy plan left it (hot network_out here).
+    eligible = np.flatnonzero(m.eligible)
+    assert (planner.acceptance.status(eligible) <= greedy.acceptance.status(eligible) + 1e-9).all()
+    # The log replays to the model's final assignment, led by the first replica (as the executor elects).
+    moves = pd.DataFrame([{"broker_pool": "p", "seq": mv.seq, "action": mv.action, "topic": m.r_topic[mv.replica],
+                           "partition": m.r_partition[mv.replica], "source_broker": m.broker_ids[mv.source],
+                           "target_broker": m.broker_ids[mv.target], "size_bytes": 0} for mv in planner.plan.moves])
+    replayed = {(c.topic, c.partition): c.new_replicas
+                for c in partition_changes(partitions, moves).itertuples(index=False)}
+    for p in np.flatnonzero(m.p_touched):
+        rows = np.arange(m.p_start[p], m.p_start[p] + m.p_count[p])
+        final = [int(m.broker_ids[b]) for b in m.r_broker[rows][np.argsort(m.r_position[rows])]]
+        key = (m.r_topic[rows[0]], int(m.r_partition[rows[0]]))
+        assert list(replayed.get(key, final)) == final
+        assert m.r_is_leader[rows[m.r_position[rows] == 0][0]]
+
+
+@pytest.mark.parametrize(("seed", "resources"), [(1, DISK_COUNT), (4, DISK_COUNT), (1, WITH_ROLES),
+                                                 (2, WITH_ROLES)])
+def test_the_polish_copies_less_and_keeps_every_rule_and_band(seed: int, resources: list[Resource]) -> None:
+    greedy, _ = planned(seed, resources, exact=OFF)
+    polished, partitions = planned(seed, resources)
+    assert copied(polished.model) < copied(greedy.model)
+    assert polished.state.moved_bytes == copied(polished.model)  # the counters follow the new log
+    assert any(mv.resource == EXACT for mv in polished.plan.moves)
+    assert_rules_and_bands_kept(polished, greedy, partitions)
+
+
+def test_the_polish_keeps_the_budgets() -> None:
+    greedy, _ = planned(1, DISK_COUNT, exact=OFF)
+    budgets = Budgets(greedy.state.replica_moves, max_moves_per_broker=int(greedy.state.broker_moves.max()))
+    polished, _ = planned(1, DISK_COUNT, budgets)
+    assert polished.state.replica_moves <= budgets.max_replica_moves
+    assert polished.state.broker_moves.max() <= budgets.max_moves_per_broker
+    assert copied(polished.model) < copied(greedy.model)
+
+
+def test_a_polish_the_check_rejects_leaves_the_planners_plan() -> None:
+    class Rejected(ExactPolish):
+        def _kept(self, *_: object) -> bool:
+            return False
+
+    planner, _ = planned(1, WITH_ROLES, exact=OFF)
+    m = planner.model
+    brokers, leaders, log = m.r_broker.copy(), m.r_is_leader.copy(), list(planner.plan.moves)
+    load, moved_bytes = m.load.copy(), planner.state.moved_bytes
+    assert not Rejected(planner.state, planner.constraints).run()
+    assert (m.r_broker == brokers).all() and (m.r_is_leader == leaders).all() and planner.plan.moves == log
+    assert np.allclose(m.load, load) and planner.state.moved_bytes == moved_bytes
+
+
+def test_a_pool_over_the_size_limit_keeps_the_planners_plan() -> None:
+    greedy, _ = planned(1, DISK_COUNT, exact=OFF)
+    limited, _ = planned(1, DISK_COUNT, exact=ExactLimits(max_columns=6))  # one partition's columns
+    assert limited.plan.moves == greedy.plan.moves
