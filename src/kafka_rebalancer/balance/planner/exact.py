@@ -219,7 +219,6 @@ class ExactPolish:
                            for i in milp.integer]
         h = highspy.Highs()
         h.setOptionValue("output_flag", False)
-        h.setOptionValue("threads", 1)
         h.setOptionValue("mip_max_nodes", self.limits.max_nodes)
         h.setOptionValue("mip_max_improving_sols", self.limits.improving_solutions)
         h.setOptionValue("time_limit", self.limits.time_limit)
