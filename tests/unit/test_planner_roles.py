@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from kafka_rebalancer.balance.model import PoolModel
-from kafka_rebalancer.balance.planner import Budgets, Planner
+from kafka_rebalancer.balance.planner import Budgets, ExactLimits, Planner
 from kafka_rebalancer.model.resources import DISK, REPLICA_COUNT
 from tests.unit.test_planner import bands_of
 
@@ -36,8 +36,10 @@ def model(layout: list[tuple[int, ...]] = ADD_BROKERS, receives: dict[int, bool]
 
 
 def plan(m: PoolModel) -> list[tuple[int, int, int]]:
-    """The replica moves (source id, target id, row), in plan order; m ends in the planned state."""
-    result = Planner(m, bands_of(m), [r.name for r in RESOURCES], Budgets(max_replica_moves=1000)).run()
+    """The replica moves (source id, target id, row), in plan order; m ends in the planned state. The actions'
+    roles, without the exact polish (which finds a plan without broker 3 here; its roles: test_planner_exact)."""
+    result = Planner(m, bands_of(m), [r.name for r in RESOURCES], Budgets(max_replica_moves=1000),
+                     exact=ExactLimits(max_columns=0)).run()
     ids = m.broker_ids
     return [(int(ids[mv.source]), int(ids[mv.target]), mv.replica) for mv in result.moves if mv.action == "replica"]
 

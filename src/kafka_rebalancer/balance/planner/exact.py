@@ -24,6 +24,7 @@ planner's in the log.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 import highspy
@@ -31,6 +32,8 @@ import numpy as np
 
 from kafka_rebalancer.balance.planner.constraints import EPS, Constraints
 from kafka_rebalancer.balance.planner.state import REPLICA, PlanState
+
+log = logging.getLogger(__name__)
 
 EXACT = "exact"  # the resource of a polished partition's move: chosen for all bands at once
 
@@ -238,7 +241,10 @@ class ExactPolish:
         solution.col_value = start.tolist()
         solution.value_valid = True
         h.setSolution(solution)
-        h.run()
+        if h.run() == highspy.HighsStatus.kError:
+            # The greedy plan stands; the planner's task log says why it was not polished.
+            log.warning("exact polish skipped: HiGHS failed (%s)", h.modelStatusToString(h.getModelStatus()))
+            return None
         if h.getInfo().primal_solution_status != 2:  # kSolutionStatusFeasible
             return None
         values = np.asarray(h.getSolution().col_value)
