@@ -28,6 +28,7 @@ from kafka_rebalancer.plan.job import run_plan
 from kafka_rebalancer.quality.suite import validate_plan
 from kafka_rebalancer.run_folder import PLAN, RunFolder, read_json, read_table, write_json
 from kafka_rebalancer.snapshot import read_snapshot, write_snapshot
+from kafka_rebalancer.snapshot.store import snapshot_topics
 from kafka_rebalancer.synthetic import SyntheticSpec, generate
 
 pytestmark = pytest.mark.spark
@@ -127,7 +128,7 @@ def test_spark_and_pandas_agree_on_broker_load(spark: Any, baseline: tuple) -> N
     brokers = spark.read.parquet(str(folder / "brokers.parquet"))
     planner_input = planner_replicas(spark.read.parquet(str(folder / "replicas.parquet")),
                                      spark.read.parquet(str(folder / "partitions.parquet")), brokers,
-                                     brokers.toPandas())
+                                     brokers.toPandas(), snapshot_topics(folder))
     keys = ["broker_pool", "resource", "broker_id"]
     parts = load_parts(planner_input, resources).toPandas()
     s = per_broker.broker_load(brokers.toPandas(), parts, resources).sort_values(keys).reset_index(drop=True)

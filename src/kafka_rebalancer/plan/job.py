@@ -57,7 +57,7 @@ from kafka_rebalancer.plan.summary import build_summary, planner_claim
 from kafka_rebalancer.quality.recheck import claim_rows, current_placement, draining_brokers, recheck_plan
 from kafka_rebalancer.report.tables import human_bytes
 from kafka_rebalancer.run_folder import PLAN, SNAPSHOT, RunFolder, read_json, read_table, write_json, write_table
-from kafka_rebalancer.snapshot.store import read_snapshot
+from kafka_rebalancer.snapshot.store import read_snapshot, snapshot_topics
 
 log = logging.getLogger(__name__)
 
@@ -139,10 +139,11 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
     partitions = _read(spark, snap, PARTITIONS)
     # The brokers on the driver too (a few rows): read as Spark would, without a Spark job.
     brokers_pdf = read_table(snap, BROKERS)
+    topics = snapshot_topics(snap)
     resources = config.resource_list()
 
     # The checkpoint cuts the lineage: later queries start from this table instead of re-planning its inputs.
-    planner_input = planner_replicas(replicas, partitions, brokers, brokers_pdf).localCheckpoint()
+    planner_input = planner_replicas(replicas, partitions, brokers, brokers_pdf, topics).localCheckpoint()
     progress(f"{planner_input.count()} replicas read, each with its partition's state")
     # The tables only reported (skipped partitions, statuses, the pre-check candidates) are computed beside the
     # main line, in their own jobs, while it waits on small jobs (bands) or on the planner's Python workers.
@@ -176,7 +177,7 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
             resource_names=tuple(r.name for r in resources), bands=band_map,
             budgets=PlannerBudgets(config.budgets.max_replica_moves, config.budgets.max_moved_bytes,
                                    config.budgets.max_moves_per_broker),
-            brokers=_with_roles(per_broker.pool_brokers(brokers_pdf, parts), scope))
+            brokers=_with_roles(per_broker.pool_brokers(brokers_pdf, parts), scope), topics=tuple(topics))
         if scope.leadership is None:
             planned = split_planner_output(plan_pools(planner_input, settings))
         else:

@@ -9,9 +9,13 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from kafka_rebalancer.errors import RunFolderError
 from kafka_rebalancer.model.resources import RESOURCES
@@ -89,3 +93,13 @@ def read_snapshot(run: RunFolder, stage: str = SNAPSHOT, *,
         check_snapshot_tables(tables.brokers, tables.replicas, tables.partitions,
                               {s.name: str(folder / f"{s.name}.parquet") for s in SNAPSHOT_TABLES}, balanced)
     return tables, manifest
+
+
+def snapshot_topics(folder: Path) -> list[str]:
+    """Every topic of the snapshot's partitions table in `folder`, sorted (its one column read, not the table)."""
+    path = folder / f"{PARTITIONS.name}.parquet"
+    try:
+        column = pq.read_table(path, columns=["topic"]).column("topic")
+    except (OSError, pa.ArrowException, KeyError) as exc:
+        raise RunFolderError(f"{path}: expected the snapshot's partitions table with a topic column ({exc})") from None
+    return sorted(pc.unique(column).to_pylist())
