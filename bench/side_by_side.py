@@ -33,6 +33,7 @@ from kafka_rebalancer.model.schemas import BANDS
 from kafka_rebalancer.plan.artifacts import read_reassignment
 from kafka_rebalancer.run_folder import PLAN, RunFolder, read_json, read_table
 from kafka_rebalancer.snapshot import read_snapshot
+from kafka_rebalancer.spark_settings import JVM_ARCHIVE_ENV, jvm_archive_options
 
 RESULTS = BENCH / "side-by-side.json"
 RUN_ID = "side-by-side"
@@ -112,6 +113,9 @@ def compare(scale: Scale, baseline: Path, runs: int, warm_ups: int = 1) -> dict[
     return {
         "date": time.strftime("%Y-%m-%d"), "commit": checkout_label(BENCH.parent), "machine": machine()["cpu"],
         "warm_ups": warm_ups, "runs": runs,
+        # The new side starts its driver JVM from the class-data archive only when $KAFKA_REBALANCER_JVM_ARCHIVE
+        # names one (`make bench-vs` does); the baseline has no archive either way.
+        "new_jvm_archive": bool(jvm_archive_options(os.environ.get(JVM_ARCHIVE_ENV))),
         "ratio_new_over_baseline": {"min": round(min(ratios), 3), "median": round(
             statistics.median(ratios), 3), "max": round(max(ratios), 3), "pairs": [round(r, 3) for r in ratios]},
         **{f"{side}_s": {"median": round(statistics.median(t["process_s"] for t in times[side]), 1),
@@ -131,7 +135,8 @@ def write_report(results: dict[str, Any], baseline: str, info: dict[str, Any]) -
         spec = SCALES[name].spec
         # Each row says where it was measured: rows are re-measured one scale at a time, at other commits.
         where = "".join(f" {label} {r[key]}" for key, label in (("commit", "at"), ("machine", "on")) if key in r)
-        measured = f"{r['date']}{where} ({r['warm_ups']} warm-up)"
+        archive = {True: ", JVM archive", False: ", no JVM archive"}.get(r.get("new_jvm_archive"), "")
+        measured = f"{r['date']}{where} ({r['warm_ups']} warm-up{archive})"
         rows.append((name, measured, f"{spec.n_brokers:,} / {spec.n_partitions * spec.replication_factor:,}",
                      f"{ratio['median']} ({ratio['min']}-{ratio['max']}, {r['runs']} pairs)",
                      str(r["new_s"]["median"]), str(r["baseline_s"]["median"]),
