@@ -313,3 +313,35 @@ def test_broker_with_several_hot_partitions_hands_one_over_then_the_taker_sheds_
     hot_moves = [m for m in plan.moves if model.r_topic[m.replica] == "h"]
     assert [(model.r_partition[m.replica], int(model.broker_ids[m.source])) for m in hot_moves] == [(1, 1)]
     assert not plan.notes
+
+
+def test_a_pool_planned_from_topic_indexes_names_the_same_moves_as_from_names() -> None:
+    """The planner's rows carry each topic's index in the sorted topic list (`planner_replicas`), and the worker
+    turns them back into names: the plan names the same partitions and moves, in the same order, as the planner
+    given the names, also where the names' order is not the obvious one (case, digits, underscores, non-ASCII)."""
+    from kafka_rebalancer.balance.transforms import POOL_MODEL_COLUMNS, PoolPlanningSettings
+
+    tables, _ = generate(SyntheticSpec(n_brokers=6, n_racks=3, n_pools=1, n_partitions=150, replication_factor=3,
+                                       hot_brokers_per_pool=1, seed=7))
+    odd = ["Zeta", "alpha", "_x", "a10", "a9", "ä", "B", "b", "0", "topic-ü"]
+    names = {t: f"{odd[i % len(odd)]}{i // len(odd)}" for i, t in enumerate(sorted(tables.partitions["topic"]))}
+    replicas = tables.replicas.merge(tables.partitions[["topic", "partition", "replication_factor", "bytes_in_per_s",
+                                                        "bytes_out_per_s", "cpu_leader_cores", "cpu_follower_cores"]],
+                                     on=["topic", "partition"]).assign(movable=True, must_move=False)
+    replicas["topic"] = replicas["topic"].map(names)
+    brokers = tables.brokers.assign(excluded=False)
+    resources = [DISK, REPLICA_COUNT]
+    model = PoolModel(brokers, replicas, resources)
+    bands = bands_of(model)
+    by_names = Planner(model, bands, [r.name for r in resources], Budgets(10_000)).run()
+    expected = [(str(model.r_topic[mv.replica]), int(model.r_partition[mv.replica]),
+                 int(model.broker_ids[mv.source]), int(model.broker_ids[mv.target])) for mv in by_names.moves]
+
+    topics = sorted(names.values())
+    rows = replicas.assign(topic_id=replicas["topic"].map({t: i for i, t in enumerate(topics)}).astype("int32"))
+    settings = PoolPlanningSettings(resource_names=tuple(r.name for r in resources), bands={"p": bands},
+                                    budgets=Budgets(10_000), brokers={"p": brokers}, topics=tuple(topics))
+    output = settings.plan("p", rows[list(POOL_MODEL_COLUMNS)].sample(frac=1.0, random_state=1))
+    moves = output[output["kind"] == "move"]
+    assert expected and list(zip(moves["topic"], moves["partition"].astype(int), moves["source_broker"].astype(int),
+                                 moves["target_broker"].astype(int), strict=True)) == expected

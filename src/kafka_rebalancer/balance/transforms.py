@@ -192,7 +192,7 @@ def candidate_moves(pairs: DataFrame, movable_replicas: DataFrame, resources: li
 
 # -- move selection per pool --------------------------------------------------------------------------------
 # What PoolModel reads of a replica (only these travel to the planner's Python workers). The topic travels as its
-# index: at 1.5 million rows its name was a third of the time the JVM took to hand the rows to the worker.
+# index: at 1.5 million rows its name was about a quarter of the time the JVM took to hand the rows over.
 POOL_MODEL_COLUMNS = ("topic_id", "partition", "broker_id", "position", "is_leader", "in_isr", "size_bytes", "movable",
                       "must_move", "replication_factor", "bytes_in_per_s", "bytes_out_per_s", "cpu_leader_cores",
                       "cpu_follower_cores")
