@@ -2,8 +2,7 @@
 every acknowledged message consumed, none written twice, no produce error.
 
 "Written twice" means at two offsets of the log. The consumer may be handed the same offset again after a leader
-change (librdkafka re-fetching from its position on the new leader); that is the client's, not the log's, and is
-counted apart (`refetched`)."""
+change (librdkafka re-fetching from its position on the new leader); that is the client's, not the log's."""
 
 from __future__ import annotations
 
