@@ -6,12 +6,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kafka_rebalancer.balance.status import band_status, bands_frame, broker_load_frame, out_of_band
+from kafka_rebalancer.balance.status import band_status, broker_load_frame, out_of_band, placement_bands
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.kafka_admin import KafkaConnection
 from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD
 from kafka_rebalancer.plan.artifacts import read_reassignment
-from kafka_rebalancer.quality.recheck import unbalanced_as_planned
 from kafka_rebalancer.report.tables import band_table
 from kafka_rebalancer.run_folder import PLAN, VERIFY, RunFolder, read_json, read_table, write_json
 from kafka_rebalancer.snapshot import capture, read_snapshot, write_snapshot
@@ -29,9 +28,9 @@ def verify_run(config: RebalancerConfig, connection: KafkaConnection, run: RunFo
     plan_bands = read_table(plan_dir, BANDS)
     # Each placement against its own band, as the plan's re-check judges the one before (quality.recheck).
     before_load = read_table(plan_dir, BROKER_LOAD)
-    before = band_status(before_load, unbalanced_as_planned(bands_frame(before_load, config), plan_bands))
+    before = band_status(before_load, placement_bands(before_load, config, plan_bands))
     after_load = broker_load_frame(after_tables.brokers, after_tables.replicas, config.resource_list())
-    after = band_status(after_load, unbalanced_as_planned(bands_frame(after_load, config), plan_bands))
+    after = band_status(after_load, placement_bands(after_load, config, plan_bands))
 
     parts = after_tables.partitions
     current = {(t, int(p)): [int(b) for b in r]

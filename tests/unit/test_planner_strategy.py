@@ -90,6 +90,24 @@ def test_a_broker_the_plan_fixes_ends_inside_the_target_band_and_others_only_ins
     assert len(plan.moves) == 2 and plan.notes == []
 
 
+@pytest.mark.parametrize("out_of_band_now", [None, {"replica_count": (1,)}])
+def test_a_broker_outside_the_band_of_the_current_placement_is_fixed_too(out_of_band_now: dict | None) -> None:
+    # Counts 22 / 20 / 18 are inside this band [18, 22] (target band [19, 21]): the brokers are as they will be
+    # once the forced replicas have landed. Broker 1 was outside the band of the current placement (the pool's
+    # mean before the forced moves): the plan fixes it as well, into the target band; left alone, it stays on
+    # the edge.
+    model = pool([(1, "a", 100), (2, "b", 100), (3, "c", 100)],
+                 [("t", i, 1, 0, 1) for i in range(22)] + [("u", i, 2, 0, 1) for i in range(20)]
+                 + [("v", i, 3, 0, 1) for i in range(18)], resources=(REPLICA_COUNT,))
+    bands = bands_of(model)
+    assert (bands["replica_count"].lower, bands["replica_count"].upper) == (18, 22)
+    plan = Planner(model, bands, ["replica_count"], Budgets(100), out_of_band_now=out_of_band_now).run()
+    if out_of_band_now is None:
+        assert plan.moves == [] and model.load[:, 0].tolist() == [22, 20, 18]
+    else:
+        assert model.load[0, 0] == 21 and model.load[:, 0].min() >= 18 and plan.notes == []
+
+
 def test_a_fixed_broker_that_cannot_reach_the_target_band_is_listed() -> None:
     # As above with a budget of one move: broker 1 ends inside the band, short of the target band, and says why.
     model = pool([(1, "a", 100), (2, "b", 100), (3, "c", 100)],

@@ -10,11 +10,13 @@ import pandas as pd
 import pytest
 
 from kafka_rebalancer.balance.status import bands_frame, broker_load_frame
+from kafka_rebalancer.config import Budgets
 from kafka_rebalancer.kafka_admin import BrokerInfo, PartitionInfo
+from kafka_rebalancer.model import schemas
 from kafka_rebalancer.plan.artifacts import Reassignment
-from kafka_rebalancer.plan.changes import load_after, partition_changes
+from kafka_rebalancer.plan.changes import budget_notes, load_after, partition_changes
 from kafka_rebalancer.quality.checks import CheckTables
-from kafka_rebalancer.quality.recheck import claim_rows, current_placement, recheck_plan
+from kafka_rebalancer.quality.recheck import claim_rows, current_placement, left_outside, recheck_plan
 from kafka_rebalancer.quality.suite import run_suite
 from kafka_rebalancer.snapshot.build import SnapshotTables, build_snapshot_tables
 
@@ -179,3 +181,34 @@ def test_validation_fails_when_the_planners_claim_disagrees_with_the_recheck(
         assert (row["broker_id"], row["resource"]) == (3, "disk")
         assert (row["load_claimed"], row["load_rechecked"]) == (300.0, 450.0)
         assert (row["inside_claimed"], row["inside_rechecked"]) == (False, True)
+
+
+def _left_outside_of_one_move(config: Any, notes: pd.DataFrame) -> pd.DataFrame:
+    # As in _claims: after t0 moves from 1 to 3, brokers hold 450, 300, 450 against the band [320, 480] (target band
+    # [328, 472]): broker 2, under the band before, is still under it; 1 and 3 are inside their target band.
+    tables = snapshot(config, [("t0", 0, [1, 2], 150), ("t1", 0, [1, 2], 150), ("t2", 0, [1, 3], 300)], dead={4})
+    recheck = recheck_plan(config, tables, [Reassignment("t0", 0, [3, 2])], current_bands(config, tables))
+    return left_outside(recheck, notes, pd.DataFrame(columns=schemas.INFEASIBLE.names))
+
+
+def test_a_broker_left_outside_without_the_planners_reason_fails_validation(
+        config_factory: Callable[..., Any]) -> None:
+    config = config_factory(CONFIG)
+    no_notes = pd.DataFrame(columns=schemas.PLANNER_NOTES.names)
+    left = _left_outside_of_one_move(config, no_notes)
+    assert left[["broker_id", "resource", "left", "explained"]].values.tolist() == [
+        [2, "disk", "outside its band", False]]
+    empty = pd.DataFrame()
+    success, failures, _ = run_suite(CheckTables(empty, empty, empty, left_outside=left), config)
+    (failure,) = failures
+    assert not success and failure["table"] == "left_outside"
+    assert [(r["broker_id"], r["left"]) for r in failure["rows"]] == [(2, "outside its band")]
+
+    # The run's budgets dropped moves after planning: the broker is listed with that reason, and validation passes.
+    notes = budget_notes(left, dropped=3, budgets=Budgets(max_replica_moves=1))
+    assert notes[["broker_pool", "resource", "broker_id"]].values.tolist() == [["a", "disk", 2]]
+    assert notes["note"].iloc[0] == ("outside its band after the plan: the run's budgets (max_replica_moves=1) "
+                                     "dropped 3 of the planner's moves across pools")
+    explained = _left_outside_of_one_move(config, notes)
+    assert explained["explained"].all()
+    assert run_suite(CheckTables(empty, empty, empty, left_outside=explained), config)[0]

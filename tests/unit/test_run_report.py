@@ -110,7 +110,9 @@ def write_plan(run: RunFolder, config: RebalancerConfig, tables: SnapshotTables,
     with run.stage(PLAN) as out:
         for schema, frame in ((schemas.BROKER_LOAD, load), (schemas.BROKER_LOAD_AFTER, after),
                               (schemas.BANDS, bands), (schemas.MOVES, moves), (schemas.PARTITION_CHANGES, changes),
-                              (schemas.SKIPPED, skipped), (schemas.HOT_PARTITIONS, hot)):
+                              (schemas.SKIPPED, skipped), (schemas.HOT_PARTITIONS, hot),
+                              (schemas.PLANNER_NOTES, empty(schemas.PLANNER_NOTES)),
+                              (schemas.INFEASIBLE, empty(schemas.INFEASIBLE))):
             write_table(out, schema, frame)
         (out / "plan.json").write_text(text)
         (out / "rollback.json").write_text(dumps(reassignment_document(changes, "old_replicas")))

@@ -65,6 +65,22 @@ def bands_frame(load: pd.DataFrame, config: RebalancerConfig, incoming: pd.DataF
     return pd.DataFrame(rows, columns=BANDS.names)
 
 
+def placement_bands(load: pd.DataFrame, config: RebalancerConfig, plan_bands: pd.DataFrame) -> pd.DataFrame:
+    """The band of a placement as it is (`load`: BROKER_LOAD), without forced arrivals: the band the plan's
+    "before" and the verify step's "after" are judged in (`unbalanced_as_planned`). BANDS."""
+    return unbalanced_as_planned(bands_frame(load, config), plan_bands)
+
+
+def unbalanced_as_planned(placement_bands: pd.DataFrame, plan_bands: pd.DataFrame) -> pd.DataFrame:
+    """What the plan left unbalanced (another pool than a manual action's, metrics too incomplete to balance on)
+    is not judged in any other placement's band either."""
+    unbalanced = ~plan_bands["balanced"].astype(bool)
+    left = set(zip(plan_bands.loc[unbalanced, "broker_pool"], plan_bands.loc[unbalanced, "resource"], strict=True))
+    keys = pd.Series(list(zip(placement_bands["broker_pool"], placement_bands["resource"], strict=True)),
+                     index=placement_bands.index)
+    return placement_bands.assign(balanced=placement_bands["balanced"].astype(bool) & ~keys.isin(left))
+
+
 def band_status(load: pd.DataFrame, bands: pd.DataFrame) -> pd.DataFrame:
     """load + lower, upper (capped by the capacity threshold), inside, inside_target (the target band, capped the
     same way), counted (eligible broker of a balanced resource: the rows whose band status matters)."""

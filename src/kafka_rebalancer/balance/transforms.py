@@ -9,7 +9,7 @@ a pool, runs per pool in parallel with `mapInArrow`, one Spark partition per poo
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -206,6 +206,8 @@ class PoolPlanningSettings:
     budgets: Budgets
     brokers: dict[str, pd.DataFrame]  # pool -> its brokers, and others' brokers holding replicas it must take home
     topics: tuple[str, ...]  # every topic, sorted: the rows' topic_id indexes it
+    # pool -> resource -> the brokers outside the band of the current placement (the planner fixes them too)
+    out_of_band_now: dict[str, dict[str, tuple[int, ...]]] = field(default_factory=dict)
 
     def plan(self, pool: str, replicas: pd.DataFrame) -> pd.DataFrame:
         # The names back as categories in sorted order: the model sorts by them as by the names (by their codes).
@@ -214,7 +216,8 @@ class PoolPlanningSettings:
         resources = [resource(n) for n in self.resource_names]
         model = PoolModel(self.brokers[pool], replicas, resources)
         bands = self.bands.get(pool, {})
-        result = Planner(model, bands, [n for n in self.resource_names if n in bands], self.budgets).run()
+        result = Planner(model, bands, [n for n in self.resource_names if n in bands], self.budgets,
+                         out_of_band_now=self.out_of_band_now.get(pool)).run()
         ids = model.broker_ids
         rows = [{"kind": "move", "seq": mv.seq, "action": mv.action, "topic": str(model.r_topic[mv.replica]),
                  "partition": int(model.r_partition[mv.replica]), "source_broker": int(ids[mv.source]),

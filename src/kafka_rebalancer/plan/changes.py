@@ -8,7 +8,7 @@ import pandas as pd
 
 from kafka_rebalancer.config import Budgets
 from kafka_rebalancer.model.resources import CPU, NETWORK_IN, NETWORK_OUT, Resource, role_loads
-from kafka_rebalancer.model.schemas import PARTITION_CHANGES, REPLICAS
+from kafka_rebalancer.model.schemas import PARTITION_CHANGES, PLANNER_NOTES, REPLICAS
 
 TRAFFIC = ["replication_factor", "bytes_in_per_s", "bytes_out_per_s", "cpu_leader_cores", "cpu_follower_cores"]
 
@@ -41,6 +41,19 @@ def trim_to_budgets(moves: pd.DataFrame, budgets: Budgets) -> pd.DataFrame:
         total_bytes += size
     keep = pd.MultiIndex.from_frame(moves[action_key]).isin(kept)
     return moves[keep].sort_values(["broker_pool", "seq"], kind="mergesort").reset_index(drop=True)
+
+
+def budget_notes(left: pd.DataFrame, dropped: int, budgets: Budgets) -> pd.DataFrame:
+    """PLANNER_NOTES for the brokers left outside (`recheck.left_outside`) with no reason of the planner's, when
+    `trim_to_budgets` dropped actions: the pools' planners each kept within the budgets, the run's total did not."""
+    left = left[~left["explained"]]
+    limits = f"max_replica_moves={budgets.max_replica_moves}" + (
+        f", max_moved_bytes={budgets.max_moved_bytes}" if budgets.max_moved_bytes is not None else "")
+    note = (f"{{left}} after the plan: the run's budgets ({limits}) dropped {dropped} of the planner's moves across "
+            f"pools")
+    return pd.DataFrame({"broker_pool": left["broker_pool"].astype(str), "resource": left["resource"].astype(str),
+                         "broker_id": left["broker_id"].astype("int64"),
+                         "note": [note.format(left=x) for x in left["left"]]}, columns=PLANNER_NOTES.names)
 
 
 def partition_changes(partitions: pd.DataFrame, moves: pd.DataFrame) -> pd.DataFrame:

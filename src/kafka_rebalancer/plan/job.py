@@ -20,7 +20,7 @@ from kafka_rebalancer.balance import per_broker
 from kafka_rebalancer.balance.bands import Band
 from kafka_rebalancer.balance.leadership import leadership_moves
 from kafka_rebalancer.balance.planner import Budgets as PlannerBudgets
-from kafka_rebalancer.balance.status import bands_frame, brokers_to_fix, precheck_pairs
+from kafka_rebalancer.balance.status import bands_frame, brokers_to_fix, placement_bands, precheck_pairs
 from kafka_rebalancer.balance.transforms import (
     PoolPlanningSettings,
     candidate_moves,
@@ -52,9 +52,15 @@ from kafka_rebalancer.model.schemas import (
 )
 from kafka_rebalancer.operations.request import ManualRequest, PlanningScope, read_request, scope_of
 from kafka_rebalancer.plan.artifacts import dumps, parse_reassignment, plan_hash, reassignment_document
-from kafka_rebalancer.plan.changes import load_after, partition_changes, trim_to_budgets
+from kafka_rebalancer.plan.changes import budget_notes, load_after, partition_changes, trim_to_budgets
 from kafka_rebalancer.plan.summary import build_summary, planner_claim
-from kafka_rebalancer.quality.recheck import claim_rows, current_placement, draining_brokers, recheck_plan
+from kafka_rebalancer.quality.recheck import (
+    claim_rows,
+    current_placement,
+    draining_brokers,
+    left_outside,
+    recheck_plan,
+)
 from kafka_rebalancer.report.tables import human_bytes
 from kafka_rebalancer.run_folder import PLAN, SNAPSHOT, RunFolder, read_json, read_table, write_json, write_table
 from kafka_rebalancer.snapshot.store import read_snapshot, snapshot_topics
@@ -177,7 +183,8 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
             resource_names=tuple(r.name for r in resources), bands=band_map,
             budgets=PlannerBudgets(config.budgets.max_replica_moves, config.budgets.max_moved_bytes,
                                    config.budgets.max_moves_per_broker),
-            brokers=_with_roles(per_broker.pool_brokers(brokers_pdf, parts), scope), topics=tuple(topics))
+            brokers=_with_roles(per_broker.pool_brokers(brokers_pdf, parts), scope), topics=tuple(topics),
+            out_of_band_now=_out_of_band_now(load_pdf, config, bands_pdf))
         if scope.leadership is None:
             planned = split_planner_output(plan_pools(planner_input, settings))
         else:
@@ -204,24 +211,28 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
     digest = plan_hash(plan_text, manifest["content_hash"], config.fingerprint())
     progress(f"{len(changes)} partitions change")
 
+    # The summary's figures come from the re-check of plan.json against the snapshot, apart from the planner's
+    # bookkeeping (after_pdf, its bound), which is kept as its claim beside them.
+    recheck = recheck_plan(config, snapshot_tables, parse_reassignment(plan_text, "plan.json"), bands_pdf,
+                           draining_brokers(request), current.result())
+    notes = planned["notes"]
+    if dropped:
+        notes = pd.concat([notes, budget_notes(left_outside(recheck, notes, planned["infeasible"]), dropped,
+                                               config.budgets)], ignore_index=True)
     with run.stage(PLAN) as out:
         for schema, frame in ((BROKER_LOAD, load_pdf), (BANDS, bands_pdf), (BROKERS_TO_FIX, fix_pdf),
                               (CANDIDATES, candidates_pdf), (SKIPPED, skipped_pdf), (MOVES, moves),
-                              (PLANNER_NOTES, planned["notes"]), (HOT_PARTITIONS, planned["hot"]),
+                              (PLANNER_NOTES, notes), (HOT_PARTITIONS, planned["hot"]),
                               (INFEASIBLE, planned["infeasible"]), (PARTITION_CHANGES, changes)):
             write_table(out, schema, frame)
         write_table(out, BROKER_LOAD_AFTER, after_pdf)
         (out / "plan.json").write_text(plan_text)
         (out / "rollback.json").write_text(rollback_text)
-        # The summary's figures come from the re-check of plan.json against the snapshot, apart from the
-        # planner's bookkeeping (after_pdf, its bound), which is kept as its claim beside them.
-        recheck = recheck_plan(config, snapshot_tables, parse_reassignment(plan_text, "plan.json"), bands_pdf,
-                               draining_brokers(request), current.result())
         claim = planner_claim(after_pdf, bands_pdf, planned["lower_bound_bytes"],
                               claim_rows(after_pdf, recheck, bands_pdf))
         summary = build_summary(
             config=config, manifest=manifest, plan_hash=digest, bands=bands_pdf, recheck=recheck, claim=claim,
-            skipped=skipped_pdf, notes=planned["notes"], hot=planned["hot"], infeasible=planned["infeasible"],
+            skipped=skipped_pdf, notes=notes, hot=planned["hot"], infeasible=planned["infeasible"],
             statuses=statuses, moves_dropped_by_budget=dropped)
         summary["plan_seconds"] = round(time.monotonic() - started, 3)
         write_json(out / "summary.json", summary)
@@ -237,6 +248,17 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
         log.warning("the planner's predicted after-state disagrees with the re-check of plan.json on %d "
                     "broker-resource pairs (validation will fail the plan)", claim["disagreements_with_recheck"])
     return summary
+
+
+def _out_of_band_now(load_pdf: pd.DataFrame, config: RebalancerConfig,
+                     bands_pdf: pd.DataFrame) -> dict[str, dict[str, tuple[int, ...]]]:
+    """Per pool and resource, the brokers outside the band of the current placement: the summary's "out of band
+    before" (quality.recheck), which the planner fixes as well as those outside the plan's band."""
+    out: dict[str, dict[str, tuple[int, ...]]] = {}
+    fix = brokers_to_fix(load_pdf, placement_bands(load_pdf, config, bands_pdf))
+    for (pool, name), group in fix.groupby(["broker_pool", "resource"], sort=True):
+        out.setdefault(str(pool), {})[str(name)] = tuple(int(b) for b in group["broker_id"])
+    return out
 
 
 def _scoped_bands(bands_pdf: pd.DataFrame, scope: PlanningScope, action: str) -> pd.DataFrame:

@@ -13,7 +13,7 @@ import pandas as pd
 
 from kafka_rebalancer.balance.status import band_status, out_of_band
 from kafka_rebalancer.config import RebalancerConfig
-from kafka_rebalancer.quality.recheck import Recheck
+from kafka_rebalancer.quality.recheck import Recheck, left_outside
 
 SKIPPED_LISTED = 1000  # the full list is in skipped.parquet
 
@@ -120,6 +120,9 @@ def build_summary(*, config: RebalancerConfig, manifest: dict[str, Any], plan_ha
             "out_of_band_before": len(recheck.out_of_band("before")),
             "out_of_band_after": len(recheck.out_of_band("after")),
             "fixed_outside_target_band": len(recheck.fixed_outside_target_band()),
+            # Of those and the brokers outside their band after the plan, how many the planner gave no reason for
+            # (validation fails the plan on any).
+            "left_outside_unexplained": int((~left_outside(recheck, notes, infeasible)["explained"]).sum()),
             "infeasible": int(infeasible["count"].sum()), "skipped_partitions": len(skipped),
             "hot_partitions": int(hot[["topic", "partition"]].drop_duplicates().shape[0]),
         },

@@ -22,6 +22,8 @@ class CheckTables:
     totals: pd.DataFrame  # one row: the plan's size against the budgets
     # one row per (broker, resource): the planner's claim beside the re-check (recheck.claim_rows); none: unchecked
     claims: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # one row per (broker, resource) left outside its band or target band, explained or not (recheck.left_outside)
+    left_outside: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def replicas_after(snapshot: SnapshotTables, plan: list[Reassignment]) -> pd.DataFrame:

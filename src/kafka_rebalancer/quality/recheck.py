@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from kafka_rebalancer.balance.bounds import fewest_bytes
-from kafka_rebalancer.balance.status import band_status, bands_frame, broker_load_frame
+from kafka_rebalancer.balance.status import band_status, broker_load_frame, placement_bands
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.resources import Resource
 from kafka_rebalancer.operations.request import ManualRequest
@@ -51,16 +51,6 @@ def draining_brokers(request: ManualRequest | None) -> frozenset[int]:
     if request is None or request.action != "drain-brokers":
         return frozenset()
     return frozenset(request.brokers)
-
-
-def unbalanced_as_planned(placement_bands: pd.DataFrame, plan_bands: pd.DataFrame) -> pd.DataFrame:
-    """What the plan left unbalanced (another pool than a manual action's, metrics too incomplete to balance on)
-    is not judged in any other placement's band either."""
-    unbalanced = ~plan_bands["balanced"].astype(bool)
-    left = set(zip(plan_bands.loc[unbalanced, "broker_pool"], plan_bands.loc[unbalanced, "resource"], strict=True))
-    keys = pd.Series(list(zip(placement_bands["broker_pool"], placement_bands["resource"], strict=True)),
-                     index=placement_bands.index)
-    return placement_bands.assign(balanced=placement_bands["balanced"].astype(bool) & ~keys.isin(left))
 
 
 @dataclass(frozen=True)
@@ -161,7 +151,7 @@ def current_placement(config: RebalancerConfig, snapshot: SnapshotTables, plan_b
     """The plan-independent half of the re-check (the plan's bands say only which pairs it leaves unbalanced)."""
     resources = config.resource_list()
     load_before = broker_load_frame(snapshot.brokers, snapshot.replicas, resources)
-    bands_before = unbalanced_as_planned(bands_frame(load_before, config), plan_bands)
+    bands_before = placement_bands(load_before, config, plan_bands)
     before = band_status(load_before, bands_before)
     replicas = _replicas_with_facts(snapshot, resources, frozenset(int(b) for b in draining))
     must_leave = replicas[replicas["movable"] & (replicas["reason"] != BALANCE)]
@@ -301,3 +291,21 @@ def claim_rows(claimed_after: pd.DataFrame, recheck: Recheck, plan_bands: pd.Dat
     rows["agrees"] = (rows["_merge"] == "both") & loads_agree & verdicts_agree
     return rows[["broker_pool", "broker_id", "resource", "load_claimed", "load_rechecked", "inside_claimed",
                  "inside_rechecked", "agrees"]].reset_index(drop=True)
+
+
+def left_outside(recheck: Recheck, notes: pd.DataFrame, infeasible: pd.DataFrame) -> pd.DataFrame:
+    """Per (broker, resource) the plan leaves outside its band, or fixes but leaves outside its target band: whether
+    the planner listed it with a reason (a note on that broker and resource, or an infeasibility proof naming it).
+    Columns: broker_pool, broker_id, resource, left (which of the two), explained."""
+    after = recheck.after[recheck.after["counted"]]
+    fixed = recheck.before.loc[recheck.before["counted"] & ~recheck.before["inside"], ["broker_id", "resource"]]
+    short = after[~after["inside_target"]].merge(fixed, on=["broker_id", "resource"])
+    rows = pd.concat([after[~after["inside"]].assign(left="outside its band"),
+                      short[short["inside"]].assign(left="fixed, outside its target band")], ignore_index=True)
+    rows = rows[["broker_pool", "broker_id", "resource", "left"]]
+    listed = {(str(r), int(b)) for r, b in zip(notes["resource"], notes["broker_id"], strict=True) if pd.notna(b)}
+    listed |= {(str(r), int(b)) for r, brokers in zip(infeasible["resource"], infeasible["brokers"], strict=True)
+               for b in brokers}
+    explained = [(str(r), int(b)) in listed for r, b in zip(rows["resource"], rows["broker_id"], strict=True)]
+    return rows.assign(explained=pd.Series(explained, index=rows.index, dtype=bool)).reset_index(drop=True)
+

@@ -11,11 +11,11 @@ from typing import Any
 
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import RunFolderError, ValidationFailed
-from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD_AFTER
+from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD_AFTER, INFEASIBLE, PLANNER_NOTES
 from kafka_rebalancer.operations.request import read_request
 from kafka_rebalancer.plan.artifacts import parse_reassignment, plan_hash
 from kafka_rebalancer.quality.checks import CheckTables, build_checks
-from kafka_rebalancer.quality.recheck import claim_rows, draining_brokers, recheck_plan
+from kafka_rebalancer.quality.recheck import claim_rows, draining_brokers, left_outside, recheck_plan
 from kafka_rebalancer.run_folder import PLAN, VALIDATION, RunFolder, read_json, read_table, write_json
 from kafka_rebalancer.snapshot.store import read_snapshot
 
@@ -50,6 +50,9 @@ SUITE: list[tuple[str, str, dict[str, Any], str]] = [
      "every broker inside its band, or closer to it, for every balanced resource"),
     ("claims", "ExpectColumnValuesToBeInSet", {"column": "agrees", **_TRUE},
      "the planner's predicted load and band verdict per broker (broker_load_after) match the re-check of plan.json"),
+    ("left_outside", "ExpectColumnValuesToBeInSet", {"column": "explained", **_TRUE},
+     "every broker the plan leaves outside its band, or fixes but leaves outside its target band, is listed with the "
+     "planner's reason (a note or an infeasibility proof)"),
     # The data itself, in case a bad snapshot slipped past the row checks: these would otherwise pass the plan on.
     ("partitions", "ExpectCompoundColumnsToBeUnique", {"column_list": ["topic", "partition"]},
      "one plan row per partition"),
@@ -68,7 +71,8 @@ SUITE: list[tuple[str, str, dict[str, Any], str]] = [
 ]
 # A failed row names its keys; a failed claim also shows both values.
 _INDEX = {"partitions": ["topic", "partition"], "brokers": ["broker_id", "resource"], "totals": ["plan"],
-          "claims": ["broker_id", "resource", "load_claimed", "load_rechecked", "inside_claimed", "inside_rechecked"]}
+          "claims": ["broker_id", "resource", "load_claimed", "load_rechecked", "inside_claimed", "inside_rechecked"],
+          "left_outside": ["broker_id", "resource", "left"]}
 
 
 def _budget_expectations(config: RebalancerConfig) -> list[tuple[str, str, dict[str, Any], str]]:
@@ -96,7 +100,7 @@ def run_suite(checks: CheckTables, config: RebalancerConfig) -> tuple[bool, list
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
     source = context.data_sources.add_pandas("kafka_rebalancer_plan")
     frames = {"partitions": checks.partitions, "brokers": checks.brokers, "totals": checks.totals,
-              "claims": checks.claims}
+              "claims": checks.claims, "left_outside": checks.left_outside}
     failures: list[dict[str, Any]] = []
     raw: list[dict] = []
     for table, frame in frames.items():
@@ -142,6 +146,7 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
     checks = build_checks(config, snapshot, plan, rollback, bands)
     recheck = recheck_plan(config, snapshot, plan, bands, draining_brokers(read_request(run)))
     checks.claims = claim_rows(read_table(plan_dir, BROKER_LOAD_AFTER), recheck, bands)
+    checks.left_outside = left_outside(recheck, read_table(plan_dir, PLANNER_NOTES), read_table(plan_dir, INFEASIBLE))
     success, failures, raw = run_suite(checks, config)
     report = {"success": success, "plan_hash": digest, "partitions_checked": len(checks.partitions),
               "broker_resource_pairs_checked": len(checks.brokers),
@@ -152,6 +157,7 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
         checks.partitions.to_csv(out / "partition_checks.csv", index=False)
         checks.brokers.to_csv(out / "broker_checks.csv", index=False)
         checks.claims.to_csv(out / "claim_checks.csv", index=False)
+        checks.left_outside.to_csv(out / "left_outside_checks.csv", index=False)
     if not success:
         lines = [f"- {f['description']} ({f['expectation']} on {f['table']}): {f['unexpected_count']} row(s), "
                  f"e.g. {f['rows'][:5]}" for f in failures]

@@ -18,6 +18,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 import numpy as np
 
 from kafka_rebalancer.balance.bands import Band
@@ -44,8 +46,13 @@ class Planner:
     returns the plan (the actions in order, notes, hot partitions, infeasibility proofs, the bytes' lower bound)."""
 
     def __init__(self, model: PoolModel, bands: dict[str, Band], priority: list[str], budgets: Budgets,
-                 candidate_limit: int = 48, exact: ExactLimits | None = None) -> None:
+                 candidate_limit: int = 48, exact: ExactLimits | None = None,
+                 out_of_band_now: Mapping[str, Iterable[int]] | None = None) -> None:
+        """`out_of_band_now`: per resource, the brokers (ids) outside the band of the current placement, before the
+        forced moves shift the pool's mean (what the summary calls out of band before): the plan fixes them too."""
         self.model = model
+        self.out_of_band_now = {name: np.flatnonzero(np.isin(model.broker_ids, list(ids)))
+                                for name, ids in (out_of_band_now or {}).items()}
         self.names = [r.name for r in model.resources]
         self.priority = [self.names.index(name) for name in priority if name in self.names]
         self.candidate_limit = candidate_limit
@@ -74,9 +81,13 @@ class Planner:
         self._hard()
         self.plan.infeasible = prove_infeasible(self.model, acceptance.lower, acceptance.limit, balanced,
                                                 self.state.moved)
-        # The brokers to fix are moved into the target band, not just the band (hysteresis), and held there.
+        # The brokers to fix are moved into the target band, not just the band (hysteresis), and held there: those
+        # outside the band once the forced replicas have landed, and those outside it before (a broker the forced
+        # moves' shift of the mean left inside the band would otherwise be filled or emptied to its edge).
         for k in balanced:
-            acceptance.hold_to_target(k, np.concatenate(acceptance.out_of_band(k)))
+            now = self.out_of_band_now.get(self.names[k], np.empty(0, dtype=np.int64))
+            acceptance.hold_to_target(k, np.union1d(np.concatenate(acceptance.out_of_band(k)),
+                                                    now[self.model.eligible[now]]))
         self._passes(balanced, max_passes)
         # A broker still outside the band may need room the holds keep on the fixed brokers (a giver held at the
         # target band's lower edge): another round with the band's edges for every broker. The holds come back
