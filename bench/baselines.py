@@ -130,15 +130,15 @@ def evaluate(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.DataF
                strict=True)}
     sizes = dict(zip(zip(snapshot.partitions["topic"], snapshot.partitions["partition"].astype(int), strict=True),
                      snapshot.partitions["size_bytes"].astype(int), strict=True))
-    replica_moves = leadership_moves = moved_bytes = 0
+    replica_moves = leadership_only_changes = moved_bytes = 0
     for r in plan:
         added = set(r.replicas) - set(old[(r.topic, r.partition)])
         replica_moves += len(added)
         moved_bytes += len(added) * sizes[(r.topic, r.partition)]
         if not added and r.replicas[0] != old[(r.topic, r.partition)][0]:
-            leadership_moves += 1
+            leadership_only_changes += 1
     after = band_status(broker_load_frame(snapshot.brokers, replicas_after(snapshot, plan), config.resource_list()),
                         bands)
     return {"out_of_band_after": len(out_of_band(after)), "replica_moves": replica_moves,
-            "leadership_moves": leadership_moves, "moved_bytes": int(moved_bytes)}
+            "leadership_only_changes": leadership_only_changes, "moved_bytes": int(moved_bytes)}
 

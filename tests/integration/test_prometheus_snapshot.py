@@ -114,7 +114,7 @@ def test_the_hot_topics_leaders_measure_above_the_rest_and_the_plan_relieves_the
     assert bands["network_in"]["mean"] == pytest.approx(sum(network_in.values()) / total_capacity["network_in"])
     assert bands["cpu"]["mean"] == pytest.approx(sum(cpu.values()) / total_capacity["cpu"], rel=1e-4)
     assert bands["network_in"]["balanced"] and bands["cpu"]["balanced"]
-    assert summary["totals"]["replica_moves"] + summary["totals"]["leadership_moves"] > 0
+    assert summary["totals"]["replica_moves"] + summary["totals"]["preferred_leader_changes"] > 0
     usage = {row["broker_id"]: row for row in pool["brokers"]}
     for broker in HOT_LEADERS:
         for resource in ("network_in", "cpu"):

@@ -135,9 +135,9 @@ def test_counts_come_from_plan_json_against_the_snapshot(config_factory: Callabl
     plan = [Reassignment("t0", 0, [2, 1]), Reassignment("t1", 0, [1, 3]), Reassignment("t2", 0, [2, 1]),
             Reassignment("t3", 0, [2, 3])]
     figures = recheck_plan(config, tables, plan, current_bands(config, tables)).figures()
-    assert {k: figures[k] for k in ("partitions_changed", "replica_moves", "leadership_moves",
+    assert {k: figures[k] for k in ("partitions_changed", "replica_moves", "preferred_leader_changes",
                                     "leadership_only_changes", "moved_bytes")} == {
-        "partitions_changed": 4, "replica_moves": 2, "leadership_moves": 2, "leadership_only_changes": 1,
+        "partitions_changed": 4, "replica_moves": 2, "preferred_leader_changes": 2, "leadership_only_changes": 1,
         "moved_bytes": 50}
 
 

@@ -285,11 +285,12 @@ def test_show_and_the_approval_body_print_the_summarys_rechecked_figures(tmp_pat
     show_run(Console(file=out, width=400), run)
     text = out.getvalue()
     for pool, facts in summary["pools"].items():
-        assert (f"pool {pool}: {facts['replica_moves']} replica moves, {facts['leadership_moves']} leadership" in text)
+        assert (f"pool {pool}: {facts['replica_moves']} replica moves, "
+                f"{facts['preferred_leader_changes']} preferred-leader changes" in text)
         assert "(forced 0 B, moved/LB -; balance " in text
     body = approval_body(config, run, PlanFacts.read(config, run), [])
     for pool, facts in summary["pools"].items():
-        assert f"| {pool} | {facts['replica_moves']} | {facts['leadership_moves']} | " \
+        assert f"| {pool} | {facts['replica_moves']} | {facts['preferred_leader_changes']} | " \
                f"{facts['leadership_only_changes']} |" in body
 
 

@@ -127,7 +127,7 @@ def approval_body(config: RebalancerConfig, run: RunFolder, facts: PlanFacts, wa
                          for name, r in p["resources"].items())
         split = (f" ({human_bytes(p['forced_bytes'])}; {human_bytes(p['balance_bytes'])})"
                  if "forced_bytes" in p else "")
-        lines.append(f"| {pool} | {p['replica_moves']} | {p['leadership_moves']} | "
+        lines.append(f"| {pool} | {p['replica_moves']} | {p['preferred_leader_changes']} | "
                      f"{p.get('leadership_only_changes', '-')} | {human_bytes(p['moved_bytes'])}{split} | {band} |")
     largest = facts.changes.assign(copies=[len(set(n) - set(o)) for o, n in zip(
         facts.changes["old_replicas"], facts.changes["new_replicas"], strict=True)])

@@ -238,11 +238,12 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
         write_json(out / "summary.json", summary)
     totals = summary["totals"]
     log.info("plan %s: read %d replicas of %d partitions; %d partitions change: %d replica moves (%s), %d "
-             "leadership transfers; brokers out of band %d -> %d (re-checked from plan.json); %d partitions "
-             "skipped; artifacts in %s",
+             "preferred-leader changes (%d of them leadership-only); brokers out of band %d -> %d (re-checked from "
+             "plan.json); %d partitions skipped; artifacts in %s",
              digest[:12], int(manifest["rows"]["replicas"]), int(manifest["rows"]["partitions"]),
              totals["partitions_changed"], totals["replica_moves"], human_bytes(totals["moved_bytes"]),
-             totals["leadership_moves"], totals["out_of_band_before"], totals["out_of_band_after"],
+             totals["preferred_leader_changes"], totals["leadership_only_changes"], totals["out_of_band_before"],
+             totals["out_of_band_after"],
              totals["skipped_partitions"], run.stage_path(PLAN))
     if claim["disagreements_with_recheck"]:
         log.warning("the planner's predicted after-state disagrees with the re-check of plan.json on %d "

@@ -104,7 +104,7 @@ class Recheck:
         bound = float(sum(v for p, v in self.pool_bound_bytes.items() if pool is None or p == pool))
         return {
             "partitions_changed": len(parts), "replica_moves": int(parts["replica_moves"].sum()),
-            "leadership_moves": int(parts["preferred_leader_changes"].sum()),
+            "preferred_leader_changes": int(parts["preferred_leader_changes"].sum()),
             "leadership_only_changes": int(parts["leadership_only"].sum()),
             "forced_moves": int((leaving["reason"] != BALANCE).sum()), "moved_bytes": int(parts["moved_bytes"].sum()),
             "forced_bytes": forced_bytes, "forced_bytes_by_reason": forced, "balance_bytes": balance_bytes,

@@ -36,7 +36,7 @@ class RunOverview:
     mode: str  # dry-run | execute | - (not decided yet)
     status: str  # how far the run got
     replica_moves: int | None
-    leadership_moves: int | None
+    preferred_leader_changes: int | None
     moved_bytes: int | None
     out_of_band_before: int | None
     out_of_band_after: int | None  # measured by verify, else as planned
@@ -63,7 +63,7 @@ def run_overview(run: RunFolder) -> RunOverview:
         trigger=TRIGGERS.get(run.path.name.split("__", 1)[0], "other"),
         action=(request or {}).get("action") or "nightly",
         mode=_mode(run, decision), status=run_status(run),
-        replica_moves=totals.get("replica_moves"), leadership_moves=totals.get("leadership_moves"),
+        replica_moves=totals.get("replica_moves"), preferred_leader_changes=totals.get("preferred_leader_changes"),
         moved_bytes=totals.get("moved_bytes"), out_of_band_before=totals.get("out_of_band_before"),
         out_of_band_after=(verified or totals).get("out_of_band_after"),
         out_of_band_after_measured=verified is not None,

@@ -144,7 +144,7 @@ class PoolPlanView:
     broker_pool: str
     partitions_changed: int | None
     replica_moves: int | None
-    leadership_moves: int | None
+    preferred_leader_changes: int | None
     moved_bytes: int | None
     forced_bytes: int | None
     forced_bytes_by_reason: dict[str, int]
@@ -430,7 +430,7 @@ def _pool_plan(broker_pool: str, facts: dict[str, Any], flows: list[Flow]) -> Po
     brokers = facts.get("brokers") or []
     return PoolPlanView(
         broker_pool=broker_pool, partitions_changed=facts.get("partitions_changed"),
-        replica_moves=facts.get("replica_moves"), leadership_moves=facts.get("leadership_moves"),
+        replica_moves=facts.get("replica_moves"), preferred_leader_changes=facts.get("preferred_leader_changes"),
         moved_bytes=facts.get("moved_bytes"), forced_bytes=facts.get("forced_bytes"),
         forced_bytes_by_reason=facts.get("forced_bytes_by_reason") or {},
         forced_lower_bound_bytes=facts.get("forced_lower_bound_bytes"),

@@ -31,7 +31,7 @@ def runs_table(console: Console, runs: list[RunOverview]) -> None:
                                    "out of band", "approval", "report"])
     for r in runs:
         moves = "-" if r.replica_moves is None else f"{r.replica_moves}" + (
-            f" (+{r.leadership_moves} leader)" if r.leadership_moves else "")
+            f" (+{r.preferred_leader_changes} new leaders)" if r.preferred_leader_changes else "")
         band = "-" if r.out_of_band_before is None else \
             f"{r.out_of_band_before} -> {r.out_of_band_after}" + ("" if r.out_of_band_after_measured else " planned")
         table.add_row(r.run_id, r.started_at, r.trigger, r.action, r.mode, r.status, moves,
@@ -64,8 +64,9 @@ def _pool_table(console: Console, broker_pool: str, facts: dict[str, Any]) -> No
     """Per broker and resource, from the summary (the re-check of plan.json): usage before -> after, the band
     after, and in or OUT of the band before (the current placement's) and after (the plan's)."""
     resources = list(facts["resources"])
-    title = (f"pool {broker_pool}: {facts['replica_moves']} replica moves, {facts['leadership_moves']} leadership, "
-             f"{human_bytes(facts['moved_bytes'])}" + _split(facts))
+    title = (f"pool {broker_pool}: {facts['replica_moves']} replica moves, "
+             f"{facts['preferred_leader_changes']} preferred-leader changes, {human_bytes(facts['moved_bytes'])}"
+             + _split(facts))
     table = _table(console, title, ["broker", *(f"{r} (band)" for r in resources)])
     for broker in facts["brokers"]:
         cells = [str(broker["broker_id"])]
