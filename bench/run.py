@@ -27,8 +27,10 @@ import psutil
 from bench.baselines import evaluate, kafka_generate, patent_greedy
 from bench.scales import SCALES, Scale
 from kafka_rebalancer.config import load_config
+from kafka_rebalancer.errors import ValidationFailed
 from kafka_rebalancer.model.schemas import BANDS
-from kafka_rebalancer.run_folder import PLAN, RunFolder, read_json, read_table
+from kafka_rebalancer.quality.suite import validate_plan
+from kafka_rebalancer.run_folder import PLAN, VALIDATION, RunFolder, read_json, read_table
 from kafka_rebalancer.snapshot import read_snapshot
 from kafka_rebalancer.spark_settings import JVM_ARCHIVE_ENV, jvm_archive_options
 from kafka_rebalancer.synthetic import generate, write_cluster
@@ -127,6 +129,7 @@ def quality(config_path: Path, run: RunFolder) -> dict[str, Any]:
         "moved_over_lb": ratio(totals["moved_over_lb"]), "forced_moved_over_lb": ratio(totals["forced_moved_over_lb"]),
         "claim_disagreements": summary["planner_claim"]["disagreements_with_recheck"],
         "left_outside_unexplained": totals["left_outside_unexplained"],
+        "validation": validation(config, run),
         "hot_partitions": totals["hot_partitions"],
         "kafka_generate": versus_bound(evaluate(snapshot, config, bands, kafka_generate(snapshot, seed=1))),
         # Its literal search scans every broker's replicas for every move: hours on a pool of 1,000 brokers.
@@ -136,6 +139,17 @@ def quality(config_path: Path, run: RunFolder) -> dict[str, Any]:
 
 
 PATENT_GREEDY_MAX_POOL = 250
+
+
+def validation(config: Any, run: RunFolder) -> str:
+    """The validation step on the plan, as the DAG runs it before execution: "passed", or which expectations
+    failed."""
+    try:
+        validate_plan(config, run)
+    except ValidationFailed:  # the report names the failed expectations
+        failures = read_json(run.stage_path(VALIDATION) / "report.json")["failures"]
+        return "failed: " + "; ".join(f["description"] for f in failures)
+    return "passed"
 
 
 def largest_pool(snapshot: Any) -> int:
@@ -172,6 +186,8 @@ def target_status(results: dict[str, Any]) -> list[tuple[str, bool]]:
                        r["out_of_band_after"] == r["infeasible"]))
         status.append((f"{name} planner's claim == re-check ({r['claim_disagreements']} disagreements)",
                        r["claim_disagreements"] == 0))
+        if "validation" in r:  # rows measured before the figure existed do not have it
+            status.append((f"{name} plan passes validation ({r['validation']})", r["validation"] == "passed"))
         if "left_outside_unexplained" in r:  # rows measured before the figure existed do not have it
             status.append((f"{name} every broker left outside its band or target band is listed with the reason "
                            f"({r['left_outside_unexplained']} not)", r["left_outside_unexplained"] == 0))

@@ -84,6 +84,7 @@ def test_plan_brings_every_broker_inside_its_bands(baseline: tuple) -> None:
     # The figures are the re-check's of plan.json; the planner's own bookkeeping predicted the same after-state.
     assert summary["planner_claim"]["out_of_band_after"] == 0
     assert summary["planner_claim"]["disagreements_with_recheck"] == 0
+    assert summary["planner_claim"]["source"] == "broker_load_after.parquet: the planners' models"
     for pool in summary["pools"].values():
         for resource in pool["resources"].values():
             assert resource["out_of_band_after"] == []

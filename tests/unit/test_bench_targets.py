@@ -28,3 +28,16 @@ def test_every_target_of_the_scales_measured_is_judged() -> None:
         "large out of band after == infeasible (2 == 1)": False,
         "large planner's claim == re-check (3 disagreements)": False,
     }
+
+
+def test_validation_and_unexplained_brokers_are_targets_where_measured() -> None:
+    failed = {**result(10), "validation": "failed: every replica on a broker of the topic's pool",
+              "left_outside_unexplained": 2}
+    status = dict(target_status({"single-200": failed, "single-1000": {**result(50), "validation": "passed",
+                                                                        "left_outside_unexplained": 0}}))
+    assert status["single-200 plan passes validation (failed: every replica on a broker of the topic's pool)"] is False
+    assert status["single-200 every broker left outside its band or target band is listed with the reason "
+                  "(2 not)"] is False
+    assert status["single-1000 plan passes validation (passed)"] is True
+    assert status["single-1000 every broker left outside its band or target band is listed with the reason "
+                  "(0 not)"] is True

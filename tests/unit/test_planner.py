@@ -345,3 +345,35 @@ def test_a_pool_planned_from_topic_indexes_names_the_same_moves_as_from_names() 
     moves = output[output["kind"] == "move"]
     assert expected and list(zip(moves["topic"], moves["partition"].astype(int), moves["source_broker"].astype(int),
                                  moves["target_broker"].astype(int), strict=True)) == expected
+
+
+def test_the_planners_claimed_loads_are_its_models_and_match_its_moves_replayed() -> None:
+    """The worker hands back the model's change of every broker's load (the claim validation holds to the re-check
+    of plan.json); replaying the moves it returns on the loads before gives the same loads, leadership included."""
+    from kafka_rebalancer.balance.status import broker_load_frame
+    from kafka_rebalancer.balance.transforms import POOL_MODEL_COLUMNS, PoolPlanningSettings, split_planner_output
+    from kafka_rebalancer.plan.changes import load_after, with_load_changes
+
+    tables, _ = generate(SyntheticSpec(n_brokers=6, n_racks=3, n_pools=1, n_partitions=150, replication_factor=3,
+                                       hot_brokers_per_pool=1, leader_skew=0.5, seed=11))
+    facts = ["replication_factor", "bytes_in_per_s", "bytes_out_per_s", "cpu_leader_cores", "cpu_follower_cores"]
+    replicas = tables.replicas.merge(tables.partitions[["topic", "partition", *facts]], on=["topic", "partition"])
+    topics = sorted(tables.partitions["topic"].unique())
+    rows = replicas.assign(movable=True, must_move=False,
+                           topic_id=replicas["topic"].map({t: i for i, t in enumerate(topics)}).astype("int32"))
+    brokers = tables.brokers.assign(excluded=False)
+    resources = [DISK, REPLICA_COUNT, LEADER_COUNT, NETWORK_OUT]
+    bands = bands_of(PoolModel(brokers, rows.drop(columns="topic_id"), resources))
+    settings = PoolPlanningSettings(resource_names=tuple(r.name for r in resources), bands={"p": bands},
+                                    budgets=Budgets(10_000), brokers={"p": brokers}, topics=tuple(topics))
+    planned = split_planner_output(settings.plan("p", rows[list(POOL_MODEL_COLUMNS)]))
+    moves = planned["moves"]
+    assert (moves["action"] == "leadership").any() and (moves["action"] == "replica").any()
+    assert set(planned["load_changes"]["resource"]) == {r.name for r in resources}
+
+    load = broker_load_frame(tables.brokers.assign(broker_pool="p"), tables.replicas, resources)
+    touched = tables.partitions.merge(moves[["topic", "partition"]].drop_duplicates(), on=["topic", "partition"])
+    replayed = load_after(load, partition_changes(touched, moves), touched, resources)
+    claimed = with_load_changes(load, planned["load_changes"])
+    assert claimed["load"].to_numpy() == pytest.approx(replayed["load"].to_numpy(), rel=1e-9)
+    assert not np.allclose(claimed["load"], load["load"])  # the plan changes something

@@ -15,7 +15,7 @@ from kafka_rebalancer.kafka_admin import BrokerInfo, PartitionInfo
 from kafka_rebalancer.model import schemas
 from kafka_rebalancer.plan.artifacts import Reassignment
 from kafka_rebalancer.plan.changes import budget_notes, load_after, partition_changes
-from kafka_rebalancer.quality.checks import CheckTables
+from kafka_rebalancer.quality.checks import CheckTables, build_checks
 from kafka_rebalancer.quality.recheck import claim_rows, current_placement, left_outside, recheck_plan
 from kafka_rebalancer.quality.suite import run_suite
 from kafka_rebalancer.snapshot.build import SnapshotTables, build_snapshot_tables
@@ -212,3 +212,19 @@ def test_a_broker_left_outside_without_the_planners_reason_fails_validation(
     explained = _left_outside_of_one_move(config, notes)
     assert explained["explained"].all()
     assert run_suite(CheckTables(empty, empty, empty, left_outside=explained), config)[0]
+
+
+def test_a_replica_outside_the_pool_may_stay_only_in_an_under_replicated_partition(
+        config_factory: Callable[..., Any]) -> None:
+    # t0: broker 4 is dead and broker 5 is of pool b; ISR safety lets the plan replace only 4's replica, so 5's
+    # stays. t1 is fully in sync: its replica on 5 must go home, and a plan that keeps it there fails.
+    config = config_factory(CONFIG)
+    tables = snapshot(config, [("t0", 0, [4, 1, 5], 100), ("t1", 0, [1, 5], 100)], dead={4})
+    plan = [Reassignment("t0", 0, [1, 2, 5]), Reassignment("t1", 0, [2, 5])]
+    rollback = [Reassignment("t0", 0, [4, 1, 5]), Reassignment("t1", 0, [1, 5])]
+    checks = build_checks(config, tables, plan, rollback, current_bands(config, tables))
+    assert checks.partitions.set_index("topic")["targets_in_pool"].to_dict() == {"t0": True, "t1": False}
+    # Adding a replica outside the pool fails even in an under-replicated partition.
+    onto_b = build_checks(config, tables, [Reassignment("t0", 0, [1, 6, 5])], rollback[:1],
+                          current_bands(config, tables))
+    assert onto_b.partitions["targets_in_pool"].tolist() == [False]

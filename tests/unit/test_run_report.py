@@ -102,7 +102,7 @@ def write_plan(run: RunFolder, config: RebalancerConfig, tables: SnapshotTables,
     moved_bytes = changes.groupby("broker_pool")["size_bytes"].sum()
     recheck = recheck_plan(config, tables, parse_reassignment(text, "plan.json"), bands)
     claim = planner_claim(after, bands, {str(p): 0.8 * float(b) for p, b in moved_bytes.items()},
-                          claim_rows(after, recheck, bands))
+                          claim_rows(after, recheck, bands), "the plan's moves replayed")
     summary = build_summary(
         config=config, manifest={"content_hash": snapshot_hash}, plan_hash=digest, bands=bands, recheck=recheck,
         claim=claim, skipped=skipped, notes=empty(schemas.PLANNER_NOTES), hot=hot,

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
@@ -215,6 +216,7 @@ class PoolPlanningSettings:
         replicas.insert(0, "topic", topic)
         resources = [resource(n) for n in self.resource_names]
         model = PoolModel(self.brokers[pool], replicas, resources)
+        start_load = model.load.copy()
         bands = self.bands.get(pool, {})
         result = Planner(model, bands, [n for n in self.resource_names if n in bands], self.budgets,
                          out_of_band_now=self.out_of_band_now.get(pool)).run()
@@ -230,6 +232,11 @@ class PoolPlanningSettings:
         rows += [{"kind": "infeasible", "resource": x.resource, "count": x.count, "brokers": list(x.brokers),
                   "note": x.proof} for x in result.infeasible]
         rows.append({"kind": "bound", "value": result.lower_bound_bytes})
+        # The model's own bookkeeping of what the plan does to each broker (the claim the validation holds to the
+        # re-check of plan.json): the change of every load the planner changed.
+        changed = model.load - start_load
+        rows += [{"kind": "load_change", "broker_id": int(ids[b]), "resource": self.resource_names[k],
+                  "value": float(changed[b, k])} for b, k in zip(*np.nonzero(changed), strict=True)]
         empty = dict.fromkeys(PLANNER_OUTPUT.names)
         return pd.DataFrame([{**empty, **row, "broker_pool": pool} for row in rows], columns=PLANNER_OUTPUT.names)
 
@@ -295,7 +302,8 @@ def plan_pools(planner_input: DataFrame, settings: PoolPlanningSettings) -> pd.D
 def split_planner_output(output: pd.DataFrame) -> dict[str, Any]:
     """The planner's output as the plan's tables: moves, notes, hot partitions, infeasibility proofs, and the
     lower bound of bytes per pool."""
-    by_kind = {kind: output[output["kind"] == kind] for kind in ("move", "note", "hot", "infeasible", "bound")}
+    by_kind = {kind: output[output["kind"] == kind]
+               for kind in ("move", "note", "hot", "infeasible", "bound", "load_change")}
     moves = by_kind["move"].sort_values(["broker_pool", "seq", "action", "topic", "partition"], kind="mergesort")
     notes = by_kind["note"].sort_values(["broker_pool", "resource", "broker_id"], kind="mergesort")
     hot = by_kind["hot"].rename(columns={"value": "load", "limit": "band_width"}).sort_values(
@@ -311,4 +319,7 @@ def split_planner_output(output: pd.DataFrame) -> dict[str, Any]:
         "infeasible": infeasible[INFEASIBLE.names].reset_index(drop=True),
         "lower_bound_bytes": {pool: float(v) for pool, v in zip(by_kind["bound"]["broker_pool"],
                                                                   by_kind["bound"]["value"], strict=True)},
+        # Per broker and resource, the planners' change of its load (a broker may hold replicas of several pools).
+        "load_changes": by_kind["load_change"].groupby(["broker_id", "resource"], as_index=False)["value"].sum()
+        .rename(columns={"value": "delta"}).astype({"broker_id": "int64"}),
     }

@@ -147,8 +147,12 @@ def load_after(load: pd.DataFrame, changes: pd.DataFrame, partitions: pd.DataFra
         return frame.groupby("broker_id").sum().stack().rename("delta").reset_index()
 
     deltas = pd.concat([per_broker(old, -1.0), per_broker(new, 1.0)]).rename(columns={"level_1": "resource"})
-    deltas = deltas.groupby(["broker_id", "resource"], as_index=False)["delta"].sum()
-    out = load.merge(deltas, on=["broker_id", "resource"], how="left")
+    return with_load_changes(load, deltas.groupby(["broker_id", "resource"], as_index=False)["delta"].sum())
+
+
+def with_load_changes(load: pd.DataFrame, changes: pd.DataFrame) -> pd.DataFrame:
+    """`load` (BROKER_LOAD) plus the `changes` per broker and resource (columns broker_id, resource, delta)."""
+    out = load.merge(changes[["broker_id", "resource", "delta"]], on=["broker_id", "resource"], how="left")
     out["load"] = out["load"] + out["delta"].fillna(0.0)
     out["usage"] = np.where(out["capacity"] > 0, out["load"] / out["capacity"], 0.0)
     return out.drop(columns="delta")[list(load.columns)]

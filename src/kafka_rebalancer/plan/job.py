@@ -52,7 +52,13 @@ from kafka_rebalancer.model.schemas import (
 )
 from kafka_rebalancer.operations.request import ManualRequest, PlanningScope, read_request, scope_of
 from kafka_rebalancer.plan.artifacts import dumps, parse_reassignment, plan_hash, reassignment_document
-from kafka_rebalancer.plan.changes import budget_notes, load_after, partition_changes, trim_to_budgets
+from kafka_rebalancer.plan.changes import (
+    budget_notes,
+    load_after,
+    partition_changes,
+    trim_to_budgets,
+    with_load_changes,
+)
 from kafka_rebalancer.plan.summary import build_summary, planner_claim
 from kafka_rebalancer.quality.recheck import (
     claim_rows,
@@ -205,7 +211,12 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
     keys = ["topic", "partition"]
     touched = snapshot_tables.partitions.merge(moves[keys].drop_duplicates(), on=keys)
     changes = partition_changes(touched, moves)
-    after_pdf = load_after(load_pdf, changes, touched, resources)
+    # The planner's claim: its models' loads, unless the run's budgets cut their moves (or no model planned:
+    # leadership-only actions), when it is the kept moves replayed on the loads before.
+    if planned["load_changes"] is not None and not dropped:
+        after_pdf, claim_source = with_load_changes(load_pdf, planned["load_changes"]), "the planners' models"
+    else:
+        after_pdf, claim_source = load_after(load_pdf, changes, touched, resources), "the plan's moves replayed"
     plan_text = dumps(reassignment_document(changes))
     rollback_text = dumps(reassignment_document(changes, "old_replicas"))
     digest = plan_hash(plan_text, manifest["content_hash"], config.fingerprint())
@@ -229,7 +240,7 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
         (out / "plan.json").write_text(plan_text)
         (out / "rollback.json").write_text(rollback_text)
         claim = planner_claim(after_pdf, bands_pdf, planned["lower_bound_bytes"],
-                              claim_rows(after_pdf, recheck, bands_pdf))
+                              claim_rows(after_pdf, recheck, bands_pdf), claim_source)
         summary = build_summary(
             config=config, manifest=manifest, plan_hash=digest, bands=bands_pdf, recheck=recheck, claim=claim,
             skipped=skipped_pdf, notes=notes, hot=planned["hot"], infeasible=planned["infeasible"],
@@ -316,7 +327,7 @@ def _leadership_plan(planner_input: DataFrame, scope: PlanningScope) -> dict[str
                              scope.topics)
     empty = {name: pd.DataFrame(columns=schema.names)
              for name, schema in (("notes", PLANNER_NOTES), ("hot", HOT_PARTITIONS), ("infeasible", INFEASIBLE))}
-    return {"moves": moves, **empty, "lower_bound_bytes": {}}
+    return {"moves": moves, **empty, "lower_bound_bytes": {}, "load_changes": None}
 
 
 def _skipped_and_statuses(planner_input: DataFrame) -> tuple[Any, dict[str, int]]:

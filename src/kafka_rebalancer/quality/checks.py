@@ -75,7 +75,10 @@ def build_checks(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[
             "rf_before": len(snap), "rf_after": len(new),
             "old_matches_snapshot": old == snap,
             "no_duplicate_broker": len(set(new)) == len(new),
-            "targets_in_pool": pool is not None and all(b in pool_brokers.get(pool, set()) for b in new),
+            # A replica outside the pool may stay where the partition is under-replicated: ISR safety lets the plan
+            # replace only a dead broker's replica there, and that one must still be replaced.
+            "targets_in_pool": pool is not None and all(b in pool_brokers.get(pool, set()) for b in added) and (
+                all(b in pool_brokers.get(pool, set()) for b in new) or bool(set(snap) - isr)),
             "targets_alive": all(b in brokers.index and bool(brokers.at[b, "alive"]) for b in added),
             "racks_before": racks(snap), "racks_after": racks(new), "racks_required": required,
             # Every replica the plan keeps is in sync; only dead brokers' replicas may be out of it (and replaced).
