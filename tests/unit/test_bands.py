@@ -77,9 +77,20 @@ def test_band_widened_where_the_inside_integers_cannot_hold_the_total() -> None:
     # 4 items on 3 brokers: m = 1.33, [1.2, 1.47] holds no integer; [1, 2] is the narrowest band that holds 4.
     band = band_for("replica_count", True, [2, 1, 1], [1, 1, 1], threshold=1.10, margin=0.9)
     assert (band.lower, band.upper, band.target_lower, band.target_upper) == (1, 2, 1, 2)
-    assert band.widened
-    assert widening_note(1, 2, 1.10) == ("band widened to [1, 2]: the integers inside ±10% of the mean cannot hold "
-                                         "the pool's total")
+    assert band.widened and band.target_widened
+    assert widening_note(band, 1.10, 0.9) == (
+        "band widened to [1, 2]: the integers inside ±10% of the mean cannot hold the pool's total; target band "
+        "widened to [1, 2]: the integers inside ±9% of the mean cannot hold the pool's total")
+
+
+def test_a_target_band_widened_alone_is_noted() -> None:
+    # 30 items on 4 brokers: m = 7.5; ±20% holds [6, 9], but ±5% ([7.125, 7.875]) holds no integer: the target
+    # band is widened to [7, 8] and the note says so; the band itself is not.
+    band = band_for("replica_count", True, [9, 9, 6, 6], [1, 1, 1, 1], threshold=1.2, margin=0.25)
+    assert (band.lower, band.upper, band.target_lower, band.target_upper) == (6, 9, 7, 8)
+    assert not band.widened and band.target_widened
+    assert widening_note(band, 1.2, 0.25) == ("target band widened to [7, 8]: the integers inside ±5% of the mean "
+                                              "cannot hold the pool's total")
 
 
 def test_band_widened_where_the_inside_integers_miss_the_mean() -> None:
@@ -171,7 +182,9 @@ def test_band_table_count_edges_are_exact_and_widened_with_the_note(config_facto
     assert edges["pool-0", "replica_count"] == (675, 825, 683, 817, None)
     assert edges["pool-0", "leader_count"] == (23, 27, 23, 27, None)
     assert edges["pool-1", "replica_count"] == (1, 2, 1, 2, "band widened to [1, 2]: the integers inside ±10% of "
-                                                "the mean cannot hold the pool's total")
+                                                "the mean cannot hold the pool's total; target band widened to "
+                                                "[1, 2]: the integers inside ±9% of the mean cannot hold the pool's "
+                                                "total")
     assert edges["pool-1", "leader_count"][:4] == (0, 1, 0, 1)
     mean = 6e11 / 3e12  # usage: bytes over capacity
     assert edges["pool-0", "disk"][:4] == (mean * 0.8, mean * 1.2, mean * 0.85, mean * 1.15)

@@ -342,7 +342,8 @@ def test_an_executed_run_shows_the_timeline_result_and_verification(tmp_path: Pa
     assert data.plan.moves_total == len(plan["partitions"]) == summary["totals"]["partitions_changed"]
     assert data.plan.replica_moves == summary["totals"]["replica_moves"]
     assert data.plan.bytes_total == summary["totals"]["moved_bytes"]
-    assert data.plan.leadership_changes >= 1
+    assert data.plan.preferred_leader_changes == summary["totals"]["preferred_leader_changes"] >= 1
+    assert data.plan.leadership_only_changes == summary["totals"]["leadership_only_changes"]
     for pool in data.plan.pools:
         facts = summary["pools"][pool.broker_pool]
         assert (pool.lower_bound_bytes, pool.moved_over_lb) == (facts["lower_bound_bytes"], facts["moved_over_lb"])
@@ -466,3 +467,21 @@ def test_a_plan_of_100000_moves_over_1000_brokers_stays_small_and_says_what_it_l
     assert "broker-to-broker flows" in moves_part
     assert data.executions is not None and data.executions[0].moves_done == len(pool_moves)
     assert len(data.executions[0].progress) <= 1_000
+
+
+def test_usage_draws_the_current_placements_band_where_it_differs_and_a_widened_bands_note(tmp_path: Path) -> None:
+    config, tables, run = make_cluster(tmp_path, SMALL, "scheduled__2026-11-23T02_00_00_00_00")
+    write_plan(run, config, tables, replica_moves(tables, 10))
+    summary_path = run.stage_path(PLAN) / "summary.json"
+    summary = read_json(summary_path)
+    pool, moved = sorted(summary["pools"])[0], summary["pools"][sorted(summary["pools"])[0]]["resources"]
+    # As forced moves leave it: the band of the current placement lower than the plan's, for disk; and a widened
+    # replica-count band (balanced, with its note).
+    moved["disk"]["band_before"] = {**moved["disk"]["band"], "lower": 0.0123, "upper": 0.0456}
+    moved["replica_count"]["band"]["note"] = "band widened to [1, 2]: test"
+    write_json(summary_path, summary)
+    usage = section(report_of(run), "usage")
+    assert "band before lower 1.2%" in usage and "band before upper 4.6%" in usage
+    assert usage.count("band before lower") == 1  # only where the two bands differ
+    assert "replica_count: " in usage and "(band widened to [1, 2]: test)" in usage
+    assert pool in usage

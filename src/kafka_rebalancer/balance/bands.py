@@ -15,8 +15,7 @@ Moves aim at the tighter target band `[m(1-f*margin), m(1+f*margin)]` (hysteresi
 broker count in integer arithmetic (`count_edges`); where those
 integers cannot hold the pool's total it is widened to `[floor m, ceil m]`, the narrowest band that can, and the
 band says so (`widening_note`). The target band follows the same rule with `f*margin`, so it too is at least
-`[floor m, ceil m]` and never leaves the band; its widening is not noted (it only makes the planner aim at the
-narrowest band the pool can reach).
+`[floor m, ceil m]` and never leaves the band, and its widening is noted the same way.
 """
 
 from __future__ import annotations
@@ -33,9 +32,9 @@ def spread(threshold: float, margin: float = 1.0) -> Fraction:
     return (Fraction(str(threshold)) - 1) * Fraction(str(margin))
 
 
-def spread_text(threshold: float) -> str:
-    """`f` as a percentage for notes: 1.1 -> '10%', 1.125 -> '12.5%'."""
-    return f"{float(spread(threshold) * 100):g}%"
+def spread_text(threshold: float, margin: float = 1.0) -> str:
+    """`f * margin` as a percentage for notes: 1.1 -> '10%', 1.125 -> '12.5%', 1.1 with margin 0.9 -> '9%'."""
+    return f"{float(spread(threshold, margin) * 100):g}%"
 
 
 def count_edges(total: int, n: int, spread_num: int, spread_den: int) -> tuple[int, int, bool]:
@@ -54,10 +53,14 @@ def count_edges(total: int, n: int, spread_num: int, spread_den: int) -> tuple[i
     return min(inside_lower, mean_floor), max(inside_upper, mean_ceil), widened
 
 
-def widening_note(lower: int, upper: int, threshold: float) -> str:
-    """The band row's note when `count_edges` widened the band to [lower, upper] = [floor m, ceil m]."""
-    return (f"band widened to [{lower}, {upper}]: the integers inside ±{spread_text(threshold)} of the mean "
-            "cannot hold the pool's total")
+def widening_note(band: Band, threshold: float, margin: float) -> str | None:
+    """The band row's note when `count_edges` widened the band or the target band to [floor m, ceil m]."""
+    notes = [f"{which} widened to [{int(lower)}, {int(upper)}]: the integers inside ±{spread_text(threshold, m)} "
+             "of the mean cannot hold the pool's total"
+             for which, lower, upper, m, widened in (("band", band.lower, band.upper, 1.0, band.widened),
+                                                     ("target band", band.target_lower, band.target_upper, margin,
+                                                      band.target_widened)) if widened]
+    return "; ".join(notes) or None
 
 
 def band_edges(mean: float, threshold: float, margin: float) -> tuple[float, float, float, float]:
@@ -80,6 +83,7 @@ class Band:
     capacity_threshold: float | None  # hard ceiling on usage (fraction of capacity), None: none
     balanced: bool  # False when the mean is under the low-utilisation floor: nothing to gain
     widened: bool = False  # a count band stretched to [floor m, ceil m] (`count_edges`)
+    target_widened: bool = False  # its target band stretched the same way
 
     def contains(self, usage: float, eps: float = 1e-9) -> bool:
         return self.lower - eps <= usage <= self.upper + eps
@@ -118,6 +122,7 @@ def band_for(resource: str, is_count: bool, loads: list[float], capacities: list
         raise ValueError(f"{resource}: a count total must be whole, got {total!r}")
     f, target_f = spread(threshold), spread(threshold, margin)
     lower, upper, widened = count_edges(int(total), len(loads), f.numerator, f.denominator)
-    target_lower, target_upper, _ = count_edges(int(total), len(loads), target_f.numerator, target_f.denominator)
+    target_lower, target_upper, target_widened = count_edges(int(total), len(loads), target_f.numerator,
+                                                             target_f.denominator)
     return Band(resource, is_count, mean, float(lower), float(upper), float(target_lower), float(target_upper),
-                capacity_threshold, balanced, widened)
+                capacity_threshold, balanced, widened, target_widened)

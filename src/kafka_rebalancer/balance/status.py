@@ -56,10 +56,10 @@ def bands_frame(load: pd.DataFrame, config: RebalancerConfig, incoming: pd.DataF
         band = band_for(name, resource(name).is_count, group["load"].tolist(), group["capacity"].tolist(),
                         settings.threshold, settings.margin, settings.low_utilization,
                         config.capacity_threshold(name), arriving.get((pool, name), 0.0))
-        # Not balanced: the note says why (the band is not enforced); else whether a count band was widened.
+        # Not balanced: the note says why (the band is not enforced); else whether a count band (or its target
+        # band) was widened.
         note = (f"mean usage under the low-utilisation floor {settings.low_utilization}: not balanced"
-                if not band.balanced else
-                widening_note(int(band.lower), int(band.upper), settings.threshold) if band.widened else None)
+                if not band.balanced else widening_note(band, settings.threshold, settings.margin))
         rows.append((pool, name, len(group), band.mean, settings.threshold, band.lower, band.upper,
                      band.target_lower, band.target_upper, band.capacity_threshold, band.balanced, note))
     return pd.DataFrame(rows, columns=BANDS.names)

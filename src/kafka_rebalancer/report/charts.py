@@ -27,6 +27,7 @@ _CONFIG = {"displaylogo": False, "responsive": True}
 BEFORE_IN, BEFORE_OUT = "#9ecae1", "#fdae6b"
 AFTER_IN, AFTER_OUT = "#3182bd", "#d94801"
 BAND = "#2ca02c"
+BAND_BEFORE = "#7f7f7f"
 _MARKER_SYMBOLS = {"start": "triangle-right", "finish": "square", "throttle": "diamond", "skip": "x",
                    "cancel": "octagon", "wait": "hourglass", "problem": "star"}
 
@@ -98,9 +99,10 @@ CHARTS_JS = """
 
 
 def usage_bars(title: str, brokers: Sequence[BrokerUsage], lower: float | None, upper: float | None,
-               is_count: bool) -> go.Figure:
-    """Before and after per broker as grouped bars, the band drawn across them, out-of-band bars in orange and
-    labelled "out"."""
+               is_count: bool, before: tuple[float | None, float | None] | None = None) -> go.Figure:
+    """Before and after per broker as grouped bars, the plan's band drawn across them, out-of-band bars in orange
+    and labelled "out". `before`: the band of the current placement, which the bars before are judged against,
+    drawn dotted where it differs from the plan's (forced moves shift the pool's mean)."""
     labels = [str(b.broker_id) for b in brokers]
     fig = go.Figure()
     for name, values, outside, colours in (
@@ -114,14 +116,19 @@ def usage_bars(title: str, brokers: Sequence[BrokerUsage], lower: float | None, 
     # Shapes in the layout, not add_hline/add_hrect: those re-process every shape per call, seconds for a page.
     shapes: list[dict[str, Any]] = []
     annotations: list[dict[str, Any]] = []
-    for edge, value in (("lower", lower), ("upper", upper)):
-        if value is None:
-            continue
-        shapes.append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": value, "y1": value,
-                       "line": {"color": BAND, "dash": "dash", "width": 1.5}})
-        annotations.append({"xref": "paper", "x": 1, "yref": "y", "y": value, "xanchor": "right",
-                            "yanchor": "bottom", "showarrow": False, "font": {"color": BAND},
-                            "text": f"band {edge} {_usage(value, is_count)}"})
+    edges = [("band", BAND, "dash", lower, upper)]
+    if before is not None and before != (lower, upper):
+        edges.append(("band before", BAND_BEFORE, "dot", *before))
+    for name, colour, dash, *values in edges:
+        for edge, value in zip(("lower", "upper"), values, strict=True):
+            if value is None:
+                continue
+            shapes.append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": value,
+                           "y1": value, "line": {"color": colour, "dash": dash, "width": 1.5}})
+            annotations.append({"xref": "paper", "x": 0 if name == "band before" else 1, "yref": "y", "y": value,
+                                "xanchor": "left" if name == "band before" else "right", "yanchor": "bottom",
+                                "showarrow": False, "font": {"color": colour},
+                                "text": f"{name} {edge} {_usage(value, is_count)}"})
     if lower is not None and upper is not None:
         shapes.append({"type": "rect", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": lower, "y1": upper,
                        "fillcolor": BAND, "opacity": 0.08, "line": {"width": 0}, "layer": "below"})

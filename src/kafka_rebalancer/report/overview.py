@@ -5,7 +5,7 @@ triggered it, what it was asked to do, how far it got, what it moves, and what i
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -44,9 +44,6 @@ class RunOverview:
     approval: str  # approved by X | auto-approved | rejected by X | timed out | dry run | -
     plan_hash: str | None
     report: str | None  # path of report/index.html when it exists
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def run_overview(run: RunFolder) -> RunOverview:

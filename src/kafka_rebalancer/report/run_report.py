@@ -125,6 +125,7 @@ class ResourceView:
     is_count: bool
     lower: float | None
     upper: float | None  # capped by the capacity threshold, as band status counts it
+    before_band: tuple[float | None, float | None] | None  # the current placement's (lower, capped upper)
     balanced: bool
     note: str | None
     brokers: list[BrokerUsage]  # the ones shown
@@ -183,11 +184,13 @@ class PlanView:
     plan_seconds: float | None
     pools: list[PoolPlanView]
     moves: list[MoveRow]  # the largest MOVES_SHOWN, by bytes to copy
+    # The re-check's totals (plan.json against the snapshot); a summary older than them: counted from the moves.
     moves_total: int  # partitions the plan changes
     replica_moves: int
-    leadership_changes: int
+    preferred_leader_changes: int
+    leadership_only_changes: int | None
     bytes_total: int
-    moves_source: str
+    moves_source: str  # where the moves listed were read from
     skipped_by_reason: dict[str, int]
     skipped: list[dict[str, Any]]
     skipped_total: int
@@ -339,12 +342,20 @@ def _plan(run: RunFolder) -> PlanView | None:
         pools=[_pool_plan(name, summary_pools.get(name) or {}, flows.get(name, [])) for name in pool_names],
         moves=[MoveRow(pool, topic, int(partition), old, new, int(size), int(copied)) for pool, topic, partition, old,
                new, size, copied in largest[list(_MOVE_FIELDS)].itertuples(index=False, name=None)],
-        moves_total=len(moves), replica_moves=int(moves["copies"].sum()),
-        leadership_changes=int(moves["leader_changes"].sum()), bytes_total=int(moves["bytes_to_copy"].sum()),
-        moves_source=source, skipped_by_reason=dict(skipped.get("by_reason") or {}),
+        moves_total=_total(totals, "partitions_changed", len(moves)),
+        replica_moves=_total(totals, "replica_moves", moves["copies"].sum()),
+        preferred_leader_changes=_total(totals, "preferred_leader_changes", moves["leader_changes"].sum()),
+        leadership_only_changes=totals.get("leadership_only_changes"),
+        bytes_total=_total(totals, "moved_bytes", moves["bytes_to_copy"].sum()), moves_source=source,
+        skipped_by_reason=dict(skipped.get("by_reason") or {}),
         skipped=list(skipped.get("partitions") or [])[:SKIPPED_SHOWN],
         skipped_total=int(totals.get("skipped_partitions", len(skipped.get("partitions") or []))),
         hot_partitions=list(hot), hot_total=int(totals.get("hot_partitions", len(hot))))
+
+
+def _total(totals: dict[str, Any], key: str, counted: Any) -> int:
+    value = totals.get(key)
+    return int(counted if value is None else value)
 
 
 _MOVE_FIELDS = ("broker_pool", "topic", "partition", "old", "new", "size_bytes", "bytes_to_copy")
@@ -444,9 +455,8 @@ def _resource(name: str, info: dict[str, Any], brokers: list[dict[str, Any]]) ->
     band = info.get("band") or {}
     known = RESOURCES.get(name)
     is_count = known.is_count if known else False
-    upper, cap = band.get("upper"), band.get("capacity_threshold")
-    if upper is not None and cap is not None:
-        upper = min(upper, cap)
+    upper = _capped_upper(band)
+    band_before = info.get("band_before")
     out_before = [int(b) for b in info.get("out_of_band_before") or []]
     out_after = [int(b) for b in info.get("out_of_band_after") or []]
     usages = [BrokerUsage(int(b["broker_id"]), float(b[name]["usage_before"]), float(b[name]["usage_after"]),
@@ -454,6 +464,7 @@ def _resource(name: str, info: dict[str, Any], brokers: list[dict[str, Any]]) ->
               for b in brokers if name in b]
     return ResourceView(
         resource=name, is_count=is_count, lower=band.get("lower"), upper=upper,
+        before_band=(band_before.get("lower"), _capped_upper(band_before)) if band_before else None,
         balanced=bool(band.get("balanced", True)), note=band.get("note"),
         brokers=_shown_brokers(usages, band.get("lower"), upper), brokers_total=len(usages),
         out_of_band_before=out_before, out_of_band_after=out_after,
@@ -461,6 +472,12 @@ def _resource(name: str, info: dict[str, Any], brokers: list[dict[str, Any]]) ->
         lower_bound=info.get("lower_bound"),
         moved=info.get("moved"), moved_over_lb=info.get("moved_over_lb"), forced_moved=info.get("forced_moved"),
         infeasible=int(info.get("infeasible") or 0))
+
+
+def _capped_upper(band: dict[str, Any]) -> float | None:
+    """The band's upper edge capped by the capacity threshold, as band status counts it."""
+    upper, cap = band.get("upper"), band.get("capacity_threshold")
+    return min(upper, cap) if upper is not None and cap is not None else upper
 
 
 def _shown_brokers(usages: list[BrokerUsage], lower: float | None, upper: float | None) -> list[BrokerUsage]:
@@ -678,7 +695,9 @@ def _render_usage(plan: PlanView) -> str:
         if not pool.resources:
             blocks.append("<p>plan/summary.json has no per-broker usage for this pool.</p>")
         for j, r in enumerate(pool.resources):
-            note = "" if r.balanced else f" (not balanced: {r.note or 'the band is not enforced'})"
+            # A balanced band's note says it was widened (few items per broker).
+            note = (f" (not balanced: {r.note or 'the band is not enforced'})" if not r.balanced
+                    else f" ({r.note})" if r.note else "")
             caption = (f"{r.resource}: {len(r.out_of_band_before)} broker(s) out of band before, "
                        f"{len(r.out_of_band_after)} after{note}.")
             if r.fixed_outside_target_band:
@@ -690,20 +709,26 @@ def _render_usage(plan: PlanView) -> str:
                 caption += (f" Showing {len(r.brokers)} of {r.brokers_total} brokers: the out-of-band ones first, "
                             f"then the most loaded ({hidden_out} out-of-band broker(s) not shown); all of them in "
                             "plan/summary.json.")
-            fig = usage_bars(f"{pool.broker_pool}: {r.resource}", r.brokers, r.lower, r.upper, r.is_count)
+            fig = usage_bars(f"{pool.broker_pool}: {r.resource}", r.brokers, r.lower, r.upper, r.is_count,
+                             r.before_band)
             blocks.append(f'<figure>{figure_html(fig, f"usage-{i}-{j}", 380)}'
                           f"<figcaption>{_esc(caption)}</figcaption></figure>")
     if not blocks:
         return "<p>The plan covers no pool.</p>"
-    legend = ("Per broker, usage before the plan (light bars) and as planned after it (dark bars); the band's "
-              "edges are the dashed green lines. Orange bars, labelled “out”, are brokers outside the band.")
+    legend = ("Per broker, usage before the plan (light bars) and as planned after it (dark bars); the plan's "
+              "band is the dashed green lines. A broker before the plan is judged against the band of the current "
+              "placement, drawn as dotted grey lines where the replicas that must move (off a dead or drained "
+              "broker, or home to their pool) shift the mean. Orange bars, labelled “out”, are brokers outside "
+              "their band.")
     return f"<p>{_esc(legend)}</p>" + "".join(blocks)
 
 
 def _render_moves(plan: PlanView) -> str:
+    only = "" if plan.leadership_only_changes is None else f", {plan.leadership_only_changes:,} of them leadership-only"
     summary = (f"{plan.moves_total:,} partition(s) change: {plan.replica_moves:,} replica move(s), "
-               f"{plan.leadership_changes:,} leadership change(s), {human_bytes(plan.bytes_total)} to copy "
-               f"(read from {plan.moves_source}).")
+               f"{plan.preferred_leader_changes:,} with a new preferred leader{only}; "
+               f"{human_bytes(plan.bytes_total)} to copy (the re-check of plan.json against the snapshot; the moves "
+               f"below are read from {plan.moves_source}).")
     parts = [f'<p id="moves-summary" data-moves="{plan.moves_total}">{_esc(summary)}</p>']
     for i, pool in enumerate(plan.pools):
         if not pool.flows:
