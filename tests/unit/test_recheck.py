@@ -68,6 +68,9 @@ def test_forced_and_balance_bytes_and_both_lower_bounds_by_hand(config_factory: 
     disk = recheck.resource_figures("a", "disk")
     assert disk["lower_bound"] == pytest.approx(568 / 3) and disk["lower_bound_bytes"] == pytest.approx(568 / 3)
     assert (disk["moved"], disk["forced_moved"]) == (200, 150)
+    # The forced part per resource: by reason, against what must leave (in the resource's unit: bytes here).
+    assert disk["forced_moved_by_reason"] == {"dead_broker": 100, "draining_broker": 0, "pool_isolation": 50}
+    assert (disk["forced_lower_bound"], disk["forced_moved_over_lb"]) == (150, 1.0)
     assert recheck.figures()["moved_bytes"] == 350  # pool b moved nothing
 
 

@@ -60,7 +60,7 @@ class Recheck:
     after: pd.DataFrame  # band_status of the planned placement against the plan's bands
     partitions: pd.DataFrame  # per planned partition: broker_pool, replica_moves, moved_bytes, leader changes
     leaving: pd.DataFrame  # per replica leaving a broker: broker_pool, size_bytes, reason, load per resource
-    must_leave: pd.DataFrame  # per replica that must leave its broker now: broker_pool, size_bytes, reason
+    must_leave: pd.DataFrame  # per replica that must leave its broker now: broker_pool, size_bytes, reason, load
     bounds: pd.DataFrame  # per (pool, resource) balanced: lower_bound (unit), lower_bound_bytes
     pool_bound_bytes: dict[str, float]  # per pool: the balance part's lower bound in bytes over all resources
 
@@ -114,15 +114,21 @@ class Recheck:
         }
 
     def resource_figures(self, pool: str, resource: str) -> dict[str, object]:
-        """One (pool, resource): the balance part's LB and what moved, in the resource's unit."""
+        """One (pool, resource), in the resource's unit: the balance part's LB and what moved; the forced part's
+        (what must leave its broker: its LB) and what left, by reason."""
         leaving = self.leaving[self.leaving["broker_pool"] == pool]
         balance = leaving["reason"] == BALANCE
+        forced_by_reason = leaving[~balance].groupby("reason")[resource].sum()
+        forced_bound = float(self.must_leave.loc[self.must_leave["broker_pool"] == pool, resource].sum())
+        forced_moved = float(leaving.loc[~balance, resource].sum())
         bound = self.bounds[(self.bounds["broker_pool"] == pool) & (self.bounds["resource"] == resource)]
         lb, lb_bytes = (float(bound[c].iloc[0]) if len(bound) else 0.0 for c in ("lower_bound", "lower_bound_bytes"))
         handed = self.partitions.loc[self.partitions["broker_pool"] == pool, f"leadership_{resource}"]
         moved = float(leaving.loc[balance, resource].sum()) + float(handed.sum())
         return {"lower_bound": lb, "lower_bound_bytes": lb_bytes, "moved": moved, "moved_over_lb": _ratio(moved, lb),
-                "forced_moved": float(leaving.loc[~balance, resource].sum()),
+                "forced_moved": forced_moved,
+                "forced_moved_by_reason": {r: float(forced_by_reason.get(r, 0.0)) for r in FORCED_REASONS},
+                "forced_lower_bound": forced_bound, "forced_moved_over_lb": _ratio(forced_moved, forced_bound),
                 "out_of_band_before": self.out_of_band("before", pool, resource),
                 "out_of_band_after": self.out_of_band("after", pool, resource),
                 "fixed_outside_target_band": self.fixed_outside_target_band(pool, resource)}
@@ -157,7 +163,8 @@ def current_placement(config: RebalancerConfig, snapshot: SnapshotTables, plan_b
     must_leave = replicas[replicas["movable"] & (replicas["reason"] != BALANCE)]
     bounds, pool_bound_bytes = _balance_bounds(before, replicas, resources)
     return CurrentPlacement(bands_before, before, replicas,
-                            must_leave[["broker_pool", "topic", "partition", "broker_id", "size_bytes", "reason"]],
+                            must_leave[["broker_pool", "topic", "partition", "broker_id", "size_bytes", "reason",
+                                        *[r.name for r in resources]]],
                             bounds, pool_bound_bytes)
 
 

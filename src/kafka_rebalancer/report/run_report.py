@@ -137,6 +137,9 @@ class ResourceView:
     moved: float | None  # by balance moves
     moved_over_lb: float | None
     forced_moved: float | None  # by forced moves
+    forced_moved_by_reason: dict[str, float]
+    forced_lower_bound: float | None  # what must leave its broker
+    forced_moved_over_lb: float | None
     infeasible: int
 
 
@@ -471,6 +474,8 @@ def _resource(name: str, info: dict[str, Any], brokers: list[dict[str, Any]]) ->
         fixed_outside_target_band=[int(b) for b in info.get("fixed_outside_target_band") or []],
         lower_bound=info.get("lower_bound"),
         moved=info.get("moved"), moved_over_lb=info.get("moved_over_lb"), forced_moved=info.get("forced_moved"),
+        forced_moved_by_reason=info.get("forced_moved_by_reason") or {},
+        forced_lower_bound=info.get("forced_lower_bound"), forced_moved_over_lb=info.get("forced_moved_over_lb"),
         infeasible=int(info.get("infeasible") or 0))
 
 
@@ -773,6 +778,8 @@ def _render_bounds(plan: PlanView) -> str:
         for r in pool.resources:
             resource_rows.append([
                 pool.broker_pool, r.resource, _amount_cell(r.resource, r.forced_moved),
+                _forced_reasons(r.forced_moved_by_reason, lambda v, name=r.resource: _amount_cell(name, v)[0]),
+                _amount_cell(r.resource, r.forced_lower_bound), _ratio_cell(r.forced_moved_over_lb),
                 _amount_cell(r.resource, r.lower_bound), _amount_cell(r.resource, r.moved),
                 _ratio_cell(r.moved_over_lb),
                 (f"{len(r.out_of_band_before)} → {len(r.out_of_band_after)}", len(r.out_of_band_after)),
@@ -791,7 +798,8 @@ def _render_bounds(plan: PlanView) -> str:
                       ("balance", True), ("balance LB", True), ("balance moved / LB", True)], pool_rows,
                      sortable=True)
             + "<h3>Per resource</h3>"
-            + _table(["pool", "resource", ("forced moved", True), ("balance LB", True), ("balance moved", True),
+            + _table(["pool", "resource", ("forced moved", True), "forced: why", ("must leave", True),
+                      ("forced moved / LB", True), ("balance LB", True), ("balance moved", True),
                       ("balance moved / LB", True), ("out of band before → after", True), ("infeasible", True)],
                      resource_rows, sortable=True))
 
@@ -800,10 +808,10 @@ FORCED_REASON_WORDS = {"dead_broker": "dead broker", "draining_broker": "drainin
                        "pool_isolation": "pool isolation"}
 
 
-def _forced_reasons(by_reason: dict[str, int]) -> Cell:
-    """The forced bytes by why they moved, largest first."""
+def _forced_reasons(by_reason: dict[str, Any], amount: Callable[[Any], str] = human_bytes) -> Cell:
+    """What forced moves carried, by why they moved, largest first (`amount` writes it in its unit)."""
     parts = sorted(((v, k) for k, v in by_reason.items() if v), reverse=True)
-    return "; ".join(f"{FORCED_REASON_WORDS.get(k, k)} {human_bytes(v)}" for v, k in parts) or "-"
+    return "; ".join(f"{FORCED_REASON_WORDS.get(k, k)} {amount(v)}" for v, k in parts) or "-"
 
 
 def _render_skipped(plan: PlanView) -> str:
