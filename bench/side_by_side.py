@@ -125,6 +125,26 @@ def compare(scale: Scale, baseline: Path, runs: int, warm_ups: int = 1) -> dict[
     }
 
 
+# Issue 15's targets against c97983c: the median ratio per scale (one pool, or several), peak memory, and plans no
+# worse (no more brokers left outside their band than the baseline leaves).
+RATIO_TARGET = {True: 0.35, False: 0.7}  # by whether the scale's brokers form one pool
+PEAK_TARGET_MB = 6 * 1024
+
+
+def ratio_targets(results: dict[str, Any]) -> list[tuple[str, bool]]:
+    """(target, met) for every scale measured."""
+    status = []
+    for name, r in results.items():
+        target = RATIO_TARGET[SCALES[name].spec.n_pools == 1]
+        median = r["ratio_new_over_baseline"]["median"]
+        new, old = r["plans"]["new"]["out_of_band_after"], r["plans"]["baseline"]["out_of_band_after"]
+        status += [(f"{name} ratio {median} <= {target}", median <= target),
+                   (f"{name} peak {r['new_peak_rss_mb']} MB <= {PEAK_TARGET_MB} MB",
+                    r["new_peak_rss_mb"] <= PEAK_TARGET_MB),
+                   (f"{name} out of band after {new} <= the baseline's {old}", new <= old)]
+    return status
+
+
 def write_report(results: dict[str, Any], baseline: str, info: dict[str, Any]) -> None:
     rows = [("scale", "measured", "brokers / replicas", "ratio new / baseline (median, min-max)", "new s (median)",
              "baseline s (median)", "peak MB new / baseline", "out of band after new / baseline",
@@ -145,6 +165,8 @@ def write_report(results: dict[str, Any], baseline: str, info: dict[str, Any]) -
                      f"{new['replica_moves']:,} / {old['replica_moves']:,}",
                      f"{new['moved_bytes'] / 2**30:,.0f} / {old['moved_bytes'] / 2**30:,.0f}"))
     table = "\n".join("| " + " | ".join(r) + " |" for r in [rows[0], tuple("---" for _ in rows[0]), *rows[1:]])
+    table += "\n\nTargets: " + "; ".join(f"{text}: {'met' if met else 'NOT met'}"
+                                         for text, met in ratio_targets(results)) + "."
     start, end = "<!-- side-by-side:start -->", "<!-- side-by-side:end -->"
     block = (f"{start}\nCommand: `python -m bench.side_by_side --baseline <checkout of {baseline}> --scales "
              f"<scale> [-n <pairs>] [--warm-ups <pairs>]` (`make bench-vs`), one scale at a time; the table keeps "

@@ -41,3 +41,17 @@ def test_validation_and_unexplained_brokers_are_targets_where_measured() -> None
     assert status["single-1000 plan passes validation (passed)"] is True
     assert status["single-1000 every broker left outside its band or target band is listed with the reason "
                   "(0 not)"] is True
+
+
+def test_the_side_by_side_targets_are_judged_per_scale() -> None:
+    from bench.side_by_side import ratio_targets
+
+    def compared(median: float, peak: int, new_out: int, old_out: int) -> dict:
+        return {"ratio_new_over_baseline": {"median": median}, "new_peak_rss_mb": peak,
+                "plans": {"new": {"out_of_band_after": new_out}, "baseline": {"out_of_band_after": old_out}}}
+
+    status = dict(ratio_targets({"single-1000": compared(0.36, 5000, 0, 74), "large": compared(0.64, 7000, 3, 2)}))
+    assert status == {"single-1000 ratio 0.36 <= 0.35": False, "single-1000 peak 5000 MB <= 6144 MB": True,
+                      "single-1000 out of band after 0 <= the baseline's 74": True,
+                      "large ratio 0.64 <= 0.7": True, "large peak 7000 MB <= 6144 MB": False,
+                      "large out of band after 3 <= the baseline's 2": False}
