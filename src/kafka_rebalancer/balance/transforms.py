@@ -300,8 +300,8 @@ def plan_pools(planner_input: DataFrame, settings: PoolPlanningSettings) -> pd.D
 
 
 def split_planner_output(output: pd.DataFrame) -> dict[str, Any]:
-    """The planner's output as the plan's tables: moves, notes, hot partitions, infeasibility proofs, and the
-    lower bound of bytes per pool."""
+    """The planner's output as the plan's tables: moves, notes, hot partitions, infeasibility proofs, the lower
+    bound of bytes per pool, and the models' change of every broker's load (the planner's claim)."""
     by_kind = {kind: output[output["kind"] == kind]
                for kind in ("move", "note", "hot", "infeasible", "bound", "load_change")}
     moves = by_kind["move"].sort_values(["broker_pool", "seq", "action", "topic", "partition"], kind="mergesort")
