@@ -13,6 +13,7 @@ from kafka_rebalancer.balance.status import bands_frame, broker_load_frame
 from kafka_rebalancer.config import Budgets
 from kafka_rebalancer.kafka_admin import BrokerInfo, PartitionInfo
 from kafka_rebalancer.model import schemas
+from kafka_rebalancer.operations.request import PlanningScope
 from kafka_rebalancer.plan.artifacts import Reassignment
 from kafka_rebalancer.plan.changes import budget_notes, load_after, partition_changes
 from kafka_rebalancer.quality.checks import CheckTables, build_checks
@@ -186,12 +187,12 @@ def test_validation_fails_when_the_planners_claim_disagrees_with_the_recheck(
         assert (row["inside_claimed"], row["inside_rechecked"]) == (False, True)
 
 
-def _left_outside_of_one_move(config: Any, notes: pd.DataFrame) -> pd.DataFrame:
+def _left_outside_of_one_move(config: Any, notes: pd.DataFrame, scope: PlanningScope | None = None) -> pd.DataFrame:
     # As in _claims: after t0 moves from 1 to 3, brokers hold 450, 300, 450 against the band [320, 480] (target band
     # [328, 472]): broker 2, under the band before, is still under it; 1 and 3 are inside their target band.
     tables = snapshot(config, [("t0", 0, [1, 2], 150), ("t1", 0, [1, 2], 150), ("t2", 0, [1, 3], 300)], dead={4})
     recheck = recheck_plan(config, tables, [Reassignment("t0", 0, [3, 2])], current_bands(config, tables))
-    return left_outside(recheck, notes, pd.DataFrame(columns=schemas.INFEASIBLE.names))
+    return left_outside(recheck, notes, pd.DataFrame(columns=schemas.INFEASIBLE.names), scope or PlanningScope())
 
 
 def test_a_broker_left_outside_without_the_planners_reason_fails_validation(
@@ -215,6 +216,15 @@ def test_a_broker_left_outside_without_the_planners_reason_fails_validation(
     explained = _left_outside_of_one_move(config, notes)
     assert explained["explained"].all()
     assert run_suite(CheckTables(empty, empty, empty, left_outside=explained), config)[0]
+
+
+@pytest.mark.parametrize("scope", [PlanningScope(pools=frozenset({"b"})), PlanningScope(leadership="elect")])
+def test_a_pool_the_run_did_not_balance_is_not_held_to_its_reasons(config_factory: Callable[..., Any],
+                                                                    scope: PlanningScope) -> None:
+    # A manual action that plans only pool b, or leadership only: broker 2 of pool a, left as it was, is no
+    # broker the planner had to explain.
+    config = config_factory(CONFIG)
+    assert _left_outside_of_one_move(config, pd.DataFrame(columns=schemas.PLANNER_NOTES.names), scope).empty
 
 
 def test_a_replica_outside_the_pool_may_stay_only_in_an_under_replicated_partition(

@@ -20,7 +20,7 @@ from kafka_rebalancer.execute.executor import cancel_pool, dry_run_pool, execute
 from kafka_rebalancer.kafka_admin import PartitionInfo
 from kafka_rebalancer.model import schemas
 from kafka_rebalancer.operations.approval import write_decision
-from kafka_rebalancer.operations.request import make_request, write_request
+from kafka_rebalancer.operations.request import PlanningScope, make_request, write_request
 from kafka_rebalancer.plan.artifacts import dumps, parse_reassignment, plan_hash, reassignment_document
 from kafka_rebalancer.plan.changes import load_after, partition_changes
 from kafka_rebalancer.plan.summary import build_summary, planner_claim
@@ -106,7 +106,8 @@ def write_plan(run: RunFolder, config: RebalancerConfig, tables: SnapshotTables,
     summary = build_summary(
         config=config, manifest={"content_hash": snapshot_hash}, plan_hash=digest, bands=bands, recheck=recheck,
         claim=claim, skipped=skipped, notes=empty(schemas.PLANNER_NOTES), hot=hot,
-        infeasible=empty(schemas.INFEASIBLE), statuses={"move": len(changes)}, moves_dropped_by_budget=0)
+        infeasible=empty(schemas.INFEASIBLE), statuses={"move": len(changes)}, moves_dropped_by_budget=0,
+        scope=PlanningScope())
     with run.stage(PLAN) as out:
         for schema, frame in ((schemas.BROKER_LOAD, load), (schemas.BROKER_LOAD_AFTER, after),
                               (schemas.BANDS, bands), (schemas.MOVES, moves), (schemas.PARTITION_CHANGES, changes),

@@ -61,6 +61,10 @@ class PlanningScope(BaseModel):
     demoted: frozenset[int] = frozenset()
     topics: tuple[str, ...] = ()  # leadership only: these topic patterns (empty: every topic)
 
+    def balance_planned(self, broker_pool: str) -> bool:
+        """Whether the balance planner plans this pool in this run (a leadership-only action plans none)."""
+        return self.leadership is None and (self.pools is None or broker_pool in self.pools)
+
 
 class ManualRequest(BaseModel):
     """What a person asked for. Fields an action does not use must be empty."""

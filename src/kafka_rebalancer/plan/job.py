@@ -228,7 +228,7 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
                            draining_brokers(request), current.result())
     notes = planned["notes"]
     if dropped:
-        notes = pd.concat([notes, budget_notes(left_outside(recheck, notes, planned["infeasible"]), dropped,
+        notes = pd.concat([notes, budget_notes(left_outside(recheck, notes, planned["infeasible"], scope), dropped,
                                                config.budgets)], ignore_index=True)
     with run.stage(PLAN) as out:
         for schema, frame in ((BROKER_LOAD, load_pdf), (BANDS, bands_pdf), (BROKERS_TO_FIX, fix_pdf),
@@ -244,7 +244,7 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
         summary = build_summary(
             config=config, manifest=manifest, plan_hash=digest, bands=bands_pdf, recheck=recheck, claim=claim,
             skipped=skipped_pdf, notes=notes, hot=planned["hot"], infeasible=planned["infeasible"],
-            statuses=statuses, moves_dropped_by_budget=dropped)
+            statuses=statuses, moves_dropped_by_budget=dropped, scope=scope)
         summary["plan_seconds"] = round(time.monotonic() - started, 3)
         write_json(out / "summary.json", summary)
     totals = summary["totals"]

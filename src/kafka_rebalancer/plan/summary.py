@@ -13,6 +13,7 @@ import pandas as pd
 
 from kafka_rebalancer.balance.status import band_status, out_of_band
 from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.operations.request import PlanningScope
 from kafka_rebalancer.quality.recheck import Recheck, left_outside
 
 SKIPPED_LISTED = 1000  # the full list is in skipped.parquet
@@ -86,8 +87,9 @@ def planner_claim(planner_load_after: pd.DataFrame, bands: pd.DataFrame, lower_b
 def build_summary(*, config: RebalancerConfig, manifest: dict[str, Any], plan_hash: str, bands: pd.DataFrame,
                   recheck: Recheck, claim: dict[str, Any], skipped: pd.DataFrame, notes: pd.DataFrame,
                   hot: pd.DataFrame, infeasible: pd.DataFrame, statuses: dict[str, int],
-                  moves_dropped_by_budget: int) -> dict[str, Any]:
-    """`bands` are the plan's; `recheck` the re-check of its plan.json; `claim` the planner's (`planner_claim`)."""
+                  moves_dropped_by_budget: int, scope: PlanningScope) -> dict[str, Any]:
+    """`bands` are the plan's; `recheck` the re-check of its plan.json; `claim` the planner's (`planner_claim`);
+    `scope` what the run's planner planned (a manual action's; the nightly run: everything)."""
     pools: dict[str, Any] = {}
     for pool in sorted(recheck.before["broker_pool"].unique()):
         resources: dict[str, Any] = {}
@@ -123,7 +125,7 @@ def build_summary(*, config: RebalancerConfig, manifest: dict[str, Any], plan_ha
             "fixed_outside_target_band": len(recheck.fixed_outside_target_band()),
             # Of those and the brokers outside their band after the plan, how many the planner gave no reason for
             # (validation fails the plan on any).
-            "left_outside_unexplained": int((~left_outside(recheck, notes, infeasible)["explained"]).sum()),
+            "left_outside_unexplained": int((~left_outside(recheck, notes, infeasible, scope)["explained"]).sum()),
             "infeasible": int(infeasible["count"].sum()), "skipped_partitions": len(skipped),
             "hot_partitions": int(hot[["topic", "partition"]].drop_duplicates().shape[0]),
         },

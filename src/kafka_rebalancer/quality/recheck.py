@@ -28,7 +28,7 @@ from kafka_rebalancer.balance.bounds import fewest_bytes
 from kafka_rebalancer.balance.status import band_status, broker_load_frame, placement_bands
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.resources import Resource
-from kafka_rebalancer.operations.request import ManualRequest
+from kafka_rebalancer.operations.request import ManualRequest, PlanningScope
 from kafka_rebalancer.plan.artifacts import Reassignment
 from kafka_rebalancer.plan.changes import role_loads_of
 from kafka_rebalancer.quality.checks import replicas_after
@@ -300,11 +300,15 @@ def claim_rows(claimed_after: pd.DataFrame, recheck: Recheck, plan_bands: pd.Dat
                  "inside_rechecked", "agrees"]].reset_index(drop=True)
 
 
-def left_outside(recheck: Recheck, notes: pd.DataFrame, infeasible: pd.DataFrame) -> pd.DataFrame:
-    """Per (broker, resource) the plan leaves outside its band, or fixes but leaves outside its target band: whether
-    the planner listed it with a reason (a note on that broker and resource, or an infeasibility proof naming it).
-    Columns: broker_pool, broker_id, resource, left (which of the two), explained."""
-    after = recheck.after[recheck.after["counted"]]
+def left_outside(recheck: Recheck, notes: pd.DataFrame, infeasible: pd.DataFrame,
+                 scope: PlanningScope) -> pd.DataFrame:
+    """Per (broker, resource) the plan leaves outside its band, or fixes but leaves outside its target band, in the
+    pools the planner balanced in this run (`scope`: not another pool than a manual action's, none for a
+    leadership-only action): whether the planner listed it with a reason (a note on that broker and resource, or
+    an infeasibility proof naming it). Columns: broker_pool, broker_id, resource, left (which of the two),
+    explained."""
+    after = recheck.after[recheck.after["counted"]
+                          & recheck.after["broker_pool"].map(scope.balance_planned).astype(bool)]
     fixed = recheck.before.loc[recheck.before["counted"] & ~recheck.before["inside"], ["broker_id", "resource"]]
     short = after[~after["inside_target"]].merge(fixed, on=["broker_id", "resource"])
     rows = pd.concat([after[~after["inside"]].assign(left="outside its band"),

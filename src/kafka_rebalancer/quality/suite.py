@@ -12,7 +12,7 @@ from typing import Any
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import RunFolderError, ValidationFailed
 from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD_AFTER, INFEASIBLE, PLANNER_NOTES
-from kafka_rebalancer.operations.request import read_request
+from kafka_rebalancer.operations.request import read_request, scope_of
 from kafka_rebalancer.plan.artifacts import parse_reassignment, plan_hash
 from kafka_rebalancer.quality.checks import CheckTables, build_checks
 from kafka_rebalancer.quality.recheck import claim_rows, draining_brokers, left_outside, recheck_plan
@@ -145,9 +145,11 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
     rollback = parse_reassignment((plan_dir / "rollback.json").read_text(), str(plan_dir / "rollback.json"))
     bands = read_table(plan_dir, BANDS)
     checks = build_checks(config, snapshot, plan, rollback, bands)
-    recheck = recheck_plan(config, snapshot, plan, bands, draining_brokers(read_request(run)))
+    request = read_request(run)
+    recheck = recheck_plan(config, snapshot, plan, bands, draining_brokers(request))
     checks.claims = claim_rows(read_table(plan_dir, BROKER_LOAD_AFTER), recheck, bands)
-    checks.left_outside = left_outside(recheck, read_table(plan_dir, PLANNER_NOTES), read_table(plan_dir, INFEASIBLE))
+    checks.left_outside = left_outside(recheck, read_table(plan_dir, PLANNER_NOTES), read_table(plan_dir, INFEASIBLE),
+                                       scope_of(request))
     success, failures, raw = run_suite(checks, config)
     report = {"success": success, "plan_hash": digest, "partitions_checked": len(checks.partitions),
               "broker_resource_pairs_checked": len(checks.brokers),
