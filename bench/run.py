@@ -128,6 +128,7 @@ def quality(config_path: Path, run: RunFolder) -> dict[str, Any]:
         "balance_bytes": totals["balance_bytes"], "lower_bound_bytes": round(totals["lower_bound_bytes"] or 0.0),
         "moved_over_lb": ratio(totals["moved_over_lb"]), "forced_moved_over_lb": ratio(totals["forced_moved_over_lb"]),
         "claim_disagreements": summary["planner_claim"]["disagreements_with_recheck"],
+        "band_disagreements": summary["planner_claim"]["band_disagreements_with_recheck"],
         "left_outside_unexplained": totals["left_outside_unexplained"],
         "validation": validation(config, run),
         "hot_partitions": totals["hot_partitions"],
@@ -186,6 +187,9 @@ def target_status(results: dict[str, Any]) -> list[tuple[str, bool]]:
                        r["out_of_band_after"] == r["infeasible"]))
         status.append((f"{name} planner's claim == re-check ({r['claim_disagreements']} disagreements)",
                        r["claim_disagreements"] == 0))
+        if "band_disagreements" in r:  # rows measured before the figure existed do not have it
+            status.append((f"{name} plan's bands == re-check's ({r['band_disagreements']} disagreements)",
+                           r["band_disagreements"] == 0))
         if "validation" in r:  # rows measured before the figure existed do not have it
             status.append((f"{name} plan passes validation ({r['validation']})", r["validation"] == "passed"))
         if "left_outside_unexplained" in r:  # rows measured before the figure existed do not have it

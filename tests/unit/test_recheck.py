@@ -17,7 +17,14 @@ from kafka_rebalancer.operations.request import PlanningScope
 from kafka_rebalancer.plan.artifacts import Reassignment
 from kafka_rebalancer.plan.changes import budget_notes, load_after, partition_changes
 from kafka_rebalancer.quality.checks import CheckTables, build_checks
-from kafka_rebalancer.quality.recheck import claim_rows, current_placement, left_outside, recheck_plan
+from kafka_rebalancer.quality.recheck import (
+    BAND_EDGES,
+    band_rows,
+    claim_rows,
+    current_placement,
+    left_outside,
+    recheck_plan,
+)
 from kafka_rebalancer.quality.suite import run_suite
 from kafka_rebalancer.snapshot.build import SnapshotTables, build_snapshot_tables
 
@@ -52,10 +59,15 @@ def test_forced_and_balance_bytes_and_both_lower_bounds_by_hand(config_factory: 
     # The current placement of pool a's live brokers: 1 holds 430, 2 holds 280, 3 nothing; mean 710 / 3000,
     # band [189.33, 284]: broker 1 is 146 above it, broker 3 189.33 below, so the balance LB is 568/3 bytes.
     plan = [Reassignment("t0", 0, [1, 3]), Reassignment("t1", 0, [1, 2]), Reassignment("t2", 0, [3, 2])]
-    # The plan's band counts the 150 forced bytes arriving: mean 860 / 3000.
-    plan_bands = bands_frame(broker_load_frame(tables.brokers, tables.replicas, config.resource_list()),
-                             config).assign(mean=860 / 3000, lower=860 / 3000 * 0.8, upper=860 / 3000 * 1.2)
+    # The plan's band counts the forced bytes: pool a gains t0's 100 bytes from the dead broker and t1's 50 from
+    # broker 5, which pool b loses: means 860 / 3000 and (60 + 10 - 50) / 2000; the target band's margin is 0.9.
+    means = {"a": 860 / 3000, "b": 20 / 2000}
+    plan_bands = current_bands(config, tables)
+    for edge, factor in zip(BAND_EDGES, (1, 0.8, 1.2, 0.82, 1.18), strict=True):
+        plan_bands[edge] = plan_bands["broker_pool"].map(means) * factor
     recheck = recheck_plan(config, tables, plan, plan_bands)
+    # The re-check derives the same band from the snapshot and what must leave.
+    assert band_rows(recheck, plan_bands)["agrees"].all()
 
     assert recheck.out_of_band("before", "a") == [1, 3]
     assert recheck.out_of_band("after", "a") == []  # 230, 330, 300 inside [229.33, 344]
@@ -98,6 +110,38 @@ def test_a_drained_brokers_replicas_are_forced(config_factory: Callable[..., Any
     recheck = recheck_plan(config, tables, plan, current_bands(config, tables), draining=[2])
     assert recheck.figures("a")["forced_bytes_by_reason"]["draining_broker"] == 100
     assert recheck.figures("a")["forced_lower_bound_bytes"] == 140  # t1's replica on 2 must leave too
+
+
+def test_in_a_partition_with_a_dead_brokers_replica_only_that_replica_must_leave(
+        config_factory: Callable[..., Any]) -> None:
+    # t0 is under-replicated (its replica on the dead broker 4): ISR safety lets a plan replace only that replica,
+    # so its replica on broker 5 (pool b) stays this run: it is neither forced nor counted in pool a's band.
+    config = config_factory(CONFIG)
+    tables = snapshot(config, [("t0", 0, [1, 4, 5], 100), ("t1", 0, [1, 2], 200)], dead={4})
+    recheck = recheck_plan(config, tables, [Reassignment("t0", 0, [1, 3, 5])], current_bands(config, tables))
+    assert recheck.must_leave[["broker_id", "reason"]].values.tolist() == [[4, "dead_broker"]]
+    assert recheck.figures("a")["forced_moved_over_lb"] == 1.0
+    derived = recheck.bands_after.set_index("broker_pool")
+    assert (derived.loc["a", "mean"], derived.loc["b", "mean"]) == pytest.approx((600 / 3000, 100 / 2000))
+
+
+def test_validation_fails_when_the_plans_band_differs_from_the_rechecks(config_factory: Callable[..., Any]) -> None:
+    config = config_factory(CONFIG)
+    # The dead broker's 100 bytes must arrive in pool a: a plan whose band forgot them (the current placement's
+    # band, mean 500 / 3000 instead of 600 / 3000) fails; pool b, with nothing forced, agrees.
+    tables = snapshot(config, [("t0", 0, [1, 4], 100), ("t1", 0, [1, 2], 200), ("u0", 0, [5, 6], 10)], dead={4})
+    forgot = current_bands(config, tables)
+    recheck = recheck_plan(config, tables, [Reassignment("t0", 0, [1, 3])], forgot)
+    rows = band_rows(recheck, forgot)
+    assert rows.loc[~rows["agrees"], ["broker_pool", "resource"]].values.tolist() == [["a", "disk"]]
+    empty = pd.DataFrame()
+    success, failures, _ = run_suite(CheckTables(empty, empty, empty, bands=rows), config)
+    (failure,) = failures
+    assert not success and failure["table"] == "bands"
+    (row,) = failure["rows"]
+    assert (row["mean_planned"], row["mean_rechecked"]) == pytest.approx((500 / 3000, 600 / 3000))
+    right = forgot.assign(**{edge: recheck.bands_after[edge] for edge in BAND_EDGES})
+    assert run_suite(CheckTables(empty, empty, empty, bands=band_rows(recheck, right)), config)[0]
 
 
 def test_one_replica_outside_the_count_band_is_out_of_band(config_factory: Callable[..., Any]) -> None:

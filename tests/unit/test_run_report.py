@@ -24,7 +24,7 @@ from kafka_rebalancer.operations.request import PlanningScope, make_request, wri
 from kafka_rebalancer.plan.artifacts import dumps, parse_reassignment, plan_hash, reassignment_document
 from kafka_rebalancer.plan.changes import load_after, partition_changes
 from kafka_rebalancer.plan.summary import build_summary, planner_claim
-from kafka_rebalancer.quality.recheck import claim_rows, recheck_plan
+from kafka_rebalancer.quality.recheck import band_rows, claim_rows, recheck_plan
 from kafka_rebalancer.quality.suite import validate_plan
 from kafka_rebalancer.report.run_report import MOVES_SHOWN, collect, render, write_report
 from kafka_rebalancer.run_folder import PLAN, VALIDATION, VERIFY, RunFolder, read_json, write_json, write_table
@@ -102,7 +102,7 @@ def write_plan(run: RunFolder, config: RebalancerConfig, tables: SnapshotTables,
     moved_bytes = changes.groupby("broker_pool")["size_bytes"].sum()
     recheck = recheck_plan(config, tables, parse_reassignment(text, "plan.json"), bands)
     claim = planner_claim(after, bands, {str(p): 0.8 * float(b) for p, b in moved_bytes.items()},
-                          claim_rows(after, recheck, bands), "the plan's moves replayed")
+                          claim_rows(after, recheck, bands), band_rows(recheck, bands), "the plan's moves replayed")
     summary = build_summary(
         config=config, manifest={"content_hash": snapshot_hash}, plan_hash=digest, bands=bands, recheck=recheck,
         claim=claim, skipped=skipped, notes=empty(schemas.PLANNER_NOTES), hot=hot,

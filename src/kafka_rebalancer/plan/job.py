@@ -61,6 +61,7 @@ from kafka_rebalancer.plan.changes import (
 )
 from kafka_rebalancer.plan.summary import build_summary, planner_claim
 from kafka_rebalancer.quality.recheck import (
+    band_rows,
     claim_rows,
     current_placement,
     draining_brokers,
@@ -240,7 +241,7 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
         (out / "plan.json").write_text(plan_text)
         (out / "rollback.json").write_text(rollback_text)
         claim = planner_claim(after_pdf, bands_pdf, planned["lower_bound_bytes"],
-                              claim_rows(after_pdf, recheck, bands_pdf), claim_source)
+                              claim_rows(after_pdf, recheck, bands_pdf), band_rows(recheck, bands_pdf), claim_source)
         summary = build_summary(
             config=config, manifest=manifest, plan_hash=digest, bands=bands_pdf, recheck=recheck, claim=claim,
             skipped=skipped_pdf, notes=notes, hot=planned["hot"], infeasible=planned["infeasible"],
@@ -259,6 +260,9 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
     if claim["disagreements_with_recheck"]:
         log.warning("the planner's predicted after-state disagrees with the re-check of plan.json on %d "
                     "broker-resource pairs (validation will fail the plan)", claim["disagreements_with_recheck"])
+    if claim["band_disagreements_with_recheck"]:
+        log.warning("the plan's bands differ from those the re-check derives on %d (pool, resource) pairs "
+                    "(validation will fail the plan)", claim["band_disagreements_with_recheck"])
     return summary
 
 

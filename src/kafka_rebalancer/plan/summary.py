@@ -66,16 +66,18 @@ def _plain(figures: dict[str, Any]) -> dict[str, Any]:
 
 
 def planner_claim(planner_load_after: pd.DataFrame, bands: pd.DataFrame, lower_bound_bytes: dict[str, float],
-                  claims: pd.DataFrame, source: str) -> dict[str, Any]:
+                  claims: pd.DataFrame, band_checks: pd.DataFrame, source: str) -> dict[str, Any]:
     """What the planner's bookkeeping predicted (broker_load_after.parquet against the plan's bands, and its own
-    byte bound), and on how many broker-resource pairs that disagrees with the re-check. `source`: where the
-    predicted loads come from (the planners' models, or the moves replayed when none planned or budgets cut)."""
+    byte bound), and on how many broker-resource pairs (`claims`: `recheck.claim_rows`) and bands (`band_checks`:
+    `recheck.band_rows`) that disagrees with the re-check. `source`: where the predicted loads come from (the
+    planners' models, or the moves replayed when none planned or budgets cut)."""
     claimed = out_of_band(band_status(planner_load_after, bands))
     return {
         "source": f"broker_load_after.parquet: {source}",
         "out_of_band_after": len(claimed),
         "lower_bound_bytes": _num(float(sum(lower_bound_bytes.values()))),
         "disagreements_with_recheck": int((~claims["agrees"]).sum()),
+        "band_disagreements_with_recheck": int((~band_checks["agrees"]).sum()),
         "pools": {str(pool): {
             "lower_bound_bytes": _num(lower_bound_bytes.get(str(pool), 0.0)),
             "out_of_band_after": {str(r): sorted(int(b) for b in g["broker_id"])

@@ -24,6 +24,8 @@ class CheckTables:
     claims: pd.DataFrame = field(default_factory=pd.DataFrame)
     # one row per (broker, resource) left outside its band or target band, explained or not (recheck.left_outside)
     left_outside: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # one row per (pool, resource): the plan's band beside the band the re-check derives (recheck.band_rows)
+    bands: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def replicas_after(snapshot: SnapshotTables, plan: list[Reassignment]) -> pd.DataFrame:

@@ -5,7 +5,8 @@ read their figures from here; the validation suite fails a plan whose planner cl
 - Before: each broker's load in the current placement, judged against the band of the current placement (the
   pool's mean as it is now, not as it will be once forced replicas have landed).
 - After: the placement plan.json leaves, judged against the plan's band (whose mean counts the replicas that must
-  arrive in the pool or leave it).
+  arrive in the pool or leave it), derived again here from the snapshot and the replicas that must leave their
+  brokers; the validation fails a plan whose bands (bands.parquet) differ from it (`band_rows`).
 - Every replica leaving a broker is forced (its broker is dead, is being drained, or is outside the topic's pool:
   pool isolation) or a balance move (the rest).
 - Lower bounds: forced, the bytes of every replica that must leave its broker; balance, per pool and resource
@@ -25,7 +26,13 @@ import numpy as np
 import pandas as pd
 
 from kafka_rebalancer.balance.bounds import fewest_bytes
-from kafka_rebalancer.balance.status import band_status, broker_load_frame, placement_bands
+from kafka_rebalancer.balance.status import (
+    band_status,
+    bands_frame,
+    broker_load_frame,
+    placement_bands,
+    unbalanced_as_planned,
+)
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.resources import Resource
 from kafka_rebalancer.operations.request import ManualRequest, PlanningScope
@@ -56,8 +63,9 @@ def draining_brokers(request: ManualRequest | None) -> frozenset[int]:
 @dataclass(frozen=True)
 class Recheck:
     bands_before: pd.DataFrame  # the band of the current placement (schema BANDS)
+    bands_after: pd.DataFrame  # the plan's band, derived again from the snapshot and what must leave (BANDS)
     before: pd.DataFrame  # band_status of the current placement against bands_before
-    after: pd.DataFrame  # band_status of the planned placement against the plan's bands
+    after: pd.DataFrame  # band_status of the planned placement against bands_after
     partitions: pd.DataFrame  # per planned partition: broker_pool, replica_moves, moved_bytes, leader changes
     leaving: pd.DataFrame  # per replica leaving a broker: broker_pool, size_bytes, reason, load per resource
     must_leave: pd.DataFrame  # per replica that must leave its broker now: broker_pool, size_bytes, reason, load
@@ -68,28 +76,19 @@ class Recheck:
                     resource: str | None = None) -> list[int]:
         """The brokers outside their band (of a balanced resource) before or after the plan."""
         status = self.before if side == "before" else self.after
-        rows = status[status["counted"] & ~status["inside"]]
-        if pool is not None:
-            rows = rows[rows["broker_pool"] == pool]
-        if resource is not None:
-            rows = rows[rows["resource"] == resource]
-        return sorted(int(b) for b in rows["broker_id"])
+        return _broker_ids(status[status["counted"] & ~status["inside"]], pool, resource)
+
+    def fixed_outside_target(self) -> pd.DataFrame:
+        """The rows of `after` (counted) whose broker was outside the band of that resource before the plan and
+        ends outside its target band: inside the band or not, as the plan moves a broker into the band aiming at
+        the target band."""
+        fixed = self.before.loc[self.before["counted"] & ~self.before["inside"], ["broker_id", "resource"]]
+        return self.after[self.after["counted"] & ~self.after["inside_target"]].merge(fixed,
+                                                                                      on=["broker_id", "resource"])
 
     def fixed_outside_target_band(self, pool: str | None = None, resource: str | None = None) -> list[int]:
-        """The brokers outside the band of a resource before the plan that end outside its target band after it
-        (inside the band or not: the plan moves a broker into the band, aiming at the target band); one entry per
-        (broker, resource) when no resource is given."""
-        def rows(frame: pd.DataFrame) -> pd.DataFrame:
-            frame = frame[frame["counted"]]
-            if pool is not None:
-                frame = frame[frame["broker_pool"] == pool]
-            return frame if resource is None else frame[frame["resource"] == resource]
-
-        before = rows(self.before)
-        after = rows(self.after)
-        fixed = before.loc[~before["inside"], ["broker_id", "resource"]]
-        ended = after.loc[~after["inside_target"], ["broker_id", "resource"]]
-        return sorted(int(b) for b in fixed.merge(ended, on=["broker_id", "resource"])["broker_id"])
+        """The brokers of `fixed_outside_target`, one entry per (broker, resource) when no resource is given."""
+        return _broker_ids(self.fixed_outside_target(), pool, resource)
 
     def figures(self, pool: str | None = None) -> dict[str, object]:
         """Counts, bytes and both moved / LB of one pool, or of the whole plan (pool None)."""
@@ -134,6 +133,15 @@ class Recheck:
                 "fixed_outside_target_band": self.fixed_outside_target_band(pool, resource)}
 
 
+def _broker_ids(rows: pd.DataFrame, pool: str | None, resource: str | None) -> list[int]:
+    """The sorted broker ids of status rows, of one pool and resource where given."""
+    if pool is not None:
+        rows = rows[rows["broker_pool"] == pool]
+    if resource is not None:
+        rows = rows[rows["resource"] == resource]
+    return sorted(int(b) for b in rows["broker_id"])
+
+
 def _ratio(moved: float, bound: float) -> float | None:
     return moved / bound if bound > 0 else None
 
@@ -145,6 +153,7 @@ class CurrentPlacement:
     changes; the plan job works this out while the planner runs."""
 
     bands_before: pd.DataFrame
+    bands_after: pd.DataFrame
     before: pd.DataFrame
     replicas: pd.DataFrame
     must_leave: pd.DataFrame
@@ -154,18 +163,33 @@ class CurrentPlacement:
 
 def current_placement(config: RebalancerConfig, snapshot: SnapshotTables, plan_bands: pd.DataFrame,
                       draining: Iterable[int] = ()) -> CurrentPlacement:
-    """The plan-independent half of the re-check (the plan's bands say only which pairs it leaves unbalanced)."""
+    """The plan-independent half of the re-check. Of the plan's bands it takes only which pairs the run leaves
+    unbalanced (a manual action's scope, incomplete metrics); their edges it derives again (`bands_after`)."""
     resources = config.resource_list()
+    names = [r.name for r in resources]
     load_before = broker_load_frame(snapshot.brokers, snapshot.replicas, resources)
     bands_before = placement_bands(load_before, config, plan_bands)
     before = band_status(load_before, bands_before)
     replicas = _replicas_with_facts(snapshot, resources, frozenset(int(b) for b in draining))
-    must_leave = replicas[replicas["movable"] & (replicas["reason"] != BALANCE)]
+    must_leave = replicas.loc[replicas["movable"] & (replicas["reason"] != BALANCE),
+                              ["broker_pool", "topic", "partition", "broker_id", "size_bytes", "reason", *names]]
+    bands_after = unbalanced_as_planned(bands_frame(load_before, config, _arriving(must_leave, load_before, names)),
+                                        plan_bands)
     bounds, pool_bound_bytes = _balance_bounds(before, replicas, resources)
-    return CurrentPlacement(bands_before, before, replicas,
-                            must_leave[["broker_pool", "topic", "partition", "broker_id", "size_bytes", "reason",
-                                        *[r.name for r in resources]]],
-                            bounds, pool_bound_bytes)
+    return CurrentPlacement(bands_before, bands_after, before, replicas, must_leave, bounds, pool_bound_bytes)
+
+
+def _arriving(must_leave: pd.DataFrame, load: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """Per (pool, resource) the load the pool's eligible brokers gain once the replicas that must leave their
+    brokers have left: those of the pool's topics arrive, those on its eligible brokers of other pools' topics go.
+    Columns: broker_pool, resource, incoming (`bands_frame`'s)."""
+    home = load.drop_duplicates("broker_id").set_index("broker_id")
+    on_eligible = must_leave[must_leave["broker_id"].isin(home.index[home["eligible"]])]
+    arriving = must_leave.groupby("broker_pool")[names].sum()
+    leaving = on_eligible.groupby(on_eligible["broker_id"].map(home["broker_pool"]))[names].sum()
+    net = arriving.sub(leaving, fill_value=0.0)
+    net.index = net.index.rename("broker_pool")
+    return net.reset_index().melt(id_vars="broker_pool", var_name="resource", value_name="incoming")
 
 
 def recheck_plan(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[Reassignment],
@@ -175,17 +199,19 @@ def recheck_plan(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[
     `current_placement` of the same snapshot, bands and draining brokers, when already worked out."""
     resources = config.resource_list()
     current = current or current_placement(config, snapshot, plan_bands, draining)
-    after = band_status(broker_load_frame(snapshot.brokers, replicas_after(snapshot, plan), resources), plan_bands)
+    after = band_status(broker_load_frame(snapshot.brokers, replicas_after(snapshot, plan), resources),
+                        current.bands_after)
     partitions, leaving = _changes(snapshot, plan, current.replicas, resources)
-    return Recheck(current.bands_before, current.before, after, partitions, leaving, current.must_leave,
-                   current.bounds, current.pool_bound_bytes)
+    return Recheck(current.bands_before, current.bands_after, current.before, after, partitions, leaving,
+                   current.must_leave, current.bounds, current.pool_bound_bytes)
 
 
 def _replicas_with_facts(snapshot: SnapshotTables, resources: list[Resource],
                          draining: frozenset[int]) -> pd.DataFrame:
     """The snapshot's replicas with their load per resource, their topic's pool (broker_pool), why they would
-    leave their broker (a forced reason, or balance) and whether their partition may move at all (led, fully in
-    sync but for dead brokers' replicas, not excluded, on no excluded broker)."""
+    leave their broker (a forced reason, or balance) and whether they may move at all: their partition is led,
+    fully in sync but for dead brokers' replicas, not excluded and on no excluded broker, and where it has a dead
+    broker's replica, only that replica may move."""
     brokers = snapshot.brokers.drop_duplicates("broker_id").set_index("broker_id")
     parts = snapshot.partitions.drop_duplicates(["topic", "partition"])
     alive = brokers.index[brokers["alive"].astype(bool)]
@@ -195,7 +221,10 @@ def _replicas_with_facts(snapshot: SnapshotTables, resources: list[Resource],
     out = snapshot.replicas.merge(facts, on=["topic", "partition"])
     on_alive = out["broker_id"].isin(alive)
     blocking = out["broker_id"].isin(excluded) | (on_alive & ~out["in_isr"].astype(bool))
-    out["movable"] = (~blocking.groupby([out["topic"], out["partition"]]).transform("any")
+    by_partition = [out["topic"], out["partition"]]
+    # ISR safety: a partition with a replica on a dead broker is under-replicated, and only that replica may move.
+    on_dead_partition = (~on_alive).groupby(by_partition).transform("any")
+    out["movable"] = (~blocking.groupby(by_partition).transform("any") & (~on_dead_partition | ~on_alive)
                       & (out["leader"] >= 0) & ~out["topic_excluded"].astype(bool) & out["broker_pool"].notna())
     for r in resources:
         out[r.name] = out[r.replica_load_column].astype(float) if r.replica_load_column else 1.0
@@ -300,6 +329,28 @@ def claim_rows(claimed_after: pd.DataFrame, recheck: Recheck, plan_bands: pd.Dat
                  "inside_rechecked", "agrees"]].reset_index(drop=True)
 
 
+BAND_EDGES = ("mean", "lower", "upper", "target_lower", "target_upper")
+
+
+def band_rows(recheck: Recheck, plan_bands: pd.DataFrame) -> pd.DataFrame:
+    """Per (pool, resource): the plan's band (bands.parquet) beside the re-check's (`Recheck.bands_after`);
+    `agrees` where both balance it or neither does and, if balanced, the mean and every edge match (counts
+    exactly, bytes and rates to LOAD_TOLERANCE of the value: the sums are added in different orders)."""
+    keys = ["broker_pool", "resource"]
+    columns = [*keys, "balanced", *BAND_EDGES]
+    rows = plan_bands[columns].merge(recheck.bands_after[columns], on=keys, how="outer",
+                                     suffixes=("_planned", "_rechecked"), indicator=True)
+    edges_agree = np.ones(len(rows), dtype=bool)
+    for edge in BAND_EDGES:
+        planned, rechecked = rows[f"{edge}_planned"].astype(float), rows[f"{edge}_rechecked"].astype(float)
+        edges_agree &= ((planned - rechecked).abs()
+                        <= LOAD_TOLERANCE * np.maximum(planned.abs(), rechecked.abs())).to_numpy()
+    balanced = rows["balanced_planned"].fillna(False).astype(bool)
+    rows["agrees"] = ((rows["_merge"] == "both") & (balanced == rows["balanced_rechecked"].fillna(False).astype(bool))
+                      & (~balanced | edges_agree))
+    return rows.drop(columns="_merge").reset_index(drop=True)
+
+
 def left_outside(recheck: Recheck, notes: pd.DataFrame, infeasible: pd.DataFrame,
                  scope: PlanningScope) -> pd.DataFrame:
     """Per (broker, resource) the plan leaves outside its band, or fixes but leaves outside its target band, in the
@@ -307,10 +358,11 @@ def left_outside(recheck: Recheck, notes: pd.DataFrame, infeasible: pd.DataFrame
     leadership-only action): whether the planner listed it with a reason (a note on that broker and resource, or
     an infeasibility proof naming it). Columns: broker_pool, broker_id, resource, left (which of the two),
     explained."""
-    after = recheck.after[recheck.after["counted"]
-                          & recheck.after["broker_pool"].map(scope.balance_planned).astype(bool)]
-    fixed = recheck.before.loc[recheck.before["counted"] & ~recheck.before["inside"], ["broker_id", "resource"]]
-    short = after[~after["inside_target"]].merge(fixed, on=["broker_id", "resource"])
+    def planned(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame[frame["broker_pool"].map(scope.balance_planned).astype(bool)]
+
+    after = planned(recheck.after[recheck.after["counted"]])
+    short = planned(recheck.fixed_outside_target())
     rows = pd.concat([after[~after["inside"]].assign(left="outside its band"),
                       short[short["inside"]].assign(left="fixed, outside its target band")], ignore_index=True)
     rows = rows[["broker_pool", "broker_id", "resource", "left"]]

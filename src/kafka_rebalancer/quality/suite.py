@@ -15,7 +15,7 @@ from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD_AFTER, INFEASIBLE,
 from kafka_rebalancer.operations.request import read_request, scope_of
 from kafka_rebalancer.plan.artifacts import parse_reassignment, plan_hash
 from kafka_rebalancer.quality.checks import CheckTables, build_checks
-from kafka_rebalancer.quality.recheck import claim_rows, draining_brokers, left_outside, recheck_plan
+from kafka_rebalancer.quality.recheck import band_rows, claim_rows, draining_brokers, left_outside, recheck_plan
 from kafka_rebalancer.run_folder import PLAN, VALIDATION, RunFolder, read_json, read_table, write_json
 from kafka_rebalancer.snapshot.store import read_snapshot
 
@@ -51,6 +51,9 @@ SUITE: list[tuple[str, str, dict[str, Any], str]] = [
      "every broker inside its band, or closer to it, for every balanced resource"),
     ("claims", "ExpectColumnValuesToBeInSet", {"column": "agrees", **_TRUE},
      "the planner's predicted load and band verdict per broker (broker_load_after) match the re-check of plan.json"),
+    ("bands", "ExpectColumnValuesToBeInSet", {"column": "agrees", **_TRUE},
+     "the plan's band of every pool and resource (bands.parquet) matches the band the re-check derives from the "
+     "snapshot and the replicas that must leave their brokers"),
     ("left_outside", "ExpectColumnValuesToBeInSet", {"column": "explained", **_TRUE},
      "every broker the plan leaves outside its band, or fixes but leaves outside its target band, is listed with the "
      "planner's reason (a note or an infeasibility proof)"),
@@ -70,10 +73,12 @@ SUITE: list[tuple[str, str, dict[str, Any], str]] = [
     ("brokers", "ExpectColumnValuesToBeBetween", {"column": "usage_after", "min_value": 0},
      "no negative broker load after the plan (negative sizes or rates)"),
 ]
-# A failed row names its keys; a failed claim also shows both values.
+# A failed row names its keys; a failed claim or band also shows both values.
 _INDEX = {"partitions": ["topic", "partition"], "brokers": ["broker_id", "resource"], "totals": ["plan"],
           "claims": ["broker_id", "resource", "load_claimed", "load_rechecked", "inside_claimed", "inside_rechecked"],
-          "left_outside": ["broker_id", "resource", "left"]}
+          "left_outside": ["broker_id", "resource", "left"],
+          "bands": ["broker_pool", "resource", "balanced_planned", "balanced_rechecked", "mean_planned",
+                    "mean_rechecked", "lower_planned", "lower_rechecked", "upper_planned", "upper_rechecked"]}
 
 
 def _budget_expectations(config: RebalancerConfig) -> list[tuple[str, str, dict[str, Any], str]]:
@@ -101,7 +106,7 @@ def run_suite(checks: CheckTables, config: RebalancerConfig) -> tuple[bool, list
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
     source = context.data_sources.add_pandas("kafka_rebalancer_plan")
     frames = {"partitions": checks.partitions, "brokers": checks.brokers, "totals": checks.totals,
-              "claims": checks.claims, "left_outside": checks.left_outside}
+              "claims": checks.claims, "left_outside": checks.left_outside, "bands": checks.bands}
     failures: list[dict[str, Any]] = []
     raw: list[dict] = []
     for table, frame in frames.items():
@@ -148,6 +153,7 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
     request = read_request(run)
     recheck = recheck_plan(config, snapshot, plan, bands, draining_brokers(request))
     checks.claims = claim_rows(read_table(plan_dir, BROKER_LOAD_AFTER), recheck, bands)
+    checks.bands = band_rows(recheck, bands)
     checks.left_outside = left_outside(recheck, read_table(plan_dir, PLANNER_NOTES), read_table(plan_dir, INFEASIBLE),
                                        scope_of(request))
     success, failures, raw = run_suite(checks, config)
@@ -161,6 +167,7 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
         checks.brokers.to_csv(out / "broker_checks.csv", index=False)
         checks.claims.to_csv(out / "claim_checks.csv", index=False)
         checks.left_outside.to_csv(out / "left_outside_checks.csv", index=False)
+        checks.bands.to_csv(out / "band_checks.csv", index=False)
     if not success:
         lines = [f"- {f['description']} ({f['expectation']} on {f['table']}): {f['unexpected_count']} row(s), "
                  f"e.g. {f['rows'][:5]}" for f in failures]
