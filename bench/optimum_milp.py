@@ -15,7 +15,9 @@ and the validation suite (`quality/checks.py`) state them:
   fixed replicas' plus sum_p size(p) x[p, b]. The bands are the planner's (`bands.parquet`) or `bands_frame`'s.
 - target band for the brokers a plan fixes: a broker outside the band of a resource before the plan (the
   re-check's judgement, `held_brokers`) must end inside the narrower target band of that resource, as the planner
-  holds it (hysteresis) and as the summary's `fixed_outside_target_band` checks it.
+  holds it (hysteresis) and as the summary's `fixed_outside_target_band` checks it; any other broker inside its
+  target band widened to its usage before (no plan takes a broker out of its target band, nor further from it:
+  the re-check's `end_edges`).
 
 Partitions the planner must not touch (ISR safety: no leader, a live replica outside the ISR; an excluded topic
 or broker; no pool) keep their replicas and count as fixed load, as do every replica of other pools' partitions
@@ -45,7 +47,7 @@ import pandas as pd
 
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.plan.artifacts import Reassignment
-from kafka_rebalancer.quality.recheck import current_placement
+from kafka_rebalancer.quality.recheck import current_placement, end_edges
 from kafka_rebalancer.snapshot.build import SnapshotTables
 
 SUPPORTED = ("disk", "replica_count")
@@ -233,16 +235,13 @@ def _solve_pool(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.Da
                 add_row(-inf, 0.0, [y_index[(i, r)], *cols], [1.0, *([-1.0] * len(cols))])
             add_row(need, inf, ys, [1.0] * len(ys))
 
+    # Each broker's edges: the target band for a held one, its target band widened to its usage before for the
+    # others, within the band (as the planner's `Acceptance` and the re-check's `end_edges`).
+    edges = end_edges(current_placement(config, snapshot, bands).before, bands, held).set_index(
+        ["broker_id", "resource"])
     for band in _balanced_bands(bands, pool, config):
-        threshold = band["capacity_threshold"]
-        cap = np.inf if threshold is None or pd.isna(threshold) else float(threshold)
         for b in eligible:
-            # A held broker's edges are the target band's, never outside the band (as `Acceptance.hold_to_target`).
-            if (b, band["resource"]) in held:
-                lower = max(float(band["lower"]), float(band["target_lower"]))
-                upper = min(float(band["upper"]), float(band["target_upper"]), cap)
-            else:
-                lower, upper = float(band["lower"]), min(float(band["upper"]), cap)
+            lower, upper = (float(v) for v in edges.loc[(b, band["resource"]), ["end_lower", "end_upper"]])
             cols = [x_index[(i, b)] for i in range(len(current))]
             if band["resource"] == "replica_count":
                 base = float(fixed_count.get(b, 0.0))

@@ -178,6 +178,19 @@ def test_a_held_broker_ends_inside_its_target_band() -> None:
     assert check(snapshot, config, targeted, 4, held={(2, "disk")}).bytes == 4
 
 
+def test_a_broker_not_held_is_not_taken_out_of_its_target_band() -> None:
+    # Replica counts 6 / 3 / 3 (band 3..5, target band 4..4): broker 1 is held and sheds two replicas. a and b (1
+    # byte each) also have a replica on broker 3, so they can only go to broker 2, which would end at 5: inside
+    # the band but further from its target band than its 3 before. Broker 2 may take one (to 4), and broker 3 one
+    # of the 10-byte replicas: 11.
+    snapshot, config = cluster([(1, None), (2, None), (3, None)], [
+        ("a", 0, [1, 3], 1), ("b", 0, [1, 3], 1), *[("c", i, [1], 10) for i in range(4)],
+        *[("g", i, [2], 10) for i in range(3)], ("j", 0, [3], 10)])
+    counts = bands({"p": {"disk": None, "replica_count": (3, 5)}}, {("p", "replica_count"): (4, 4)})
+    result = check(snapshot, config, counts, 11, held={(1, "replica_count")})
+    assert {r.topic for r in result.plan} in ({"a", "c"}, {"b", "c"})
+
+
 def test_the_held_brokers_are_those_out_of_band_before_the_plan() -> None:
     # Disk 40, 30, 30, 20 of 100 (mean 30, band 27..33 at the default threshold): brokers 1 and 4 are outside;
     # one replica each, so the replica count is inside its band everywhere.

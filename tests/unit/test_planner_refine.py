@@ -4,7 +4,7 @@ sending a replica straight to where the plan takes another one."""
 from __future__ import annotations
 
 from kafka_rebalancer.balance.planner import Budgets, Planner
-from kafka_rebalancer.balance.planner.refine import prune, shortcut, substitute
+from kafka_rebalancer.balance.planner.refine import drop_round_trips, prune, shortcut, substitute
 from kafka_rebalancer.model.resources import DISK, REPLICA_COUNT
 from tests.unit.test_planner import bands_of, pool
 
@@ -35,6 +35,34 @@ def test_prune_judges_each_revert_after_the_reverts_before_it() -> None:
     prune(planner.state, planner.constraints)
     assert [m.replica for m in planner.plan.moves] == [2]
     assert model.load[:, 0].tolist() == [49, 51]
+
+
+def test_a_round_trip_leaves_the_log_unless_its_partitions_leader_moved() -> None:
+    # t-0 (10) goes from broker 1 to 2 and, by a later action, back: nothing is copied, so both moves go and the
+    # counters say so. u-0's follower goes from 3 to 2, takes the leadership there and goes back to 3: the
+    # transfer's replay needs the replica on 2, so u-0's moves stay.
+    model = pool([(1, "a", 100), (2, "b", 100), (3, "c", 100)],
+                 [("t", 0, 1, 0, 10), ("u", 0, 1, 0, 5), ("u", 0, 3, 1, 5), ("v", 0, 2, 0, 20)])
+    planner = Planner(model, bands_of(model), ["disk"], Budgets(100))
+    state = planner.state
+
+    def row(topic: str, broker: int) -> int:
+        return int(next(r for r in range(len(model.r_topic))
+                        if model.r_topic[r] == topic and model.broker_ids[model.r_broker[r]] == broker))
+
+    t0, u_follower, v0 = row("t", 1), row("u", 3), row("v", 2)
+    state.apply([(t0, 1)], 0)
+    state.apply([(v0, 0)], 0)
+    state.apply([(t0, 0)], 0)
+    state.apply([(u_follower, 1)], 0)
+    state.apply_leadership([u_follower], 0)
+    state.apply([(u_follower, 2)], 0)
+    assert (state.replica_moves, state.moved_bytes) == (5, 50)
+    drop_round_trips(state)
+    assert [(mv.action, mv.replica, mv.target) for mv in planner.plan.moves] == [
+        ("replica", v0, 0), ("replica", u_follower, 1), ("leadership", u_follower, 1), ("replica", u_follower, 2)]
+    assert (state.replica_moves, state.moved_bytes) == (3, 30)
+    assert not state.moved[t0] and state.moved[v0]
 
 
 def test_prune_keeps_forced_moves() -> None:

@@ -3,13 +3,15 @@ explanation for every broker left outside its band."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from kafka_rebalancer.balance.model import PoolModel
 from kafka_rebalancer.balance.planner import Budgets, Planner
-from kafka_rebalancer.model.resources import DISK, REPLICA_COUNT
+from kafka_rebalancer.model.resources import DISK, REPLICA_COUNT, Resource
 from tests.unit.test_planner import bands_of, pool, traffic_pool
+from tests.unit.test_planner_exact import DISK_COUNT, WITH_ROLES, generated
 
 
 def disk_and_count() -> PoolModel:
@@ -139,3 +141,26 @@ def test_a_broker_over_a_count_at_disks_lower_edge_is_fixed_by_two_for_one_excha
     assert model.load.tolist() == [[80, 6], [80, 6]]
     actions = pd.Series([mv.seq for mv in plan.moves]).value_counts()
     assert actions.tolist() == [3, 3] and not plan.notes
+
+
+@pytest.mark.parametrize(("seed", "resources"), [(1, DISK_COUNT), (4, DISK_COUNT), (1, WITH_ROLES),
+                                                 (2, WITH_ROLES), (3, WITH_ROLES)])
+def test_no_broker_is_taken_out_of_its_target_band_or_further_from_it(seed: int,
+                                                                        resources: list[Resource]) -> None:
+    # The brokers the plan gives from or gives to on the way, inside the band before: a broker inside its target
+    # band stays inside it, one between the target band and the band goes no further out; else it is listed.
+    model, _ = generated(seed, resources)
+    bands = bands_of(model)
+    names = [r.name for r in resources]
+    usage = model.usage.copy()
+    planner = Planner(model, bands, names, Budgets(10_000))
+    plan = planner.run()
+    listed = {(resource, broker) for resource, broker, _ in plan.notes}
+    for k, name in enumerate(names):
+        band = bands[name]
+        for b in np.flatnonzero(model.eligible):
+            if not band.contains(usage[b, k]) or (name, int(model.broker_ids[b])) in listed:
+                continue  # the brokers the plan fixes, or listed with the reason
+            window = (max(band.lower, min(band.target_lower, usage[b, k])),
+                      min(band.effective_upper, max(band.target_upper, usage[b, k])))
+            assert window[0] - 1e-9 <= model.usage[b, k] <= window[1] + 1e-9, (name, int(model.broker_ids[b]))

@@ -22,6 +22,7 @@ from kafka_rebalancer.quality.recheck import (
     band_rows,
     claim_rows,
     current_placement,
+    end_edges,
     left_outside,
     recheck_plan,
 )
@@ -285,3 +286,38 @@ def test_a_replica_outside_the_pool_may_stay_only_in_an_under_replicated_partiti
     onto_b = build_checks(config, tables, [Reassignment("t0", 0, [1, 6, 5])], rollback[:1],
                           current_bands(config, tables))
     assert onto_b.partitions["targets_in_pool"].tolist() == [False]
+
+
+def test_a_broker_taken_out_of_its_target_band_must_be_listed(config_factory: Callable[..., Any]) -> None:
+    config = config_factory(CONFIG)
+    # Pool a holds 300 / 300 / 300 of 1000 bytes: band [240, 360], target band [246, 354], every broker inside it.
+    # Moving 55 from broker 1 to 2 ends them at 245 and 355: inside the band, but out of the target band.
+    tables = snapshot(config, [("t0", 0, [1], 55), ("t1", 0, [1], 245), ("t2", 0, [2], 300), ("t3", 0, [3], 300),
+                               ("u0", 0, [5, 6], 10)], dead={4})
+    bands = current_bands(config, tables)
+    taken = recheck_plan(config, tables, [Reassignment("t0", 0, [2])], bands)
+    assert taken.out_of_band("after") == [] and taken.fixed_outside_target_band() == []
+    assert taken.taken_outside_target_band("a", "disk") == [1, 2]
+    left = left_outside(taken, pd.DataFrame(columns=schemas.PLANNER_NOTES.names),
+                        pd.DataFrame(columns=schemas.INFEASIBLE.names), PlanningScope())
+    assert left[["broker_id", "left", "explained"]].values.tolist() == [
+        [1, "taken outside its target band", False], [2, "taken outside its target band", False]]
+    edges = end_edges(taken.before, bands).set_index("broker_id")
+    assert edges.loc[1, ["fixed", "end_lower", "end_upper"]].tolist() == [False, pytest.approx(0.246),
+                                                                          pytest.approx(0.354)]
+
+
+def test_a_broker_between_its_target_band_and_the_band_may_come_closer_but_not_go_further(
+        config_factory: Callable[..., Any]) -> None:
+    config = config_factory(CONFIG)
+    # 356 / 300 / 244 of 1000 (mean 300): brokers 1 and 3 are inside the band [240, 360], outside the target band
+    # [246, 354]. Moving t1 (3) from 1 to 3 brings both closer (353, 247); moving t3 (2) from 2 to 1 takes broker 1
+    # further out (358).
+    tables = snapshot(config, [("t0", 0, [1], 353), ("t1", 0, [1], 3), ("t2", 0, [2], 298), ("t3", 0, [2], 2),
+                               ("t4", 0, [3], 244), ("u0", 0, [5, 6], 10)], dead={4})
+    bands = current_bands(config, tables)
+    edges = end_edges(recheck_plan(config, tables, [], bands).before, bands).set_index("broker_id")
+    assert edges.loc[1, ["end_lower", "end_upper"]].tolist() == pytest.approx([0.246, 0.356])
+    assert edges.loc[3, ["end_lower", "end_upper"]].tolist() == pytest.approx([0.244, 0.354])
+    assert recheck_plan(config, tables, [Reassignment("t1", 0, [3])], bands).taken_outside_target_band() == []
+    assert recheck_plan(config, tables, [Reassignment("t3", 0, [1])], bands).taken_outside_target_band() == [1]

@@ -125,6 +125,7 @@ def build_summary(*, config: RebalancerConfig, manifest: dict[str, Any], plan_ha
             "out_of_band_before": len(recheck.out_of_band("before")),
             "out_of_band_after": len(recheck.out_of_band("after")),
             "fixed_outside_target_band": len(recheck.fixed_outside_target_band()),
+            "taken_outside_target_band": len(recheck.taken_outside_target_band()),
             # Of those and the brokers outside their band after the plan, how many the planner gave no reason for
             # (validation fails the plan on any).
             "left_outside_unexplained": int((~left_outside(recheck, notes, infeasible, scope)["explained"]).sum()),

@@ -90,6 +90,20 @@ class Recheck:
         """The brokers of `fixed_outside_target`, one entry per (broker, resource) when no resource is given."""
         return _broker_ids(self.fixed_outside_target(), pool, resource)
 
+    def taken_outside_target(self) -> pd.DataFrame:
+        """The rows of `after` (counted, inside the band) whose broker, inside the band of that resource before the
+        plan (not one it fixes), ends outside its `end_edges`: the plan gave to it or took from it past its target
+        band's edge, toward the band's."""
+        keys = ["broker_id", "resource"]
+        edges = end_edges(self.before, self.bands_after)
+        rows = self.after[self.after["counted"] & self.after["inside"]].merge(edges[~edges["fixed"]], on=keys)
+        outside = (rows["usage"] < rows["end_lower"] - EPS) | (rows["usage"] > rows["end_upper"] + EPS)
+        return rows.loc[outside, self.after.columns]
+
+    def taken_outside_target_band(self, pool: str | None = None, resource: str | None = None) -> list[int]:
+        """The brokers of `taken_outside_target`, one entry per (broker, resource) when no resource is given."""
+        return _broker_ids(self.taken_outside_target(), pool, resource)
+
     def figures(self, pool: str | None = None) -> dict[str, object]:
         """Counts, bytes and both moved / LB of one pool, or of the whole plan (pool None)."""
         def of(frame: pd.DataFrame) -> pd.DataFrame:
@@ -130,7 +144,32 @@ class Recheck:
                 "forced_lower_bound": forced_bound, "forced_moved_over_lb": _ratio(forced_moved, forced_bound),
                 "out_of_band_before": self.out_of_band("before", pool, resource),
                 "out_of_band_after": self.out_of_band("after", pool, resource),
-                "fixed_outside_target_band": self.fixed_outside_target_band(pool, resource)}
+                "fixed_outside_target_band": self.fixed_outside_target_band(pool, resource),
+                "taken_outside_target_band": self.taken_outside_target_band(pool, resource)}
+
+
+def end_edges(before: pd.DataFrame, plan_bands: pd.DataFrame,
+              fixed_pairs: set[tuple[int, str]] | None = None) -> pd.DataFrame:
+    """Per counted (broker, resource) of the current placement (`before`: its band_status), the usage a plan must
+    end the broker inside, in the plan's band (upper edges capped by the capacity threshold): for a broker outside
+    the band before (`fixed`: one the plan fixes; `fixed_pairs` instead where given), its target band; for any
+    other, its target band widened to its usage before, within the band: a plan takes no broker out of its target
+    band, nor further from it. Columns: broker_id, resource, fixed, end_lower, end_upper."""
+    rows = before[before["counted"]].merge(
+        plan_bands[["broker_pool", "resource", "lower", "upper", "target_lower", "target_upper",
+                    "capacity_threshold"]], on=["broker_pool", "resource"], suffixes=("_before", ""))
+    cap = rows["capacity_threshold"].astype(float).fillna(np.inf).to_numpy()
+    lower, upper = rows["lower"].to_numpy(float), np.minimum(rows["upper"].to_numpy(float), cap)
+    target_lower = np.maximum(lower, rows["target_lower"].to_numpy(float))
+    target_upper = np.minimum(upper, rows["target_upper"].to_numpy(float))
+    usage, fixed = rows["usage"].to_numpy(float), ~rows["inside"].to_numpy(bool)
+    if fixed_pairs is not None:
+        fixed = np.array([(int(b), str(r)) in fixed_pairs for b, r in zip(rows["broker_id"], rows["resource"],
+                                                                             strict=True)], dtype=bool)
+    return pd.DataFrame({
+        "broker_id": rows["broker_id"], "resource": rows["resource"], "fixed": fixed,
+        "end_lower": np.where(fixed, target_lower, np.maximum(lower, np.minimum(target_lower, usage))),
+        "end_upper": np.where(fixed, target_upper, np.minimum(upper, np.maximum(target_upper, usage)))})
 
 
 def _broker_ids(rows: pd.DataFrame, pool: str | None, resource: str | None) -> list[int]:
@@ -353,18 +392,20 @@ def band_rows(recheck: Recheck, plan_bands: pd.DataFrame) -> pd.DataFrame:
 
 def left_outside(recheck: Recheck, notes: pd.DataFrame, infeasible: pd.DataFrame,
                  scope: PlanningScope) -> pd.DataFrame:
-    """Per (broker, resource) the plan leaves outside its band, or fixes but leaves outside its target band, in the
-    pools the planner balanced in this run (`scope`: not another pool than a manual action's, none for a
-    leadership-only action): whether the planner listed it with a reason (a note on that broker and resource, or
-    an infeasibility proof naming it). Columns: broker_pool, broker_id, resource, left (which of the two),
-    explained."""
+    """Per (broker, resource) the plan leaves outside its band, fixes but leaves outside its target band, or takes
+    outside its target band (further from it than before), in the pools the planner balanced in this run (`scope`:
+    not another pool than a manual action's, none for a leadership-only action): whether the planner listed it
+    with a reason (a note on that broker and resource, or an infeasibility proof naming it). Columns: broker_pool,
+    broker_id, resource, left (which of the three), explained."""
     def planned(frame: pd.DataFrame) -> pd.DataFrame:
         return frame[frame["broker_pool"].map(scope.balance_planned).astype(bool)]
 
     after = planned(recheck.after[recheck.after["counted"]])
     short = planned(recheck.fixed_outside_target())
     rows = pd.concat([after[~after["inside"]].assign(left="outside its band"),
-                      short[short["inside"]].assign(left="fixed, outside its target band")], ignore_index=True)
+                      short[short["inside"]].assign(left="fixed, outside its target band"),
+                      planned(recheck.taken_outside_target()).assign(left="taken outside its target band")],
+                     ignore_index=True)
     rows = rows[["broker_pool", "broker_id", "resource", "left"]]
     listed = {(str(r), int(b)) for r, b in zip(notes["resource"], notes["broker_id"], strict=True) if pd.notna(b)}
     listed |= {(str(r), int(b)) for r, brokers in zip(infeasible["resource"], infeasible["brokers"], strict=True)

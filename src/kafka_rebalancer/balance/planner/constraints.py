@@ -133,9 +133,11 @@ class Acceptance:
     """The acceptance rule over the pool's bands, as usage edges per resource (index k): `lower` and `upper` for
     balanced resources (infinite otherwise), `ceiling` the capacity threshold, `limit` the lower of the two.
 
-    The rule holds each broker to its own edges, `lower_of` and `limit_of` (broker, resource): the band's, or, for a
-    broker the plan fixes in a resource (`hold_to_target`), the target band's. A fixed broker is moved into the
-    target band and no later action takes it back out of it."""
+    The rule holds each broker to its own edges, `lower_of` and `limit_of` (broker, resource): the band's; for a
+    broker inside the band, the target band widened to its usage when planning starts (`keep_within_target`: no
+    action takes it out of its target band, or further from it); for a broker the plan fixes in a resource
+    (`hold_to_target`), the target band's. A fixed broker is moved into the target band and no later action takes
+    it back out of it."""
 
     def __init__(self, model: PoolModel, bands: dict[str, Band], names: list[str]) -> None:
         self.model = model
@@ -157,10 +159,21 @@ class Acceptance:
         n_brokers = len(model.broker_ids)
         self.lower_of = np.repeat(self.lower[None, :], n_brokers, axis=0)
         self.limit_of = np.repeat(self.limit[None, :], n_brokers, axis=0)
+        self.fixed = np.zeros((n_brokers, k_count), dtype=bool)  # (broker, resource) held by `hold_to_target`
+
+    def keep_within_target(self, k: int) -> None:
+        """Every broker's edges in resource k: its target band widened to its usage now, within the band. The
+        brokers a plan gives from or gives to on the way stay inside their target band, or no further from it, so
+        they are not filled or emptied to the band's edges; those outside the band keep the band's edges."""
+        band = self.band(k)
+        usage = self.model.usage[:, k]
+        self.lower_of[:, k] = np.maximum(self.lower[k], np.minimum(band.target_lower, usage))
+        self.limit_of[:, k] = np.minimum(self.limit[k], np.maximum(band.target_upper, usage))
 
     def hold_to_target(self, k: int, brokers: np.ndarray) -> None:
         """From now on, these brokers' edges in resource k are its target band's (within the band)."""
         band = self.band(k)
+        self.fixed[brokers, k] = True
         self.lower_of[brokers, k] = np.maximum(self.lower[k], band.target_lower)
         self.limit_of[brokers, k] = np.minimum(self.limit[k], band.target_upper)
 

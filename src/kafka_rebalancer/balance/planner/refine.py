@@ -1,8 +1,9 @@
 """After balancing: a smaller plan with the same result.
 
 Actions that turned out unnecessary are reverted (latest first), a replica that passed through a broker goes
-straight on (`shortcut`), and a replica move is made with a smaller replica of the same source where that one does
-as well, moving the plan towards the lower bound of data moved.
+straight on (`shortcut`), a replica move is made with a smaller replica of the same source where that one does
+as well, moving the plan towards the lower bound of data moved, and a replica that came back home leaves the log
+(`drop_round_trips`).
 Only the final state is executed, so either changes the plan, never its outcome for the bands.
 """
 
@@ -223,6 +224,20 @@ def shortcut(state: PlanState, constraints: Constraints) -> None:
                 into[c][x.replica] = out_of[x.source][x.replica] = rerouted
     state.plan.moves = [moved for mv in state.plan.moves
                         if (moved := replaced.get((mv.seq, mv.replica), mv)) is not None]
+
+
+def drop_round_trips(state: PlanState) -> None:
+    """The replica moves of a replica back on its snapshot broker at the end (taken away by one action, home again
+    by a later one) copy nothing: they leave the log and the counters. Not where its partition's leadership moved
+    too: a leadership transfer's replay names the broker the replica was on at the time."""
+    m = state.model
+    led = {int(m.r_pindex[mv.replica]) for mv in state.plan.moves if mv.action == LEADERSHIP}
+    home = {mv.replica for mv in state.plan.moves
+            if mv.action == REPLICA and m.r_broker[mv.replica] == m.original_broker[mv.replica]
+            and int(m.r_pindex[mv.replica]) not in led}
+    if home:
+        state.plan.moves = [mv for mv in state.plan.moves if not (mv.action == REPLICA and mv.replica in home)]
+        state.recount()
 
 
 def _window(constraints: Constraints, s: int | np.ndarray, t: int | np.ndarray, base_s: np.ndarray,

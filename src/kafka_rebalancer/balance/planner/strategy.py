@@ -37,7 +37,7 @@ from kafka_rebalancer.balance.planner.actions import (
 from kafka_rebalancer.balance.planner.constraints import EPS, Budgets, Constraints
 from kafka_rebalancer.balance.planner.exact import ExactLimits, ExactPolish
 from kafka_rebalancer.balance.planner.ranking import Ranking
-from kafka_rebalancer.balance.planner.refine import prune, shortcut, substitute
+from kafka_rebalancer.balance.planner.refine import drop_round_trips, prune, shortcut, substitute
 from kafka_rebalancer.balance.planner.state import HARD, PlanState, PoolPlan
 
 
@@ -66,6 +66,7 @@ class Planner:
         self.swap = ReplicaSwap(self.state, self.constraints, ranking)
         self.exchange = CountExchange(self.state, self.constraints, ranking)
         self.exchanges = False  # CountExchange is the last resort (run)
+        self.band_edges_used = False  # whether a round let every broker use the band's edges (run)
         self.hot_spread = HotPartitionSpread(self.state, self.constraints, ranking)
         self.forced = ForcedPlacement(self.state, self.constraints, ranking)
         self.polish = ExactPolish(self.state, self.constraints, exact or ExactLimits())
@@ -78,6 +79,8 @@ class Planner:
         acceptance = self.acceptance
         balanced = [k for k in self.priority if acceptance.band(k).balanced]
         self.plan.lower_bound_bytes = byte_lower_bound(self.model, acceptance.lower, acceptance.limit, balanced)
+        for k in balanced:
+            acceptance.keep_within_target(k)
         self._hard()
         self.plan.infeasible = prove_infeasible(self.model, acceptance.lower, acceptance.limit, balanced,
                                                 self.state.moved)
@@ -93,6 +96,7 @@ class Planner:
         # target band's lower edge): another round with the band's edges for every broker. The holds come back
         # for refine, so it undoes nothing that moved a fixed broker into its target band.
         if any(acceptance.outside_band(k) for k in balanced):
+            self.band_edges_used = True
             with acceptance.band_edges_only():
                 self._passes(balanced, max_passes)
         # Two-for-one exchanges come last, for the brokers still outside a count's edges: tried in every pass they
@@ -104,6 +108,7 @@ class Planner:
         prune(self.state, self.constraints)
         shortcut(self.state, self.constraints)
         substitute(self.state, self.constraints)
+        drop_round_trips(self.state)
         self.polish.run()
         self._explain(balanced)
         return self.plan
@@ -256,8 +261,14 @@ class Planner:
                        "no leadership transfer, replica move, swap or two-for-one exchange fits without breaking a "
                        "placement rule or another resource's band")
                 where = f"outside band [{acceptance.lower[k]:.4g}, {acceptance.limit[k]:.4g}]"
+                if self.band_edges_used and not acceptance.fixed[b, k]:
+                    why = ("the last round let every broker use the band's edges to make room for brokers still "
+                           "outside the band")
                 if acceptance.lower[k] - EPS <= usage <= acceptance.limit[k] + EPS:
-                    where = (f"inside band [{acceptance.lower[k]:.4g}, {acceptance.limit[k]:.4g}] but outside the "
-                             f"target band [{acceptance.lower_of[b, k]:.4g}, {acceptance.limit_of[b, k]:.4g}]")
+                    target = (f"the target band [{acceptance.lower_of[b, k]:.4g}, {acceptance.limit_of[b, k]:.4g}]"
+                              if acceptance.fixed[b, k] else
+                              f"its target band, or further from it than before the plan (edges "
+                              f"[{acceptance.lower_of[b, k]:.4g}, {acceptance.limit_of[b, k]:.4g}])")
+                    where = f"inside band [{acceptance.lower[k]:.4g}, {acceptance.limit[k]:.4g}] but outside {target}"
                 self.plan.notes.append((self.names[k], int(m.broker_ids[b]), f"usage {usage:.4g} {where} after "
                                                                              f"the plan: {why}"))
