@@ -237,8 +237,8 @@ def _solve_pool(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.Da
 
     # Each broker's edges: the target band for a held one, its target band widened to its usage before for the
     # others, within the band (as the planner's `Acceptance` and the re-check's `end_edges`).
-    edges = end_edges(current_placement(config, snapshot, bands).before, bands, held).set_index(
-        ["broker_id", "resource"])
+    now = current_placement(config, snapshot, bands)
+    edges = end_edges(now.before, bands, now.must_leave, held).set_index(["broker_id", "resource"])
     for band in _balanced_bands(bands, pool, config):
         for b in eligible:
             lower, upper = (float(v) for v in edges.loc[(b, band["resource"]), ["end_lower", "end_upper"]])

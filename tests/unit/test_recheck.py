@@ -302,7 +302,7 @@ def test_a_broker_taken_out_of_its_target_band_must_be_listed(config_factory: Ca
                         pd.DataFrame(columns=schemas.INFEASIBLE.names), PlanningScope())
     assert left[["broker_id", "left", "explained"]].values.tolist() == [
         [1, "taken outside its target band", False], [2, "taken outside its target band", False]]
-    edges = end_edges(taken.before, bands).set_index("broker_id")
+    edges = end_edges(taken.before, bands, taken.must_leave).set_index("broker_id")
     assert edges.loc[1, ["fixed", "end_lower", "end_upper"]].tolist() == [False, pytest.approx(0.246),
                                                                           pytest.approx(0.354)]
 
@@ -316,8 +316,25 @@ def test_a_broker_between_its_target_band_and_the_band_may_come_closer_but_not_g
     tables = snapshot(config, [("t0", 0, [1], 353), ("t1", 0, [1], 3), ("t2", 0, [2], 298), ("t3", 0, [2], 2),
                                ("t4", 0, [3], 244), ("u0", 0, [5, 6], 10)], dead={4})
     bands = current_bands(config, tables)
-    edges = end_edges(recheck_plan(config, tables, [], bands).before, bands).set_index("broker_id")
+    unchanged = recheck_plan(config, tables, [], bands)
+    edges = end_edges(unchanged.before, bands, unchanged.must_leave).set_index("broker_id")
     assert edges.loc[1, ["end_lower", "end_upper"]].tolist() == pytest.approx([0.246, 0.356])
     assert edges.loc[3, ["end_lower", "end_upper"]].tolist() == pytest.approx([0.244, 0.354])
     assert recheck_plan(config, tables, [Reassignment("t1", 0, [3])], bands).taken_outside_target_band() == []
     assert recheck_plan(config, tables, [Reassignment("t3", 0, [1])], bands).taken_outside_target_band() == [1]
+
+
+def test_a_brokers_window_starts_from_what_it_keeps_once_forced_replicas_have_left(
+        config_factory: Callable[..., Any]) -> None:
+    config = config_factory(CONFIG)
+    # Broker 1 holds t0 (243) and u0 (10) of pool b, which goes home: pool a's planner starts from 243 (of 1000).
+    # The plan's band: mean (243 + 328 + 329) / 3000 = 0.3, band [240, 360], target band [246, 354]. Broker 1 ends
+    # at 243: below its target band, as it was once u0 had left, so the plan took it no further out.
+    tables = snapshot(config, [("t0", 0, [1], 243), ("u0", 0, [1, 5], 10), ("t1", 0, [2], 328),
+                               ("t2", 0, [3], 329)], dead={4})
+    recheck = recheck_plan(config, tables, [Reassignment("u0", 0, [6, 5])], current_bands(config, tables))
+    assert recheck.bands_after.set_index("broker_pool").loc["a", "mean"] == pytest.approx(0.3)
+    assert recheck.out_of_band("after", "a") == [] and recheck.fixed_outside_target_band() == []
+    assert recheck.taken_outside_target_band() == []
+    edges = end_edges(recheck.before, recheck.bands_after, recheck.must_leave).set_index("broker_id")
+    assert edges.loc[1, "end_lower"] == pytest.approx(0.243)

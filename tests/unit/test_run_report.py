@@ -487,3 +487,19 @@ def test_usage_draws_the_current_placements_band_where_it_differs_and_a_widened_
     assert usage.count("band before lower") == 1  # only where the two bands differ
     assert "replica_count: " in usage and "(band widened to [1, 2]: test)" in usage
     assert pool in usage
+
+
+def test_the_usage_section_names_the_brokers_taken_out_of_the_target_band(tmp_path: Path) -> None:
+    config, tables, run = make_cluster(tmp_path, SMALL, "scheduled__2026-11-23T02_00_00_00_00")
+    # Twenty random moves take brokers that were inside the band beyond their target band.
+    write_plan(run, config, tables, replica_moves(tables, 20))
+    summary = read_json(run.stage_path(PLAN) / "summary.json")
+    page = report_of(run)
+    taken = [(name, info["taken_outside_target_band"]) for pool in summary["pools"].values()
+             for name, info in pool["resources"].items() if info["taken_outside_target_band"]]
+    assert taken  # and some that were inside the band are taken out of the target band
+    assert summary["totals"]["taken_outside_target_band"] == sum(len(ids) for _, ids in taken)
+    for name, ids in taken:
+        listed = ", ".join(str(b) for b in ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+        assert (f"{len(ids)} broker(s) inside the band before are taken out of the target band, or further from it "
+                f"(brokers {listed}; the planner notes give the reason)." in page), name

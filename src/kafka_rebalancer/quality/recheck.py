@@ -95,7 +95,7 @@ class Recheck:
         plan (not one it fixes), ends outside its `end_edges`: the plan gave to it or took from it past its target
         band's edge, toward the band's."""
         keys = ["broker_id", "resource"]
-        edges = end_edges(self.before, self.bands_after)
+        edges = end_edges(self.before, self.bands_after, self.must_leave)
         rows = self.after[self.after["counted"] & self.after["inside"]].merge(edges[~edges["fixed"]], on=keys)
         outside = (rows["usage"] < rows["end_lower"] - EPS) | (rows["usage"] > rows["end_upper"] + EPS)
         return rows.loc[outside, self.after.columns]
@@ -148,13 +148,21 @@ class Recheck:
                 "taken_outside_target_band": self.taken_outside_target_band(pool, resource)}
 
 
-def end_edges(before: pd.DataFrame, plan_bands: pd.DataFrame,
+def end_edges(before: pd.DataFrame, plan_bands: pd.DataFrame, must_leave: pd.DataFrame,
               fixed_pairs: set[tuple[int, str]] | None = None) -> pd.DataFrame:
     """Per counted (broker, resource) of the current placement (`before`: its band_status), the usage a plan must
     end the broker inside, in the plan's band (upper edges capped by the capacity threshold): for a broker outside
     the band before (`fixed`: one the plan fixes; `fixed_pairs` instead where given), its target band; for any
-    other, its target band widened to its usage before, within the band: a plan takes no broker out of its target
-    band, nor further from it. Columns: broker_id, resource, fixed, end_lower, end_upper."""
+    other, its target band widened to the usage it keeps once the replicas that must leave it have left
+    (`must_leave`: another pool's, going home; its own pool's planner starts from there), within the band: a plan
+    takes no broker out of its target band, nor further from it. Columns: broker_id, resource, fixed, end_lower,
+    end_upper."""
+    names = sorted(set(before["resource"]))
+    leaving = must_leave.groupby("broker_id")[[n for n in names if n in must_leave]].sum().stack()
+    leaving.index = leaving.index.set_names(["broker_id", "resource"])
+    before = before.merge(leaving.rename("leaving").reset_index(), on=["broker_id", "resource"], how="left")
+    before = before.assign(usage=np.where(before["capacity"] > 0, (before["load"] - before["leaving"].fillna(0.0))
+                                          / before["capacity"].where(before["capacity"] > 0, 1.0), 0.0))
     rows = before[before["counted"]].merge(
         plan_bands[["broker_pool", "resource", "lower", "upper", "target_lower", "target_upper",
                     "capacity_threshold"]], on=["broker_pool", "resource"], suffixes=("_before", ""))

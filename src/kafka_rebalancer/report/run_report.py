@@ -133,6 +133,7 @@ class ResourceView:
     out_of_band_before: list[int]
     out_of_band_after: list[int]
     fixed_outside_target_band: list[int]  # out of band before, short of the target band after
+    taken_outside_target_band: list[int]  # inside the band before, taken out of the target band (or further)
     lower_bound: float | None  # of the balance part, against the band of the current placement
     moved: float | None  # by balance moves
     moved_over_lb: float | None
@@ -472,6 +473,7 @@ def _resource(name: str, info: dict[str, Any], brokers: list[dict[str, Any]]) ->
         brokers=_shown_brokers(usages, band.get("lower"), upper), brokers_total=len(usages),
         out_of_band_before=out_before, out_of_band_after=out_after,
         fixed_outside_target_band=[int(b) for b in info.get("fixed_outside_target_band") or []],
+        taken_outside_target_band=[int(b) for b in info.get("taken_outside_target_band") or []],
         lower_bound=info.get("lower_bound"),
         moved=info.get("moved"), moved_over_lb=info.get("moved_over_lb"), forced_moved=info.get("forced_moved"),
         forced_moved_by_reason=info.get("forced_moved_by_reason") or {},
@@ -708,6 +710,10 @@ def _render_usage(plan: PlanView) -> str:
             if r.fixed_outside_target_band:
                 caption += (f" {len(r.fixed_outside_target_band)} of those out of band before end outside the "
                             f"target band (brokers {_broker_list(r.fixed_outside_target_band)}).")
+            if r.taken_outside_target_band:
+                caption += (f" {len(r.taken_outside_target_band)} broker(s) inside the band before are taken out of "
+                            f"the target band, or further from it (brokers {_broker_list(r.taken_outside_target_band)};"
+                            " the planner notes give the reason).")
             if r.brokers_total > len(r.brokers):
                 hidden_out = len(set(r.out_of_band_before) | set(r.out_of_band_after)) - sum(
                     1 for b in r.brokers if b.out_before or b.out_after)
