@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from kafka_rebalancer.model.resources import RESOURCES
+
 
 def human_bytes(n: float) -> str:
     for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
@@ -14,15 +16,19 @@ def human_bytes(n: float) -> str:
 
 
 def _value(resource: str, row: pd.Series) -> str:
-    if resource == "disk":
-        return f"{human_bytes(row['load'])} ({row['usage']:.1%})"
-    return f"{row['load']:.0f}"
+    unit = RESOURCES[resource].unit
+    if RESOURCES[resource].is_count:
+        return f"{row['load']:.0f}"
+    load = human_bytes(row["load"]) + ("/s" if unit == "bytes/s" else "") if unit.startswith("bytes") \
+        else f"{row['load']:.2f} {unit}"
+    return f"{load} ({row['usage']:.1%})"
 
 
 def _band(resource: str, row: pd.Series) -> str:
-    if resource == "disk":
-        return f"{row['lower']:.1%}..{row['upper']:.1%}"
-    return f"{row['lower']:.0f}..{row['upper']:.0f}"
+    """Counts in whole items; the others in usage (a fraction of capacity), as percentages."""
+    if RESOURCES[resource].is_count:
+        return f"{row['lower']:.0f}..{row['upper']:.0f}"
+    return f"{row['lower']:.1%}..{row['upper']:.1%}"
 
 
 def _inside(row: pd.Series | None) -> str:
