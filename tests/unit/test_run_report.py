@@ -296,19 +296,26 @@ def test_show_and_the_approval_body_print_the_summarys_rechecked_figures(tmp_pat
 
 
 
-def test_the_usage_section_names_the_fixed_brokers_short_of_the_target_band(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("figure", "moves", "caption"), [
+    # Six random moves leave brokers out of band that were out before short of the target band.
+    ("fixed_outside_target_band", 6, "{n} of those out of band before end outside the target band (brokers {listed})."),
+    # Twenty take brokers that were inside the band beyond their target band.
+    ("taken_outside_target_band", 20, "{n} broker(s) inside the band before are taken out of the target band, or "
+                                      "further from it (brokers {listed}; the planner notes give the reason)."),
+])
+def test_the_usage_section_names_the_brokers_outside_the_target_band(tmp_path: Path, figure: str, moves: int,
+                                                                     caption: str) -> None:
     config, tables, run = make_cluster(tmp_path, SMALL, "scheduled__2026-11-23T02_00_00_00_00")
-    write_plan(run, config, tables, replica_moves(tables, 6))
+    write_plan(run, config, tables, replica_moves(tables, moves))
     summary = read_json(run.stage_path(PLAN) / "summary.json")
     page = report_of(run)
-    short = [(name, info["fixed_outside_target_band"]) for pool in summary["pools"].values()
-             for name, info in pool["resources"].items() if info["fixed_outside_target_band"]]
-    assert short  # six random moves leave brokers out of band that were out before
-    assert summary["totals"]["fixed_outside_target_band"] == sum(len(ids) for _, ids in short)
-    for name, ids in short:
+    named = [(name, info[figure]) for pool in summary["pools"].values()
+             for name, info in pool["resources"].items() if info[figure]]
+    assert named
+    assert summary["totals"][figure] == sum(len(ids) for _, ids in named)
+    for name, ids in named:
         listed = ", ".join(str(b) for b in ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
-        assert (f"{len(ids)} of those out of band before end outside the target band (brokers {listed})."
-                in page), name
+        assert caption.format(n=len(ids), listed=listed) in page, name
 
 
 def test_an_executed_run_shows_the_timeline_result_and_verification(tmp_path: Path) -> None:
@@ -487,19 +494,3 @@ def test_usage_draws_the_current_placements_band_where_it_differs_and_a_widened_
     assert usage.count("band before lower") == 1  # only where the two bands differ
     assert "replica_count: " in usage and "(band widened to [1, 2]: test)" in usage
     assert pool in usage
-
-
-def test_the_usage_section_names_the_brokers_taken_out_of_the_target_band(tmp_path: Path) -> None:
-    config, tables, run = make_cluster(tmp_path, SMALL, "scheduled__2026-11-23T02_00_00_00_00")
-    # Twenty random moves take brokers that were inside the band beyond their target band.
-    write_plan(run, config, tables, replica_moves(tables, 20))
-    summary = read_json(run.stage_path(PLAN) / "summary.json")
-    page = report_of(run)
-    taken = [(name, info["taken_outside_target_band"]) for pool in summary["pools"].values()
-             for name, info in pool["resources"].items() if info["taken_outside_target_band"]]
-    assert taken  # and some that were inside the band are taken out of the target band
-    assert summary["totals"]["taken_outside_target_band"] == sum(len(ids) for _, ids in taken)
-    for name, ids in taken:
-        listed = ", ".join(str(b) for b in ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
-        assert (f"{len(ids)} broker(s) inside the band before are taken out of the target band, or further from it "
-                f"(brokers {listed}; the planner notes give the reason)." in page), name
