@@ -19,6 +19,7 @@ from kafka_rebalancer.balance.bands import band_for
 from kafka_rebalancer.balance.status import band_status, broker_load_frame, out_of_band
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.plan.artifacts import Reassignment
+from kafka_rebalancer.plan.changes import leadership_only
 from kafka_rebalancer.quality.checks import replicas_after
 from kafka_rebalancer.snapshot.build import SnapshotTables
 
@@ -135,8 +136,7 @@ def evaluate(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.DataF
         added = set(r.replicas) - set(old[(r.topic, r.partition)])
         replica_moves += len(added)
         moved_bytes += len(added) * sizes[(r.topic, r.partition)]
-        if not added and r.replicas[0] != old[(r.topic, r.partition)][0]:
-            leadership_only_changes += 1
+        leadership_only_changes += leadership_only(old[(r.topic, r.partition)], r.replicas)
     after = band_status(broker_load_frame(snapshot.brokers, replicas_after(snapshot, plan), config.resource_list()),
                         bands)
     return {"out_of_band_after": len(out_of_band(after)), "replica_moves": replica_moves,

@@ -29,6 +29,7 @@ from kafka_rebalancer.execute.log import ExecutionLog, Key
 from kafka_rebalancer.execute.throttle import Throttle, throttle_for
 from kafka_rebalancer.kafka_admin import PartitionInfo
 from kafka_rebalancer.plan.artifacts import parse_reassignment, plan_hash
+from kafka_rebalancer.plan.changes import copies_nothing, leadership_only
 from kafka_rebalancer.quality.suite import assert_validated
 from kafka_rebalancer.run_folder import EXECUTE, PLAN, SNAPSHOT, RunFolder, read_json, write_json
 from kafka_rebalancer.snapshot.store import read_snapshot
@@ -68,7 +69,8 @@ class PartitionMove:
 
     @property
     def leadership_only(self) -> bool:
-        return set(self.old) == set(self.new)
+        """Copies nothing (the order at most changes): runs in the leadership batches."""
+        return copies_nothing(self.old, self.new)
 
     @property
     def bytes_to_copy(self) -> int:
@@ -542,7 +544,7 @@ def _restore_replica_order(cluster: Cluster, moves: list[PartitionMove], xlog: E
     leader may have changed; put the original order back (a leadership-only change, nothing is copied)."""
     current = _describe(cluster, [m.key for m in moves])
     reorder = {m.key: list(m.old) for m in moves if (info := current.get(m.key)) is not None
-               and tuple(info.replicas) != m.old and set(info.replicas) == set(m.old)}
+               and leadership_only(info.replicas, m.old)}
     if not reorder:
         return []
     cluster.alter_reassignments(reorder)

@@ -37,7 +37,7 @@ from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.resources import Resource
 from kafka_rebalancer.operations.request import ManualRequest, PlanningScope
 from kafka_rebalancer.plan.artifacts import Reassignment
-from kafka_rebalancer.plan.changes import role_loads_of
+from kafka_rebalancer.plan.changes import leadership_only, role_loads_of
 from kafka_rebalancer.quality.checks import replicas_after
 from kafka_rebalancer.snapshot.build import SnapshotTables
 
@@ -45,12 +45,9 @@ EPS = 1e-9
 DEAD, DRAINING, POOL_ISOLATION, BALANCE = "dead_broker", "draining_broker", "pool_isolation", "balance"
 FORCED_REASONS = (DEAD, DRAINING, POOL_ISOLATION)
 # A claim agrees with the re-check when both put the broker on the same side of the band and the loads match to
-# LOAD_TOLERANCE of the load (Spark and pandas add in different orders) or, for bytes, to DISK_TOLERANCE of the
-# broker's capacity: replicas of one partition differ by the bytes in flight to the followers, and the planner
-# counts a partition's size where the re-check counts the replicas as the snapshot found them (a few hundred
-# bytes under live traffic).
+# LOAD_TOLERANCE of the load (Spark and pandas add in different orders) plus, for bytes, the broker's
+# `Recheck.disk_slack`.
 LOAD_TOLERANCE = 1e-6
-DISK_TOLERANCE = 1e-3
 
 
 def draining_brokers(request: ManualRequest | None) -> frozenset[int]:
@@ -71,6 +68,9 @@ class Recheck:
     must_leave: pd.DataFrame  # per replica that must leave its broker now: broker_pool, size_bytes, reason, load
     bounds: pd.DataFrame  # per (pool, resource) balanced: lower_bound (unit), lower_bound_bytes
     pool_bound_bytes: dict[str, float]  # per pool: the balance part's lower bound in bytes over all resources
+    # Per broker id: the bytes by which the planner's count of its disk after the plan may differ from this one's
+    # (`disk_slack`); brokers absent: none.
+    disk_slack: pd.Series
 
     def out_of_band(self, side: Literal["before", "after"], pool: str | None = None,
                     resource: str | None = None) -> list[int]:
@@ -206,6 +206,7 @@ class CurrentPlacement:
     must_leave: pd.DataFrame
     bounds: pd.DataFrame
     pool_bound_bytes: dict[str, float]
+    size_spread: pd.DataFrame  # topic, partition, spread: partitions whose replicas were found at other sizes
 
 
 def current_placement(config: RebalancerConfig, snapshot: SnapshotTables, plan_bands: pd.DataFrame,
@@ -223,7 +224,30 @@ def current_placement(config: RebalancerConfig, snapshot: SnapshotTables, plan_b
     bands_after = unbalanced_as_planned(bands_frame(load_before, config, _arriving(must_leave, load_before, names)),
                                         plan_bands)
     bounds, pool_bound_bytes = _balance_bounds(before, replicas, resources)
-    return CurrentPlacement(bands_before, bands_after, before, replicas, must_leave, bounds, pool_bound_bytes)
+    return CurrentPlacement(bands_before, bands_after, before, replicas, must_leave, bounds, pool_bound_bytes,
+                            _size_spread(replicas))
+
+
+def _size_spread(replicas: pd.DataFrame) -> pd.DataFrame:
+    """Per partition whose replicas the snapshot found at sizes other than the partition's (the leader's log: the
+    bytes in flight to the followers under live traffic), the largest difference. Columns: topic, partition,
+    spread."""
+    difference = (replicas["size_bytes"] - replicas["partition_size_bytes"]).abs()
+    differing = replicas.loc[difference > 0, ["topic", "partition"]].assign(spread=difference[difference > 0])
+    return differing.groupby(["topic", "partition"], as_index=False, observed=True)["spread"].max()
+
+
+def disk_slack(plan: list[Reassignment], size_spread: pd.DataFrame) -> pd.Series:
+    """Per broker id: how far the planner's disk load after the plan may lie from the re-check's. The planner moves
+    each replica at its size as found; the re-check, knowing from plan.json only where a partition's replicas end,
+    counts each of them at the partition's size. So a broker's two counts differ by at most the `size_spread` of
+    every planned partition ending on it: 0 where replicas are their partition's size, a few hundred bytes per
+    partition on a live cluster, far less than a replica the claim forgot."""
+    if size_spread.empty or not plan:
+        return pd.Series(dtype=float)
+    ending = pd.DataFrame([(r.topic, r.partition, b) for r in plan for b in r.replicas],
+                          columns=["topic", "partition", "broker_id"]).merge(size_spread, on=["topic", "partition"])
+    return ending.groupby("broker_id")["spread"].sum().astype(float)
 
 
 def _arriving(must_leave: pd.DataFrame, load: pd.DataFrame, names: list[str]) -> pd.DataFrame:
@@ -250,7 +274,7 @@ def recheck_plan(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[
                         current.bands_after)
     partitions, leaving = _changes(snapshot, plan, current.replicas, resources)
     return Recheck(current.bands_before, current.bands_after, current.before, after, partitions, leaving,
-                   current.must_leave, current.bounds, current.pool_bound_bytes)
+                   current.must_leave, current.bounds, current.pool_bound_bytes, disk_slack(plan, current.size_spread))
 
 
 def _replicas_with_facts(snapshot: SnapshotTables, resources: list[Resource],
@@ -263,8 +287,8 @@ def _replicas_with_facts(snapshot: SnapshotTables, resources: list[Resource],
     parts = snapshot.partitions.drop_duplicates(["topic", "partition"])
     alive = brokers.index[brokers["alive"].astype(bool)]
     excluded = brokers.index[brokers["excluded"].astype(bool)]
-    facts = parts[["topic", "partition", "topic_pool", "leader", "excluded"]].rename(
-        columns={"topic_pool": "broker_pool", "excluded": "topic_excluded"})
+    facts = parts[["topic", "partition", "topic_pool", "leader", "excluded", "size_bytes"]].rename(
+        columns={"topic_pool": "broker_pool", "excluded": "topic_excluded", "size_bytes": "partition_size_bytes"})
     out = snapshot.replicas.merge(facts, on=["topic", "partition"])
     on_alive = out["broker_id"].isin(alive)
     blocking = out["broker_id"].isin(excluded) | (on_alive & ~out["in_isr"].astype(bool))
@@ -298,7 +322,7 @@ def _changes(snapshot: SnapshotTables, plan: list[Reassignment], replicas: pd.Da
         "broker_pool": parts["topic_pool"], "topic": parts["topic"], "partition": parts["partition"],
         "replica_moves": added, "moved_bytes": added * parts["size_bytes"].to_numpy("int64"),
         "preferred_leader_changes": [old[:1] != new[:1] for old, new in pairs],
-        "leadership_only": [a == 0 and old != new for (old, new), a in zip(pairs, added, strict=True)]})
+        "leadership_only": [leadership_only(old, new) for old, new in pairs]})
     # The leadership handed from the current leader to another replica it stays beside: the leader's share of
     # the role-dependent loads leaves the old leader without a replica moving.
     lead, follow = role_loads_of(parts, resources)
@@ -363,13 +387,13 @@ def claim_rows(claimed_after: pd.DataFrame, recheck: Recheck, plan_bands: pd.Dat
     verdict beside the re-check's; `agrees` is False where the loads differ or, for a counted broker, the
     verdicts do."""
     claim = band_status(claimed_after, plan_bands)[["broker_id", "resource", "load", "inside"]]
-    truth = recheck.after[["broker_pool", "broker_id", "resource", "load", "capacity", "inside", "counted"]]
+    truth = recheck.after[["broker_pool", "broker_id", "resource", "load", "inside", "counted"]]
     rows = truth.merge(claim, on=["broker_id", "resource"], how="outer", suffixes=("_rechecked", "_claimed"),
                        indicator=True)
     difference = (rows["load_claimed"] - rows["load_rechecked"]).abs()
-    loads_agree = (difference <= LOAD_TOLERANCE * np.maximum(
-        1.0, np.maximum(rows["load_claimed"].abs(), rows["load_rechecked"].abs()))) | (
-        (rows["resource"] == "disk") & (difference <= DISK_TOLERANCE * rows["capacity"].fillna(0.0)))
+    slack = np.where(rows["resource"] == "disk", rows["broker_id"].map(recheck.disk_slack).fillna(0.0), 0.0)
+    loads_agree = difference <= LOAD_TOLERANCE * np.maximum(
+        1.0, np.maximum(rows["load_claimed"].abs(), rows["load_rechecked"].abs())) + slack
     verdicts_agree = ~rows["counted"].fillna(True).astype(bool) | (rows["inside_claimed"] == rows["inside_rechecked"])
     rows["agrees"] = (rows["_merge"] == "both") & loads_agree & verdicts_agree
     return rows[["broker_pool", "broker_id", "resource", "load_claimed", "load_rechecked", "inside_claimed",
