@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -35,7 +36,7 @@ from tests.helpers import write_config
 
 SMALL = SyntheticSpec(n_brokers=10, n_racks=2, n_pools=2, n_partitions=200, replication_factor=2,
                       partitions_per_topic=20, under_replicated_fraction=0.0, seed=7)
-LATER_SECTIONS = ("usage", "moves", "bounds", "skipped", "validation", "execution", "verification")
+LATER_SECTIONS = ("usage", "moves", "bounds", "notes", "skipped", "validation", "execution", "verification")
 Key = tuple[str, int]
 
 
@@ -85,7 +86,8 @@ def empty(schema: schemas.TableSchema) -> pd.DataFrame:
 
 
 def write_plan(run: RunFolder, config: RebalancerConfig, tables: SnapshotTables, moves: pd.DataFrame,
-               skipped: pd.DataFrame | None = None, hot: pd.DataFrame | None = None) -> str:
+               skipped: pd.DataFrame | None = None, hot: pd.DataFrame | None = None,
+               notes: pd.DataFrame | None = None, infeasible: pd.DataFrame | None = None) -> str:
     """The plan stage for these moves, with the plan job's own functions (without Spark); returns the plan hash."""
     resources = config.resource_list()
     load = broker_load_frame(tables.brokers, tables.replicas, resources)
@@ -99,21 +101,22 @@ def write_plan(run: RunFolder, config: RebalancerConfig, tables: SnapshotTables,
     digest = plan_hash(text, snapshot_hash, config.fingerprint())
     skipped = empty(schemas.SKIPPED) if skipped is None else skipped
     hot = empty(schemas.HOT_PARTITIONS) if hot is None else hot
+    notes = empty(schemas.PLANNER_NOTES) if notes is None else notes
+    infeasible = empty(schemas.INFEASIBLE) if infeasible is None else infeasible
     moved_bytes = changes.groupby("broker_pool")["size_bytes"].sum()
     recheck = recheck_plan(config, tables, parse_reassignment(text, "plan.json"), bands)
     claim = planner_claim(after, bands, {str(p): 0.8 * float(b) for p, b in moved_bytes.items()},
                           claim_rows(after, recheck, bands), band_rows(recheck, bands), "the plan's moves replayed")
     summary = build_summary(
         config=config, manifest={"content_hash": snapshot_hash}, plan_hash=digest, bands=bands, recheck=recheck,
-        claim=claim, skipped=skipped, notes=empty(schemas.PLANNER_NOTES), hot=hot,
-        infeasible=empty(schemas.INFEASIBLE), statuses={"move": len(changes)}, moves_dropped_by_budget=0,
+        claim=claim, skipped=skipped, notes=notes, hot=hot,
+        infeasible=infeasible, statuses={"move": len(changes)}, moves_dropped_by_budget=0,
         scope=PlanningScope())
     with run.stage(PLAN) as out:
         for schema, frame in ((schemas.BROKER_LOAD, load), (schemas.BROKER_LOAD_AFTER, after),
                               (schemas.BANDS, bands), (schemas.MOVES, moves), (schemas.PARTITION_CHANGES, changes),
                               (schemas.SKIPPED, skipped), (schemas.HOT_PARTITIONS, hot),
-                              (schemas.PLANNER_NOTES, empty(schemas.PLANNER_NOTES)),
-                              (schemas.INFEASIBLE, empty(schemas.INFEASIBLE))):
+                              (schemas.PLANNER_NOTES, notes), (schemas.INFEASIBLE, infeasible)):
             write_table(out, schema, frame)
         (out / "plan.json").write_text(text)
         (out / "rollback.json").write_text(dumps(reassignment_document(changes, "old_replicas")))
@@ -222,6 +225,7 @@ def test_a_plan_that_moves_nothing_says_so(tmp_path: Path) -> None:
     assert 'data-moves="0"' in section(page, "moves") and "The plan moves nothing." in section(page, "moves")
     assert 'id="moves"' not in page
     assert section(page, "usage").count('class="chart"') == len(config.pools) * len(config.resources)
+    assert "The planner left no notes" in section(page, "notes")
 
 
 def test_a_plan_that_failed_validation_shows_the_failed_expectation_and_its_rows(tmp_path: Path) -> None:
@@ -287,13 +291,48 @@ def test_show_and_the_approval_body_print_the_summarys_rechecked_figures(tmp_pat
     text = out.getvalue()
     for pool, facts in summary["pools"].items():
         assert (f"pool {pool}: {facts['replica_moves']} replica moves, "
-                f"{facts['preferred_leader_changes']} preferred-leader changes" in text)
+                f"{facts['preferred_leader_changes']} preferred-leader changes "
+                f"({facts['leadership_only_changes']} leadership-only)" in text)
         assert "(forced 0 B, moved/LB -; balance " in text
     body = approval_body(config, run, PlanFacts.read(config, run), [])
     for pool, facts in summary["pools"].items():
         assert f"| {pool} | {facts['replica_moves']} | {facts['preferred_leader_changes']} | " \
                f"{facts['leadership_only_changes']} |" in body
 
+
+
+def test_the_planners_notes_and_infeasibility_proofs_are_listed_in_the_report_and_by_show(tmp_path: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    from kafka_rebalancer.report.show import NOTES_SHOWN, show_run
+
+    config, tables, run = make_cluster(tmp_path, SMALL, "scheduled__2026-11-23T02_00_00_00_00")
+    pool = str(tables.brokers["broker_pool"].dropna().min())
+    brokers = sorted(int(b) for b in tables.brokers.loc[tables.brokers["broker_pool"] == pool, "broker_id"])
+    texts = [f"usage 0.{k} outside band [0.4, 0.6] after the plan: move budget reached" for k in range(12)]
+    notes = pd.DataFrame({"broker_pool": pool, "resource": "disk", "broker_id": brokers[0], "note": texts})
+    notes.loc[0, ["resource", "note"]] = ["hard", "t-1: its replica on a dead broker could not be placed"]
+    infeasible = pd.DataFrame([{"broker_pool": pool, "resource": "disk", "brokers": brokers[:2], "count": 1,
+                                "proof": "the pool: one partition is larger than the band is wide"}])
+    write_plan(run, config, tables, replica_moves(tables, 6), notes=notes, infeasible=infeasible)
+
+    page = report_of(run)
+    notes_section = section(page, "notes")
+    assert f"<h3>Pool {pool}</h3>" in notes_section
+    assert all(html.escape(note) in notes_section for note in notes["note"])
+    assert "the pool: one partition is larger than the band is wide" in notes_section
+    assert f"{brokers[0]}, {brokers[1]}" in notes_section
+
+    out = io.StringIO()
+    show_run(Console(file=out, width=400), run)
+    text = out.getvalue()
+    assert f"  note (hard broker {brokers[0]}): t-1: its replica on a dead broker could not be placed" in text
+    assert sum(f"  note (disk broker {brokers[0]}): " in line for line in text.splitlines()) == NOTES_SHOWN - 1
+    assert f"  ... {len(notes) - NOTES_SHOWN} more notes of pool {pool} in plan/summary.json" in text
+    assert (f"  disk: at least 1 of brokers {brokers[:2]} stay outside the band whatever moves: the pool: one "
+            "partition is larger than the band is wide") in text
 
 
 @pytest.mark.parametrize(("figure", "moves", "caption"), [

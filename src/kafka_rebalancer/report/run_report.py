@@ -63,6 +63,7 @@ SANKEY_BROKERS = 25  # per side of a pool's Sankey; the other senders and receiv
 PROGRESS_POINTS = 1_000  # per pool's timeline
 MARKERS_SHOWN = 200  # per pool and kind of event
 SKIPPED_SHOWN = 200
+NOTES_SHOWN = 500  # per pool
 FAILED_ROWS_SHOWN = 50  # per failed expectation
 NOT_AT_PLAN_SHOWN = 200
 VERIFY_TEXT_CHARS = 200_000
@@ -142,6 +143,14 @@ class ResourceView:
     forced_lower_bound: float | None  # what must leave its broker
     forced_moved_over_lb: float | None
     infeasible: int
+    infeasibility_proofs: list[dict[str, Any]]  # brokers, count, proof
+
+
+@dataclass(frozen=True)
+class PlannerNote:
+    resource: str
+    broker_id: int | None
+    note: str
 
 
 @dataclass(frozen=True)
@@ -163,6 +172,8 @@ class PoolPlanView:
     flows_total: int  # broker-to-broker pairs before grouping
     senders_grouped: int
     receivers_grouped: int
+    notes: list[PlannerNote]  # the first NOTES_SHOWN
+    notes_total: int
 
 
 @dataclass(frozen=True)
@@ -443,6 +454,7 @@ def _pool_plan(broker_pool: str, facts: dict[str, Any], flows: list[Flow]) -> Po
     shown, senders_grouped, receivers_grouped = _grouped_flows(flows)
     resources = facts.get("resources") or {}
     brokers = facts.get("brokers") or []
+    notes = facts.get("notes") or []
     return PoolPlanView(
         broker_pool=broker_pool, partitions_changed=facts.get("partitions_changed"),
         replica_moves=facts.get("replica_moves"), preferred_leader_changes=facts.get("preferred_leader_changes"),
@@ -452,7 +464,9 @@ def _pool_plan(broker_pool: str, facts: dict[str, Any], flows: list[Flow]) -> Po
         forced_moved_over_lb=facts.get("forced_moved_over_lb"), balance_bytes=facts.get("balance_bytes"),
         lower_bound_bytes=facts.get("lower_bound_bytes"), moved_over_lb=facts.get("moved_over_lb"),
         resources=[_resource(name, info, brokers) for name, info in resources.items()],
-        flows=shown, flows_total=len(flows), senders_grouped=senders_grouped, receivers_grouped=receivers_grouped)
+        flows=shown, flows_total=len(flows), senders_grouped=senders_grouped, receivers_grouped=receivers_grouped,
+        notes=[PlannerNote(str(n.get("resource")), None if n.get("broker_id") is None else int(n["broker_id"]),
+                           str(n.get("note"))) for n in notes[:NOTES_SHOWN]], notes_total=len(notes))
 
 
 def _resource(name: str, info: dict[str, Any], brokers: list[dict[str, Any]]) -> ResourceView:
@@ -478,7 +492,8 @@ def _resource(name: str, info: dict[str, Any], brokers: list[dict[str, Any]]) ->
         moved=info.get("moved"), moved_over_lb=info.get("moved_over_lb"), forced_moved=info.get("forced_moved"),
         forced_moved_by_reason=info.get("forced_moved_by_reason") or {},
         forced_lower_bound=info.get("forced_lower_bound"), forced_moved_over_lb=info.get("forced_moved_over_lb"),
-        infeasible=int(info.get("infeasible") or 0))
+        infeasible=int(info.get("infeasible") or 0),
+        infeasibility_proofs=list(info.get("infeasibility_proofs") or []))
 
 
 def _capped_upper(band: dict[str, Any]) -> float | None:
@@ -642,6 +657,7 @@ def render(data: RunReportData) -> str:
         _section("usage", "Usage per broker, before and after", _plan_part(data, _render_usage)),
         _section("moves", "Moves", _plan_part(data, _render_moves)),
         _section("bounds", "Lower bound and moved / LB", _plan_part(data, _render_bounds)),
+        _section("notes", "Planner notes", _plan_part(data, _render_notes)),
         _section("skipped", "Skipped and hot partitions", _plan_part(data, _render_skipped)),
         _section("validation", "Validation", _render_validation(data)),
         _section("execution", "Execution", _render_execution(data)),
@@ -649,7 +665,7 @@ def render(data: RunReportData) -> str:
     ]
     nav = " · ".join(f'<a href="#section-{name}">{title}</a>' for name, title in (
         ("snapshot", "snapshot"), ("usage", "usage"), ("moves", "moves"), ("bounds", "lower bound"),
-        ("skipped", "skipped"), ("validation", "validation"), ("execution", "execution"),
+        ("notes", "planner notes"), ("skipped", "skipped"), ("validation", "validation"), ("execution", "execution"),
         ("verification", "verification")))
     title = _esc(f"Run {h.run_id} ({h.cluster})")
     return "\n".join([
@@ -818,6 +834,35 @@ def _forced_reasons(by_reason: dict[str, Any], amount: Callable[[Any], str] = hu
     """What forced moves carried, by why they moved, largest first (`amount` writes it in its unit)."""
     parts = sorted(((v, k) for k, v in by_reason.items() if v), reverse=True)
     return "; ".join(f"{FORCED_REASON_WORDS.get(k, k)} {amount(v)}" for v, k in parts) or "-"
+
+
+def _render_notes(plan: PlanView) -> str:
+    """Per pool, the proofs that no plan brings some brokers into their band, and the planner's notes: why it left
+    a broker outside its band or target band, or a replica where it is."""
+    parts = []
+    for pool in plan.pools:
+        proofs = [(r.resource, proof) for r in pool.resources for proof in r.infeasibility_proofs]
+        if not proofs and not pool.notes:
+            continue
+        parts.append(f"<h3>Pool {_esc(pool.broker_pool)}</h3>")
+        if proofs:
+            parts.append("<p>No plan can bring all of these brokers into the band: at least “count” of them stay "
+                         "outside it, whatever moves.</p>")
+            parts.append(_table(["resource", "brokers", ("count", True), "proof"],
+                                [[resource, _broker_list([int(b) for b in proof.get("brokers") or []]),
+                                  _number_cell(proof.get("count")), str(proof.get("proof"))]
+                                 for resource, proof in proofs], sortable=True))
+        if pool.notes:
+            if pool.notes_total > len(pool.notes):
+                parts.append(f'<p class="truncated">showing {len(pool.notes):,} of {pool.notes_total:,} notes; all '
+                             "of them in plan/summary.json and plan/planner_notes.parquet</p>")
+            parts.append(_table(["resource", ("broker", True), "note"],
+                                [[n.resource, ("-", -1.0) if n.broker_id is None else (str(n.broker_id), n.broker_id),
+                                  n.note] for n in pool.notes], sortable=True))
+    if not parts:
+        return ("<p>The planner left no notes: it names the reason for every broker it leaves outside its band or "
+                "target band, and for every replica it could not move, and there are none.</p>")
+    return "".join(parts)
 
 
 def _render_skipped(plan: PlanView) -> str:

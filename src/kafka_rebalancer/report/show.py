@@ -16,6 +16,7 @@ from kafka_rebalancer.run_folder import EXECUTE, PLAN, VALIDATION, RunFolder, re
 
 TOP_MOVES = 10
 SKIPPED_SHOWN = 10
+NOTES_SHOWN = 10  # per pool
 
 
 def _table(console: Console, title: str | None, columns: list[str]) -> Table:
@@ -41,8 +42,8 @@ def runs_table(console: Console, runs: list[RunOverview]) -> None:
 
 
 def show_run(console: Console, run: RunFolder) -> None:
-    """The run's summary: what it is, per pool the band table before -> after, the largest moves, skipped
-    partitions, validation and execution."""
+    """The run's summary: what it is, per pool the band table before -> after and the planner's notes, the largest
+    moves, skipped partitions, validation and execution."""
     overview = run_overview(run)
     console.print(f"run {overview.run_id} ({overview.cluster}): {overview.trigger} {overview.action}, "
                   f"mode {overview.mode}, status {overview.status}, approval {overview.approval}")
@@ -54,6 +55,7 @@ def show_run(console: Console, run: RunFolder) -> None:
     summary = read_json(plan_dir / "summary.json")
     for broker_pool, facts in summary["pools"].items():
         _pool_table(console, broker_pool, facts)
+        _pool_notes(console, broker_pool, facts)
     _top_moves(console, read_table(plan_dir, PARTITION_CHANGES))
     _skipped(console, summary)
     _validation(console, run)
@@ -64,9 +66,11 @@ def _pool_table(console: Console, broker_pool: str, facts: dict[str, Any]) -> No
     """Per broker and resource, from the summary (the re-check of plan.json): usage before -> after, the band
     after, and in or OUT of the band before (the current placement's) and after (the plan's)."""
     resources = list(facts["resources"])
+    leadership_only = facts.get("leadership_only_changes")
     title = (f"pool {broker_pool}: {facts['replica_moves']} replica moves, "
-             f"{facts['preferred_leader_changes']} preferred-leader changes, {human_bytes(facts['moved_bytes'])}"
-             + _split(facts))
+             f"{facts['preferred_leader_changes']} preferred-leader changes"
+             + (f" ({leadership_only} leadership-only)" if leadership_only is not None else "")
+             + f", {human_bytes(facts['moved_bytes'])}" + _split(facts))
     table = _table(console, title, ["broker", *(f"{r} (band)" for r in resources)])
     for broker in facts["brokers"]:
         cells = [str(broker["broker_id"])]
@@ -81,6 +85,24 @@ def _pool_table(console: Console, broker_pool: str, facts: dict[str, Any]) -> No
                          f"{_inside(counted, usage['inside_before'])} -> {_inside(counted, usage['inside_after'])}")
         table.add_row(*cells)
     console.print(table)
+
+
+def _pool_notes(console: Console, broker_pool: str, facts: dict[str, Any]) -> None:
+    """Under a pool's table: its widened or unbalanced bands' notes, the proofs that no plan brings some brokers
+    into the band, and the planner's notes (the first NOTES_SHOWN)."""
+    for resource, info in facts["resources"].items():
+        band = info.get("band") or {}
+        if band.get("note"):
+            console.print(f"  {resource} band: {band['note']}")
+        for proof in info.get("infeasibility_proofs") or []:
+            console.print(f"  {resource}: at least {proof['count']} of brokers {proof['brokers']} stay outside the "
+                          f"band whatever moves: {proof['proof']}")
+    notes = facts.get("notes") or []
+    for note in notes[:NOTES_SHOWN]:
+        broker = "" if note.get("broker_id") is None else f" broker {note['broker_id']}"
+        console.print(f"  note ({note['resource']}{broker}): {note['note']}")
+    if len(notes) > NOTES_SHOWN:
+        console.print(f"  ... {len(notes) - NOTES_SHOWN} more notes of pool {broker_pool} in plan/summary.json")
 
 
 def _split(facts: dict[str, Any]) -> str:
