@@ -14,6 +14,7 @@ from kafka_rebalancer.config import Budgets
 from kafka_rebalancer.execute.executor import PartitionMove
 from kafka_rebalancer.kafka_admin import BrokerInfo, PartitionInfo
 from kafka_rebalancer.model import schemas
+from kafka_rebalancer.model.schemas import HARD
 from kafka_rebalancer.operations.request import PlanningScope
 from kafka_rebalancer.plan.artifacts import Reassignment
 from kafka_rebalancer.plan.changes import budget_notes, load_after, partition_changes
@@ -297,6 +298,29 @@ def test_a_replica_outside_the_pool_may_stay_only_in_an_under_replicated_partiti
     onto_b = build_checks(config, tables, [Reassignment("t0", 0, [1, 6, 5])], rollback[:1],
                           current_bands(config, tables))
     assert onto_b.partitions["targets_in_pool"].tolist() == [False]
+
+
+def test_a_replica_that_must_leave_its_broker_and_stays_must_be_listed(config_factory: Callable[..., Any]) -> None:
+    # t0's replica on the dead broker 4 and t1's on broker 5 (pool b) must leave them; the plan moves only t1's.
+    config = config_factory(CONFIG)
+    tables = snapshot(config, [("t0", 0, [1, 4], 100), ("t1", 0, [2, 5], 100), ("t2", 0, [3, 1], 100),
+                               ("u0", 0, [5, 6], 10)], dead={4})
+    recheck = recheck_plan(config, tables, [Reassignment("t1", 0, [2, 3])], current_bands(config, tables))
+    assert recheck.kept_must_leave()[["topic", "broker_id"]].values.tolist() == [["t0", 4]]
+    infeasible = pd.DataFrame(columns=schemas.INFEASIBLE.names)
+    no_notes = pd.DataFrame(columns=schemas.PLANNER_NOTES.names)
+    left = left_outside(recheck, no_notes, infeasible, PlanningScope())
+    kept = left[left["resource"] == HARD]
+    assert kept[["broker_pool", "broker_id", "left", "explained"]].values.tolist() == [
+        ["a", 4, "holding replicas that must leave it", False]]
+    empty = pd.DataFrame()
+    success, failures, _ = run_suite(CheckTables(empty, empty, empty, left_outside=kept), config)
+    assert not success and [(r["broker_id"], r["resource"]) for r in failures[0]["rows"]] == [(4, HARD)]
+    # The planner's note on the replica it could not place explains it; a plan of pool b only need not.
+    note = pd.DataFrame([{"broker_pool": "a", "resource": HARD, "broker_id": 4,
+                          "note": "t0-0: its replica on a dead broker could not be placed"}])
+    assert left_outside(recheck, note, infeasible, PlanningScope()).query("resource == @HARD")["explained"].all()
+    assert left_outside(recheck, no_notes, infeasible, PlanningScope(pools=frozenset({"b"}))).empty
 
 
 def test_a_broker_taken_out_of_its_target_band_must_be_listed(config_factory: Callable[..., Any]) -> None:

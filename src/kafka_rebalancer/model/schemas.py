@@ -147,6 +147,9 @@ PLANNER_NOTES = _t(
     "planner_notes",
     ("broker_pool", "string"), ("resource", "string"), ("broker_id", "int32", True), ("note", "string"),
 )
+# The `resource` of a forced move (a replica leaving a dead or drained broker, or going home to its topic's pool),
+# in the planner's log and its notes: a note of this resource says why such a replica stayed on that broker.
+HARD = "hard"
 # The per-pool move selection's output: moves and notes in one table (split by `kind` on the driver).
 PLANNER_OUTPUT = _t(
     "planner_output",

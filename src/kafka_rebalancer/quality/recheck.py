@@ -35,6 +35,7 @@ from kafka_rebalancer.balance.status import (
 )
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.resources import Resource
+from kafka_rebalancer.model.schemas import HARD
 from kafka_rebalancer.operations.request import ManualRequest, PlanningScope
 from kafka_rebalancer.plan.artifacts import Reassignment
 from kafka_rebalancer.plan.changes import leadership_only, role_loads_of
@@ -103,6 +104,12 @@ class Recheck:
     def taken_outside_target_band(self, pool: str | None = None, resource: str | None = None) -> list[int]:
         """The brokers of `taken_outside_target`, one entry per (broker, resource) when no resource is given."""
         return _broker_ids(self.taken_outside_target(), pool, resource)
+
+    def kept_must_leave(self) -> pd.DataFrame:
+        """The rows of `must_leave` whose replica the plan leaves on its broker."""
+        keys = ["topic", "partition", "broker_id"]
+        rows = self.must_leave.merge(self.leaving[keys], on=keys, how="left", indicator=True)
+        return rows.loc[rows["_merge"] == "left_only", self.must_leave.columns]
 
     def figures(self, pool: str | None = None) -> dict[str, object]:
         """Counts, bytes and both moved / LB of one pool, or of the whole plan (pool None)."""
@@ -425,10 +432,11 @@ def band_rows(recheck: Recheck, plan_bands: pd.DataFrame) -> pd.DataFrame:
 def left_outside(recheck: Recheck, notes: pd.DataFrame, infeasible: pd.DataFrame,
                  scope: PlanningScope) -> pd.DataFrame:
     """Per (broker, resource) the plan leaves outside its band, fixes but leaves outside its target band, or takes
-    outside its target band (further from it than before), in the pools the planner balanced in this run (`scope`:
-    not another pool than a manual action's, none for a leadership-only action): whether the planner listed it
-    with a reason (a note on that broker and resource, or an infeasibility proof naming it). Columns: broker_pool,
-    broker_id, resource, left (which of the three), explained."""
+    outside its target band (further from it than before), and per broker (resource HARD) still holding replicas
+    that must leave it, in the pools the planner balanced in this run (`scope`: not another pool than a manual
+    action's, none for a leadership-only action): whether the planner listed it with a reason (a note on that
+    broker and resource, or an infeasibility proof naming it). Columns: broker_pool, broker_id, resource, left
+    (which of the four), explained."""
     def planned(frame: pd.DataFrame) -> pd.DataFrame:
         return frame[frame["broker_pool"].map(scope.balance_planned).astype(bool)]
 
@@ -436,7 +444,9 @@ def left_outside(recheck: Recheck, notes: pd.DataFrame, infeasible: pd.DataFrame
     short = planned(recheck.fixed_outside_target())
     rows = pd.concat([after[~after["inside"]].assign(left="outside its band"),
                       short[short["inside"]].assign(left="fixed, outside its target band"),
-                      planned(recheck.taken_outside_target()).assign(left="taken outside its target band")],
+                      planned(recheck.taken_outside_target()).assign(left="taken outside its target band"),
+                      planned(recheck.kept_must_leave()).drop_duplicates(["broker_pool", "broker_id"]).assign(
+                          resource=HARD, left="holding replicas that must leave it")],
                      ignore_index=True)
     rows = rows[["broker_pool", "broker_id", "resource", "left"]]
     listed = {(str(r), int(b)) for r, b in zip(notes["resource"], notes["broker_id"], strict=True) if pd.notna(b)}

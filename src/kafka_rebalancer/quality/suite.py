@@ -55,9 +55,9 @@ SUITE: list[tuple[str, str, dict[str, Any], str]] = [
      "the plan's band of every pool and resource (bands.parquet) matches the band the re-check derives from the "
      "snapshot and the replicas that must leave their brokers"),
     ("left_outside", "ExpectColumnValuesToBeInSet", {"column": "explained", **_TRUE},
-     "every broker the plan leaves outside its band, fixes but leaves outside its target band, or takes out of its "
-     "target band (further from it than before), is listed with the planner's reason (a note or an infeasibility "
-     "proof)"),
+     "every broker the plan leaves outside its band, fixes but leaves outside its target band, takes out of its "
+     "target band (further from it than before), or leaves holding replicas that must leave it (dead, drained, "
+     "outside their topic's pool), is listed with the planner's reason (a note or an infeasibility proof)"),
     # The data itself, in case a bad snapshot slipped past the row checks: these would otherwise pass the plan on.
     ("partitions", "ExpectCompoundColumnsToBeUnique", {"column_list": ["topic", "partition"]},
      "one plan row per partition"),

@@ -15,9 +15,9 @@ import numpy as np
 
 from kafka_rebalancer.balance.feasibility import Infeasible
 from kafka_rebalancer.balance.model import PoolModel
+from kafka_rebalancer.model.schemas import HARD
 
 REPLICA, LEADERSHIP = "replica", "leadership"
-HARD = "hard"  # the resource of a forced move
 
 
 @dataclass(frozen=True)
