@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kafka_rebalancer.balance import per_broker
+from kafka_rebalancer.balance import per_broker, transforms
 from kafka_rebalancer.balance.status import bands_frame, broker_load_frame
 from kafka_rebalancer.balance.transforms import (
     _with_planner_imported,
@@ -22,7 +22,17 @@ from kafka_rebalancer.balance.transforms import (
 )
 from kafka_rebalancer.errors import ValidationFailed
 from kafka_rebalancer.model.resources import RESOURCES
-from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD, CANDIDATES, SKIPPED
+from kafka_rebalancer.model.schemas import (
+    BANDS,
+    BROKER_LOAD,
+    BROKER_LOAD_AFTER,
+    CANDIDATES,
+    HOT_PARTITIONS,
+    INFEASIBLE,
+    MOVES,
+    PLANNER_NOTES,
+    SKIPPED,
+)
 from kafka_rebalancer.plan.artifacts import dumps, plan_hash, read_reassignment
 from kafka_rebalancer.plan.job import run_plan
 from kafka_rebalancer.quality.suite import validate_plan
@@ -117,6 +127,30 @@ def test_same_snapshot_and_config_give_the_same_plan_bytes(spark: Any, baseline:
     closing = caplog.records[-1].getMessage()
     assert f"{totals['partitions_changed']} partitions change: {totals['replica_moves']} replica moves" in closing
     assert str(run.stage_path(PLAN)) in closing
+
+
+def test_a_small_clusters_pools_planned_on_the_driver_are_planned_as_the_workers_plan_them(
+        spark: Any, config_factory: Callable[..., Any], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    # Under DRIVER_PLANNING_MAX_REPLICAS the driver plans the pools itself (no Python workers to start); above it,
+    # the workers do, one pool per task. The same snapshot gives the same tables either way.
+    tables, body = generate(SPEC)
+    config = config_factory(body)
+    plans = {}
+    for where, limit in (("driver", transforms.DRIVER_PLANNING_MAX_REPLICAS), ("workers", 0)):
+        monkeypatch.setattr(transforms, "DRIVER_PLANNING_MAX_REPLICAS", limit)
+        run = RunFolder(config.run_dir(where))
+        write_snapshot(run, tables, {"cluster": config.cluster.name})
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="kafka_rebalancer.plan.job"):
+            summary = run_plan(spark, config, run)
+        assert ("its pools are planned on the driver" in caplog.records[0].getMessage()) is (where == "driver")
+        plans[where] = (summary, run.stage_path(PLAN))
+    (driver, driver_dir), (workers, workers_dir) = plans["driver"], plans["workers"]
+    assert driver["plan_hash"] == workers["plan_hash"] and driver["totals"] == workers["totals"]
+    assert driver["planner_claim"] == workers["planner_claim"] and driver["totals"]["replica_moves"] > 0
+    for schema in (MOVES, PLANNER_NOTES, INFEASIBLE, HOT_PARTITIONS, BROKER_LOAD_AFTER):
+        pd.testing.assert_frame_equal(read_table(driver_dir, schema), read_table(workers_dir, schema))
 
 
 def test_spark_and_pandas_agree_on_broker_load(spark: Any, baseline: tuple) -> None:

@@ -241,6 +241,14 @@ class PoolPlanningSettings:
         return pd.DataFrame([{**empty, **row, "broker_pool": pool} for row in rows], columns=PLANNER_OUTPUT.names)
 
 
+def _plan_on_driver(rows: DataFrame, settings: PoolPlanningSettings) -> pd.DataFrame:
+    frame = rows.select(*POOL_MODEL_COLUMNS, "plan_pool").toPandas()
+    tables = [PLANNER_OUTPUT.to_arrow_table(settings.plan(str(pool), replicas.drop(columns="plan_pool")))
+              for pool, replicas in frame.groupby("plan_pool", sort=True)]
+    # Through Arrow, as the workers' output comes back: both ways give the same frame.
+    return (pa.concat_tables(tables) if tables else PLANNER_OUTPUT.arrow().empty_table()).to_pandas()
+
+
 def _one_pool_per_partition(spark: Any, pools: list[str]) -> dict[str, int]:
     """Integer keys that Spark's hash partitioning sends to distinct partitions (of len(pools)), so every pool is
     planned by its own task and the pools run in parallel."""
@@ -265,13 +273,27 @@ def _with_planner_imported(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Rec
     yield from batches
 
 
-def plan_pools(planner_input: DataFrame, settings: PoolPlanningSettings) -> pd.DataFrame:
-    """Select actions for every pool in parallel, one pool per task; schema PLANNER_OUTPUT (moves, notes, hot
-    partitions, infeasibility proofs, bounds)."""
+# Up to this many replicas in the planner's input, the pools are planned on the driver, one after the other:
+# starting the Python workers takes 1.5 to 3 s of a cold two-core machine, more than a small cluster's pools take
+# to plan (the bench's small one: 9,000 replicas in two pools, about half a second).
+DRIVER_PLANNING_MAX_REPLICAS = 50_000
+
+
+def plans_on_driver(replicas: int) -> bool:
+    """Whether `plan_pools` plans on the driver a planner input of this many replicas."""
+    return replicas <= DRIVER_PLANNING_MAX_REPLICAS
+
+
+def plan_pools(planner_input: DataFrame, settings: PoolPlanningSettings, on_driver: bool = False) -> pd.DataFrame:
+    """Select actions for every pool in parallel, one pool per task (`on_driver`: one after the other on the
+    driver, see `plans_on_driver`); schema PLANNER_OUTPUT (moves, notes, hot partitions, infeasibility proofs,
+    bounds)."""
     spark = planner_input.sparkSession
     pools = sorted(settings.brokers)
     if not pools:
         return pd.DataFrame(columns=PLANNER_OUTPUT.names)
+    if on_driver:
+        return _plan_on_driver(planner_input.where(F.col("plan_pool").isin(pools)), settings)
     # One pool is coalesced into one task (below): any key will do, no job to find one.
     keys = _one_pool_per_partition(spark, pools) if len(pools) > 1 else {pools[0]: 0}
     pool_of_key = {v: k for k, v in keys.items()}

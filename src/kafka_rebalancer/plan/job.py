@@ -28,6 +28,7 @@ from kafka_rebalancer.balance.transforms import (
     load_parts,
     plan_pools,
     planner_replicas,
+    plans_on_driver,
     skipped_partitions,
     split_planner_output,
     start_planner_workers,
@@ -157,14 +158,17 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
 
     # The checkpoint cuts the lineage: later queries start from this table instead of re-planning its inputs.
     planner_input = planner_replicas(replicas, partitions, brokers, brokers_pdf, topics).localCheckpoint()
-    progress(f"{planner_input.count()} replicas read, each with its partition's state")
+    replicas_read = planner_input.count()
+    on_driver = plans_on_driver(replicas_read)
+    progress(f"{replicas_read} replicas read, each with its partition's state"
+             + ("; a small cluster: its pools are planned on the driver" if on_driver else ""))
     # The tables only reported (skipped partitions, statuses, the pre-check candidates) are computed beside the
     # main line, in their own jobs, while it waits on small jobs (bands) or on the planner's Python workers.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan-job-reports") as reports:
         # One aggregation of the replicas; the tables per broker and pool are added up from it on the driver (a
         # few rows per broker, where Spark would spend seconds planning and scheduling small jobs). Of those only
         # the pre-check's pairs go back to Spark, as a local table whose size Spark knows (it broadcasts it).
-        if scope.leadership is None:
+        if scope.leadership is None and not on_driver:
             # The planner's Python workers start first, while the bands are worked out (a failure to start them
             # shows in plan_pools, which starts its own).
             reports.submit(start_planner_workers, spark, brokers_pdf["broker_pool"].nunique())
@@ -193,7 +197,7 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
             brokers=_with_roles(per_broker.pool_brokers(brokers_pdf, parts), scope), topics=tuple(topics),
             out_of_band_now=_out_of_band_now(load_pdf, config, bands_pdf))
         if scope.leadership is None:
-            planned = split_planner_output(plan_pools(planner_input, settings))
+            planned = split_planner_output(plan_pools(planner_input, settings, on_driver))
         else:
             planned = _leadership_plan(planner_input, scope)
         moves = trim_to_budgets(planned["moves"], config.budgets)
