@@ -3,7 +3,8 @@
 The replicas' load is aggregated per broker and plan pool in one pass (`load_parts`); the driver adds those rows
 up to the per-broker tables, bands and brokers to fix (`balance.per_broker`, `balance.status`: a few rows per
 broker). The pre-check candidates are a plain DataFrame transform; the move selection, which is sequential within
-a pool, runs per pool in parallel with `mapInArrow`, one Spark partition per pool (`plan_pools`).
+a pool, runs per pool in parallel with `mapInArrow`, one Spark partition per pool (`plan_pools`), or, for a small
+cluster, on the driver (`plans_on_driver`).
 """
 
 from __future__ import annotations
