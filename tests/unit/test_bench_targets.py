@@ -55,3 +55,12 @@ def test_the_side_by_side_targets_are_judged_per_scale() -> None:
                       "single-1000 out of band after 0 <= the baseline's 74": True,
                       "large ratio 0.64 <= 0.7": True, "large peak 7000 MB <= 6144 MB": False,
                       "large out of band after 3 <= the baseline's 2": False}
+
+
+def test_the_plans_bands_against_the_rechecks_are_a_target_where_measured() -> None:
+    status = dict(target_status({"small": {**result(5), "band_disagreements": 0},
+                                 "medium": {**result(15), "band_disagreements": 2}, "large": result(50)}))
+    assert status["small plan's bands == re-check's (0 disagreements)"] is True
+    assert status["medium plan's bands == re-check's (2 disagreements)"] is False
+    # A row measured before the figure existed is not judged on it.
+    assert not [name for name in status if name.startswith("large plan's bands")]
