@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -79,6 +80,7 @@ class Recheck:
         status = self.before if side == "before" else self.after
         return _broker_ids(status[status["counted"] & ~status["inside"]], pool, resource)
 
+    @cached_property
     def fixed_outside_target(self) -> pd.DataFrame:
         """The rows of `after` (counted) whose broker was outside the band of that resource before the plan and
         ends outside its target band: inside the band or not, as the plan moves a broker into the band aiming at
@@ -89,8 +91,9 @@ class Recheck:
 
     def fixed_outside_target_band(self, pool: str | None = None, resource: str | None = None) -> list[int]:
         """The brokers of `fixed_outside_target`, one entry per (broker, resource) when no resource is given."""
-        return _broker_ids(self.fixed_outside_target(), pool, resource)
+        return _broker_ids(self.fixed_outside_target, pool, resource)
 
+    @cached_property
     def taken_outside_target(self) -> pd.DataFrame:
         """The rows of `after` (counted, inside the band) whose broker, inside the band of that resource before the
         plan (not one it fixes), ends outside its `end_edges`: the plan gave to it or took from it past its target
@@ -103,7 +106,7 @@ class Recheck:
 
     def taken_outside_target_band(self, pool: str | None = None, resource: str | None = None) -> list[int]:
         """The brokers of `taken_outside_target`, one entry per (broker, resource) when no resource is given."""
-        return _broker_ids(self.taken_outside_target(), pool, resource)
+        return _broker_ids(self.taken_outside_target, pool, resource)
 
     def kept_must_leave(self) -> pd.DataFrame:
         """The rows of `must_leave` whose replica the plan leaves on its broker."""
@@ -441,10 +444,10 @@ def left_outside(recheck: Recheck, notes: pd.DataFrame, infeasible: pd.DataFrame
         return frame[frame["broker_pool"].map(scope.balance_planned).astype(bool)]
 
     after = planned(recheck.after[recheck.after["counted"]])
-    short = planned(recheck.fixed_outside_target())
+    short = planned(recheck.fixed_outside_target)
     rows = pd.concat([after[~after["inside"]].assign(left="outside its band"),
                       short[short["inside"]].assign(left="fixed, outside its target band"),
-                      planned(recheck.taken_outside_target()).assign(left="taken outside its target band"),
+                      planned(recheck.taken_outside_target).assign(left="taken outside its target band"),
                       planned(recheck.kept_must_leave()).drop_duplicates(["broker_pool", "broker_id"]).assign(
                           resource=HARD, left="holding replicas that must leave it")],
                      ignore_index=True)
