@@ -138,21 +138,6 @@ def test_a_replica_move_gives_the_best_fit_to_the_least_used_broker_that_accepts
     assert model.load[:, 0].tolist() == [52, 88, 40]
 
 
-def test_replicas_rank_by_the_data_it_takes_to_reach_the_need_alone_or_with_one_other() -> None:
-    # Need 30.95 from 5, 12, 28, 35: 28 (+5) and 5 (+28) reach it with 33 (the larger first), 35 alone with 35,
-    # 12 (+28) with 40. Need 50: none alone; 35 (+28) and 28 (+35) with 63; 12 and 5 not even with another: last,
-    # the larger first.
-    model = pool([(1, "a", 100), (2, "b", 200), (3, "c", 100)],
-                 [("t", 0, 1, 0, 5), ("t", 1, 1, 0, 12), ("t", 2, 1, 0, 28), ("t", 3, 1, 0, 35),
-                  ("t", 4, 2, 0, 60), ("t", 5, 3, 0, 40)])
-    state = PlanState(model, [r.name for r in model.resources])
-    constraints = Constraints(state, bands_of(model), Budgets(max_replica_moves=100))
-    ranking = Ranking(model, constraints.acceptance, candidate_limit=48)
-    replicas = np.arange(4)
-    assert ranking.replicas(replicas, model.r_load[replicas], 0, need=30.95, giver=0)[0].tolist() == [2, 0, 3, 1]
-    assert ranking.replicas(replicas, model.r_load[replicas], 0, need=50, giver=0)[0].tolist() == [3, 2, 1, 0]
-
-
 def test_a_replica_move_takes_from_the_first_giver_with_a_replica_that_fits() -> None:
     # Loads 10 / 150 / 60 of 100 / 200 / 100, band [0.495, 0.605]: broker 1 needs [40.05, 50.5]; of broker 2's
     # 75, 45 and 30 only 45 fits and leaves broker 2 inside.
@@ -187,13 +172,6 @@ def test_a_need_beyond_two_of_the_first_givers_replicas_takes_its_largest_withou
     move = action(ReplicaMove, model)
     assert move.take(0, 0, need=45, most=75, givers=np.array([1, 2]))
     assert [(mv.replica, mv.source, mv.target) for mv in move.state.plan.moves] == [(1, 1, 0)]
-
-
-def test_bytes_to_need_pairs_a_replica_with_another_never_with_itself() -> None:
-    loads = np.array([5.0, 5.0, 12.0])
-    assert Ranking.bytes_to_need(loads, 10).tolist() == [10, 10, 12]  # the two 5s pair with each other
-    assert Ranking.bytes_to_need(loads, 17).tolist() == [17, 17, 17]
-    assert Ranking.bytes_to_need(loads, 20).tolist() == [np.inf] * 3  # 12 + 12 would be the same replica twice
 
 
 def hot_pool(hot: list[int]) -> PoolModel:
