@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from kafka_rebalancer.balance.bands import Band, band_for
-from kafka_rebalancer.balance.model import PoolModel
+from kafka_rebalancer.balance.model import PoolModel, base_load_column
+from kafka_rebalancer.balance.per_broker import pool_brokers
 from kafka_rebalancer.balance.planner import Budgets, Planner
 from kafka_rebalancer.config import Budgets as ConfigBudgets
 from kafka_rebalancer.model.resources import DISK, LEADER_COUNT, NETWORK_OUT, REPLICA_COUNT
@@ -377,3 +378,33 @@ def test_the_planners_claimed_loads_are_its_models_and_match_its_moves_replayed(
     claimed = with_load_changes(load, planned["load_changes"])
     assert claimed["load"].to_numpy() == pytest.approx(replayed["load"].to_numpy(), rel=1e-9)
     assert not np.allclose(claimed["load"], load["load"])  # the plan changes something
+
+
+def test_a_pool_sees_the_load_another_pool_plans_on_its_brokers_and_that_stays() -> None:
+    # Broker 3 (pool a) holds a 30-byte replica of pool b's topic whose partition drains a dead broker: it stays
+    # (only the dead broker's replica moves) and pool b plans it. Pool a's planner sees it as load it cannot
+    # move; a replica of pool b's that must go home is not counted (it leaves).
+    brokers = pd.DataFrame([{"broker_id": b, "broker_pool": pool_name, "rack": f"r{b}", "alive": True,
+                             "excluded": False, "disk_capacity_bytes": 100.0}
+                            for b, pool_name in ((1, "a"), (2, "a"), (3, "a"), (4, "b"))])
+    parts = pd.DataFrame([
+        # broker_id, plan_pool, must_move, resource, whole, fraction
+        (1, "a", False, "disk", 30, 0), (2, "a", False, "disk", 30, 0), (3, "a", False, "disk", 30, 0),
+        (3, "b", False, "disk", 30, 0), (2, "b", True, "disk", 7, 0), (4, "b", False, "disk", 50, 0)],
+        columns=["broker_id", "plan_pool", "must_move", "resource", "whole", "fraction"])
+    seen = pool_brokers(brokers, parts)
+    assert seen["a"]["broker_id"].tolist() == [1, 2, 3]
+    assert seen["a"][base_load_column("disk")].tolist() == [0.0, 0.0, 30.0]
+    assert seen["b"]["broker_id"].tolist() == [2, 3, 4]  # 2 and 3 as guests, sources only
+    assert seen["b"]["excluded"].tolist() == [True, True, False]
+
+    # Each of brokers 1-3 holds three replicas of 10 of pool a: 30 / 30 / 60 with broker 3's base. Without the
+    # base nothing would move; with it broker 3 gives one replica to each of the others.
+    replicas = pd.DataFrame([{"topic": "t", "partition": 3 * (b - 1) + i, "broker_id": b, "position": 0,
+                              "size_bytes": 10, "movable": True} for b in (1, 2, 3) for i in range(3)])
+    model = PoolModel(seen["a"], replicas, [DISK])
+    assert model.load[:, 0].tolist() == [30, 30, 60]
+    plan = Planner(model, bands_of(model), ["disk"], Budgets(100)).run()
+    assert sorted((int(model.broker_ids[m.source]), int(model.broker_ids[m.target])) for m in plan.moves) == [
+        (3, 1), (3, 2)]
+    assert model.load[:, 0].tolist() == [40, 40, 40]

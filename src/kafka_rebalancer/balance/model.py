@@ -18,11 +18,16 @@ import pandas as pd
 from kafka_rebalancer.model.resources import Resource, role_loads
 
 
+def base_load_column(resource: str) -> str:
+    """The brokers' column of the load of `resource` the pool's planner does not plan (`PoolModel.base_load`)."""
+    return f"base_load_{resource}"
+
+
 class PoolModel:
     """Brokers (B), replicas (R), partitions (P) and resources (K) of one pool.
 
     brokers: broker_id, rack, alive, excluded, and the capacity column of every non-count resource; optional:
-    receives, gives (see __init__).
+    receives, gives, and a `base_load_column` per resource (see __init__).
     replicas: topic, partition, broker_id, position, is_leader, in_isr, size_bytes, movable, must_move (optional),
     and the partition's traffic (replication_factor, bytes_in_per_s, bytes_out_per_s, cpu_leader_cores,
     cpu_follower_cores; optional: no traffic when absent).
@@ -96,7 +101,13 @@ class PoolModel:
         self.original_leader = self.r_is_leader.copy()
         self.original_position = self.r_position.copy()
 
-        self.load = np.zeros((len(brokers), len(resources)))
+        # What a broker carries that this pool does not plan and that stays there (another pool's replica in a
+        # partition draining a dead broker's replica): its `base_load_column`s, where given.
+        self.base_load = np.zeros((len(brokers), len(resources)))
+        for k, res in enumerate(resources):
+            if base_load_column(res.name) in brokers:
+                self.base_load[:, k] = brokers[base_load_column(res.name)].to_numpy(float)
+        self.load = self.base_load.copy()
         np.add.at(self.load, self.r_broker, self.r_load)
         # Per broker, how many changes touched its replicas or loads: lets a search remember a broker's answer
         # until the broker changes.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from kafka_rebalancer.balance.model import base_load_column
 from kafka_rebalancer.balance.status import load_frame
 from kafka_rebalancer.model.resources import Resource
 
@@ -50,15 +51,24 @@ def incoming_load(parts: pd.DataFrame, load: pd.DataFrame) -> pd.DataFrame:
 
 def pool_brokers(brokers: pd.DataFrame, parts: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Per plan pool, the brokers its planner sees: its own, plus brokers of other pools (or none) holding
-    replicas it plans, as excluded (sources only: never balanced, never targets)."""
+    replicas it plans, as excluded (sources only: never balanced, never targets). Each with the load of the
+    replicas on it that stay and that another pool plans (`model.base_load_column`: a partition draining a dead
+    broker's replica keeps its replica outside the topic's pool where it is, planned by the topic's pool)."""
     home = brokers[brokers["broker_pool"].notna()]
     pool_of = brokers.set_index("broker_id")["broker_pool"]
     pairs = parts[["plan_pool", "broker_id"]].drop_duplicates()
     foreign = pairs[pairs["broker_id"].map(pool_of).ne(pairs["plan_pool"])]
+    staying = parts[~parts["must_move"].astype(bool)]
     out = {}
     for pool in sorted(set(home["broker_pool"]) | set(pairs["plan_pool"])):
         guests = brokers[brokers["broker_id"].isin(foreign.loc[foreign["plan_pool"] == pool, "broker_id"])]
         frame = pd.concat([home[home["broker_pool"] == pool],
                            guests.assign(excluded=True, broker_pool=pool)], ignore_index=True)
+        others = staying[(staying["plan_pool"] != pool) & staying["broker_id"].isin(frame["broker_id"])]
+        if len(others):
+            sums = others.groupby(["resource", "broker_id"])[["whole", "fraction"]].sum()
+            base = exact_total(sums["whole"], sums["fraction"])
+            for name in base.index.unique("resource"):
+                frame[base_load_column(str(name))] = frame["broker_id"].map(base.xs(name, level="resource")).fillna(0.0)
         out[str(pool)] = frame.sort_values("broker_id", kind="mergesort").reset_index(drop=True)
     return out

@@ -134,7 +134,7 @@ class ExactPolish:
             self._racks(milp, p, x[-1])
 
         # Loads: the fixed partitions' where the planner put them, the free ones' from the variables.
-        fixed = np.zeros((n_brokers, len(m.resources)))
+        fixed = m.base_load.copy()
         fixed_rows = np.flatnonzero(~is_free[m.r_pindex])
         np.add.at(fixed, m.r_broker[fixed_rows], m.r_load[fixed_rows])
         first = m.p_start[free]
