@@ -10,6 +10,7 @@ import pytest
 from kafka_rebalancer.balance.model import PoolModel
 from kafka_rebalancer.balance.planner import Budgets, Planner
 from kafka_rebalancer.model.resources import DISK, REPLICA_COUNT, Resource
+from kafka_rebalancer.model.schemas import HARD
 from tests.unit.test_planner import bands_of, pool, traffic_pool
 from tests.unit.test_planner_exact import DISK_COUNT, WITH_ROLES, generated
 
@@ -43,21 +44,39 @@ def test_resources_are_fixed_in_priority_order(priority: list[str]) -> None:
     assert model.load.tolist() == [[50, 4], [50, 4]]
 
 
-def test_forced_moves_come_before_balancing_moves() -> None:
+def dead_broker_4(disk_capacity: float = 100.0) -> PoolModel:
     # Broker 4 is dead with two replicas; brokers 1..3 are out of balance (70 / 20 / 10).
     frame = pd.DataFrame([{"broker_id": b, "rack": rack, "alive": b != 4, "excluded": False,
-                           "disk_capacity_bytes": 100.0} for b, rack in zip(range(1, 5), "abcd", strict=True)])
+                           "disk_capacity_bytes": disk_capacity} for b, rack in zip(range(1, 5), "abcd", strict=True)])
     rows = [("t", i, 1, 0, 10) for i in range(7)] + [("u", 0, 2, 0, 20), ("v", 0, 3, 0, 10),
                                                       ("w", 0, 4, 0, 5), ("w", 1, 4, 0, 15)]
-    model = PoolModel(frame, pd.DataFrame([{"topic": t, "partition": p, "broker_id": b, "position": pos,
-                                            "size_bytes": size, "movable": True, "must_move": b == 4}
-                                           for t, p, b, pos, size in rows]), [DISK])
+    return PoolModel(frame, pd.DataFrame([{"topic": t, "partition": p, "broker_id": b, "position": pos,
+                                           "size_bytes": size, "movable": True, "must_move": b == 4}
+                                          for t, p, b, pos, size in rows]), [DISK])
+
+
+def test_forced_moves_come_before_balancing_moves() -> None:
+    model = dead_broker_4()
     plan = Planner(model, bands_of(model), ["disk"], Budgets(100)).run()
     forced = [mv.forced for mv in plan.moves]
     assert forced[:2] == [True, True] and not any(forced[2:]) and len(forced) > 2
     # Largest first: w-1 (15) before w-0 (5).
     assert [int(model.r_size[mv.replica]) for mv in plan.moves[:2]] == [15, 5]
     assert [mv.seq for mv in plan.moves] == sorted(mv.seq for mv in plan.moves)
+
+
+@pytest.mark.parametrize(("budgets", "disk_capacity", "reason"), [
+    (Budgets(100, max_moves_per_broker=1), 100.0, "the broker's move budget reached (max_moves_per_broker=1)"),
+    (Budgets(1), 100.0, "move budget reached (max_replica_moves=1)"),
+    # Broker 3 has the most room, 2, and w-0 needs 5.
+    (Budgets(100), 12.0, "no broker keeps the placement rules with room under the capacity thresholds"),
+])
+def test_a_forced_replica_left_in_place_names_why(budgets: Budgets, disk_capacity: float, reason: str) -> None:
+    # The dead broker's larger replica (w-1) goes first; the smaller (w-0) is the one left.
+    model = dead_broker_4(disk_capacity)
+    plan = Planner(model, bands_of(model, capacity_threshold=1.0), ["disk"], budgets).run()
+    hard = [(broker, text) for resource, broker, text in plan.notes if resource == HARD]
+    assert hard and hard[-1] == (4, f"w-0: its replica on a dead broker could not be placed ({reason})")
 
 
 def test_a_leadership_transfer_is_tried_before_any_replica_move() -> None:
@@ -75,6 +94,22 @@ def test_brokers_left_outside_are_explained() -> None:
         ("disk", 1), ("disk", 2), ("replica_count", 1), ("replica_count", 2)]
     assert all("move budget reached (max_replica_moves=0)" in text for _, _, text in plan.notes)
     assert plan.notes[0][2].startswith("usage 0.6 outside band [0.45, 0.55] after the plan")
+
+
+@pytest.mark.parametrize(("budgets", "reasons"), [
+    (Budgets(100, max_moves_per_broker=1),
+     ["the broker's move budget reached (max_moves_per_broker=1)"] * 2
+     + ["the move budget of every broker that could give it a replica is reached (max_moves_per_broker=1)"]),
+    (Budgets(100, max_moved_bytes=15),
+     ["byte budget reached (max_moved_bytes=15: 5 bytes left, the smallest replica that could move has 10)"] * 3),
+])
+def test_a_broker_a_budget_keeps_outside_names_that_budget(budgets: Budgets, reasons: list[str]) -> None:
+    # Broker 1 holds everything (disk 90 of 100, band [27, 33]): either budget allows one move of 10, to broker 2.
+    model = pool([(1, "a", 100), (2, "b", 100), (3, "c", 100)], [("t", i, 1, 0, 10) for i in range(9)])
+    plan = Planner(model, bands_of(model), ["disk"], budgets).run()
+    assert model.load[:, 0].tolist() == [80, 10, 0]
+    assert [broker for _, broker, _ in plan.notes] == [1, 2, 3]
+    assert [text.split("after the plan: ")[1] for _, _, text in plan.notes] == reasons
 
 
 def test_a_broker_the_plan_fixes_ends_inside_the_target_band_and_others_only_inside_the_band() -> None:

@@ -496,6 +496,19 @@ class ForcedPlacement(Action):
         self.state.apply([(r, t)], None, forced=True)
         return True
 
+    def why_not(self, r: int, spread: bool = False) -> str:
+        """Why `place(r, spread)` found no broker: a move budget, or the placement rules and capacity thresholds
+        (forced moves are not held to the byte budget here; the run's trim is)."""
+        m = self.model
+        s = int(m.r_broker[r])
+        spent = self.budget.slots_spent(s)
+        if spent:
+            return spent
+        if (self.placement.targets(r, s, spread) & self.acceptance.under_ceiling(m.r_load[r])).any():
+            return (f"every broker that could take it has used its move budget (max_moves_per_broker="
+                    f"{self.budget.budgets.max_moves_per_broker})")
+        return "no broker keeps the placement rules with room under the capacity thresholds"
+
     def rack_duplicate(self, p: int, k: int) -> int:
         """The replica of partition p to spread: of those sharing a rack with an earlier one, the one on the
         broker most used in resource k."""

@@ -55,6 +55,32 @@ class BudgetRule:
         """Copying `extra` more bytes keeps the byte budget (per element, for an array of sizes)."""
         return self.budgets.max_moved_bytes is None or self.state.moved_bytes + extra <= self.budgets.max_moved_bytes
 
+    def slots_spent(self, broker: int) -> str | None:
+        """Which move-count budget, if any, leaves `broker` no replica move in or out."""
+        if not self.moves_left():
+            return f"move budget reached (max_replica_moves={self.budgets.max_replica_moves})"
+        if not self.brokers_left()[broker]:
+            return f"the broker's move budget reached (max_moves_per_broker={self.budgets.max_moves_per_broker})"
+        return None
+
+    def spent_for(self, broker: int, replicas: np.ndarray) -> str | None:
+        """Which budget, if any, now vetoes every move of `replicas`, those that could change `broker`'s load (its
+        own when it gives, other brokers' when it receives)."""
+        b = self.budgets
+        spent = self.slots_spent(broker)
+        if spent:
+            return spent
+        with_slot = self.brokers_left()[self.state.model.r_broker[replicas]]
+        if len(replicas) and not with_slot.any():
+            return (f"the move budget of every broker that could give it a replica is reached "
+                    f"(max_moves_per_broker={b.max_moves_per_broker})")
+        sizes = self.state.model.r_size[replicas[with_slot]]
+        if len(sizes) and not self.bytes_ok(int(sizes.min())):
+            left = b.max_moved_bytes - self.state.moved_bytes
+            return (f"byte budget reached (max_moved_bytes={b.max_moved_bytes}: {left} bytes left, the smallest "
+                    f"replica that could move has {sizes.min()})")
+        return None
+
 
 class Placement:
     """Where a replica may go: the placement rules, which depend on the assignment alone."""

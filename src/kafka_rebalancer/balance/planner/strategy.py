@@ -121,7 +121,7 @@ class Planner:
                 where = "a dead broker" if not m.eligible[m.r_broker[r]] else "outside its topic's pool"
                 self.plan.notes.append((HARD, int(m.broker_ids[m.r_broker[r]]),
                                         f"{m.r_topic[r]}-{m.r_partition[r]}: its replica on {where} could not be "
-                                        f"placed (no broker with room keeps the placement rules, or the budget)"))
+                                        f"placed ({self.forced.why_not(int(r))})"))
         # Placing a partition's replica changes only that partition's racks, so the partitions short of racks
         # can be found once, for all of them.
         first = self.priority[0] if self.priority else 0
@@ -130,8 +130,9 @@ class Planner:
             r = self.forced.rack_duplicate(int(p), first)
             if not self.forced.place(r, spread=True):
                 self.plan.notes.append((HARD, int(m.broker_ids[m.r_broker[r]]),
-                                        f"{m.r_topic[r]}-{m.r_partition[r]}: replicas share a rack and no broker on "
-                                        f"another rack has room"))
+                                        f"{m.r_topic[r]}-{m.r_partition[r]}: its replicas share a rack, and this "
+                                        f"one could not move to a rack the partition lacks "
+                                        f"({self.forced.why_not(r, spread=True)})"))
 
     # -- 2. balancing ----------------------------------------------------------------------------------
     def _passes(self, balanced: list[int], max_passes: int) -> None:
@@ -243,6 +244,13 @@ class Planner:
         return False
 
     # -- 3. explaining ---------------------------------------------------------------------------------
+    def _could_move(self, b: int, k: int, gives: bool) -> np.ndarray:
+        """The replicas whose move would change b's load in k: its own when it is over, the others' when under."""
+        if gives:
+            return self.state.movable_on(b, k)
+        others = [self.state.movable_on(g, k) for g in np.flatnonzero(self.model.eligible) if g != b]
+        return np.concatenate(others) if others else np.zeros(0, np.int64)
+
     def _explain(self, balanced: list[int]) -> None:
         m = self.model
         acceptance = self.acceptance
@@ -254,12 +262,11 @@ class Planner:
                 for r in first_rows[m.r_lead[first_rows, k] > width.max()]:
                     self.plan.hot.append((int(r), self.names[k], float(m.r_lead[r, k]), float(width.max())))
             over, under = acceptance.out_of_band(k)
-            for b in np.r_[over, under]:
+            for b, gives in [(int(b), True) for b in over] + [(int(b), False) for b in under]:
                 usage = m.usage[b, k]
-                why = (f"move budget reached (max_replica_moves={self.budget.budgets.max_replica_moves})"
-                       if not self.budget.moves_left() else
-                       "no leadership transfer, replica move, swap or two-for-one exchange fits without breaking a "
-                       "placement rule or another resource's band")
+                why = self.budget.spent_for(b, self._could_move(b, k, gives)) or (
+                    "no leadership transfer, replica move, swap or two-for-one exchange fits without breaking a "
+                    "placement rule or another resource's band")
                 where = f"outside band [{acceptance.lower[k]:.4g}, {acceptance.limit[k]:.4g}]"
                 if self.band_edges_used and not acceptance.fixed[b, k]:
                     why = ("the last round let every broker use the band's edges to make room for brokers still "
