@@ -42,6 +42,8 @@ PARTITIONS = 4
 # window as ten seconds long, so about ten seconds' worth passes unthrottled first: with 64 KiB/s a 1.5 MiB
 # partition still takes well over ten seconds to copy.
 THROTTLE = 64 * 1024
+# For a rerun that only has to finish: nothing needs to stay in flight any more.
+UNHURRIED = 50 * 1024 * 1024
 
 
 @dataclass
@@ -53,10 +55,11 @@ class Scenario:
     topic: str
     moves: list[tuple[str, int, list[int], list[int]]]
 
-    def execute_cmd(self, *extra: str, run: RunFolder | None = None, bootstrap: str | None = None) -> list[str]:
+    def execute_cmd(self, *extra: str, run: RunFolder | None = None, bootstrap: str | None = None,
+                    throttle: int = THROTTLE) -> list[str]:
         return [sys.executable, "-m", "kafka_rebalancer.cli", "execute", "--config", str(self.config_path),
                 "--run-id", (run or self.run).path.name, "--pool", "all", "--apply",
-                "--bootstrap-servers", bootstrap or self.bootstrap, "--throttle-bytes-per-s", str(THROTTLE), *extra]
+                "--bootstrap-servers", bootstrap or self.bootstrap, "--throttle-bytes-per-s", str(throttle), *extra]
 
     def log_actions(self, run: RunFolder | None = None) -> list[dict[str, Any]]:
         path = (run or self.run).stage_path("execute/all") / "execution_log.jsonl"
@@ -153,7 +156,7 @@ def test_killed_executor_is_rerun_to_completion_without_repeats_or_leftovers(sce
     with ClusterAdmin(KafkaConnection(scenario.bootstrap)) as admin:  # what a crash leaves behind
         assert admin.list_reassignments() and admin.throttle_configs(BROKERS, [scenario.topic])
 
-    rerun = subprocess.run(scenario.execute_cmd(), capture_output=True, text=True, timeout=240)
+    rerun = subprocess.run(scenario.execute_cmd(throttle=UNHURRIED), capture_output=True, text=True, timeout=240)
     assert rerun.returncode == 0, rerun.stderr[-4000:]
     assert scenario.replicas() == {p: new for _, p, _, new in scenario.moves}
     assert_clean(scenario.bootstrap, scenario.topic)
@@ -215,7 +218,8 @@ def test_stopped_target_broker_fails_the_run_naming_the_stuck_moves_then_cancel_
     wait_until(in_sync, 120, f"broker {stopped} back in every ISR")
     refused = subprocess.run(scenario.execute_cmd(), capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "--resume-cancelled" in refused.stderr  # a cancel is not undone silently
-    rerun = subprocess.run(scenario.execute_cmd("--resume-cancelled"), capture_output=True, text=True, timeout=240)
+    rerun = subprocess.run(scenario.execute_cmd("--resume-cancelled", throttle=UNHURRIED), capture_output=True,
+                           text=True, timeout=240)
     assert rerun.returncode == 0, rerun.stderr[-4000:]
     assert scenario.replicas() == {p: new for _, p, _, new in scenario.moves}
     assert_clean(scenario.bootstrap, scenario.topic)
