@@ -295,7 +295,8 @@ def write_report(results: dict[str, Any], info: dict[str, Any], command: str, ti
     scenarios = "; ".join(f"`{n}`: {r['description']}" for n, r in results.items())
     block = (
         f"{START}\n## The exact optimum (small clusters)\n\n"
-        f"Command: {command}, {time.strftime('%Y-%m-%d')}. Machine: {info['cpu']}, {info['cores']} cores; "
+        f"Command: {command} at {info['commit']}, {time.strftime('%Y-%m-%d')}. Machine: {info['cpu']}, "
+        f"{info['cores']} cores; "
         f"Python {info['python']}, Spark {info['spark']} {info['spark_master']}; HiGHS (highspy) as pinned in "
         f"requirements.txt, stopping at {time_limit:g} s per pool or once the plan is proven within 0.01% of the "
         "optimum (`mip_rel_gap` 1e-4; *Optimal* below).\n\n"

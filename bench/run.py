@@ -158,13 +158,25 @@ def largest_pool(snapshot: Any) -> int:
     return int(pools.value_counts().max()) if len(pools) else 0
 
 
+def checkout_label(checkout: Path) -> str:
+    """A checkout's short commit, "+changes" when its code differs from that commit (its folder name outside git)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(checkout), *args], capture_output=True, text=True).stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD")
+    if not commit:
+        return checkout.name
+    return commit + ("+changes" if git("status", "--porcelain", "--", "src", "spark") else "")
+
+
 def machine() -> dict[str, Any]:
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())
     import pyspark
 
     return {"cpu": cpu, "cores": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30),
-            "python": platform.python_version(), "spark": pyspark.__version__, "spark_master": "local[2]"}
+            "python": platform.python_version(), "spark": pyspark.__version__, "spark_master": "local[2]",
+            "commit": checkout_label(BENCH.parent)}
 
 
 # Issue 3's targets: wall seconds and peak MB per scale, and the quality every plan must reach.
@@ -226,7 +238,8 @@ def write_report(results: dict[str, Any], info: dict[str, Any]) -> None:
         f"{what}: {'met' if ok else 'NOT met'}" for what, ok in target_status(results)) + "."
     text = REPORT.read_text() if REPORT.exists() else ""
     start, end = "<!-- bench:start -->", "<!-- bench:end -->"
-    block = (f"{start}\nCommand: `make bench` (`python -m bench.run`), {time.strftime('%Y-%m-%d')}. Machine: "
+    block = (f"{start}\nCommand: `make bench` (`python -m bench.run`) at {info['commit']}, "
+             f"{time.strftime('%Y-%m-%d')}. Machine: "
              f"{info['cpu']}, {info['cores']} cores, {info['memory_gb']} GB; Python {info['python']}, Spark "
              f"{info['spark']} {info['spark_master']}; driver JVM from the class-data archive (`make jvm-archive`): "
              f"{'yes' if all(r.get('jvm_archive') for r in results.values()) else 'no'}.\n\n{table}\n{end}")

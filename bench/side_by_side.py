@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 import yaml
 
 from bench.baselines import evaluate
-from bench.run import BENCH, OUT, REPORT, machine, prepare, run_measured
+from bench.run import BENCH, OUT, REPORT, checkout_label, machine, prepare, run_measured
 from bench.scales import SCALES, Scale
 from kafka_rebalancer.config import load_config
 from kafka_rebalancer.model.schemas import BANDS
@@ -82,17 +81,6 @@ def judged(config_path: Path) -> dict[str, Any]:
         figures["plan_hash"] = read_json(side_run.stage_path(PLAN) / "summary.json")["plan_hash"]
         out[side] = figures
     return out
-
-
-def checkout_label(checkout: Path) -> str:
-    """A checkout's short commit, "+changes" when its code differs from that commit (its folder name outside git)."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(checkout), *args], capture_output=True, text=True).stdout.strip()
-
-    commit = git("rev-parse", "--short", "HEAD")
-    if not commit:
-        return checkout.name
-    return commit + ("+changes" if git("status", "--porcelain", "--", "src", "spark") else "")
 
 
 def compare(scale: Scale, baseline: Path, runs: int, warm_ups: int = 1) -> dict[str, Any]:
