@@ -41,8 +41,10 @@ def _alive(pid: int) -> bool:
 
 def test_sigterm_runs_the_fixtures_teardown(tmp_path: Path) -> None:
     (tmp_path / "test_run.py").write_text(f"from pathlib import Path\nPIDS = Path({str(tmp_path)!r})\n" + RUN)
+    # Without the outer run's PYTEST_ADDOPTS: paths given there would be collected by this run too.
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
     run = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.sigterm",
-                            str(tmp_path / "test_run.py")], cwd=REPO, stdout=subprocess.PIPE,
+                            str(tmp_path / "test_run.py")], cwd=REPO, env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
     child_pid = tmp_path / "child"
     deadline = time.monotonic() + 60
