@@ -16,6 +16,7 @@ from kafka_rebalancer.log_setup import quiet_libraries
 from kafka_rebalancer.operations.request import run_config
 from kafka_rebalancer.plan.job import SessionStop, run_plan
 from kafka_rebalancer.run_folder import RunFolder
+from kafka_rebalancer.snapshot.store import check_snapshot
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,11 +26,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     quiet_libraries()  # py4j's connection lines are not part of the plan's account
+    run = RunFolder(args.run_dir)
+    try:
+        config = run_config(args.config, run)
+        check_snapshot(run)  # before Spark starts: a damaged or edited snapshot never reaches it
+    except RebalancerError as exc:
+        print(f"plan failed: {exc}", file=sys.stderr)
+        return 2
     spark = SparkSession.builder.appName("kafka-rebalancer-plan").getOrCreate()
     stop = SessionStop(spark)
     try:
-        run = RunFolder(args.run_dir)
-        run_plan(spark, run_config(args.config, run), run, release=stop)  # its last log line is the plan's account
+        run_plan(spark, config, run, release=stop)  # its last log line is the plan's account
     except RebalancerError as exc:
         print(f"plan failed: {exc}", file=sys.stderr)
         return 2

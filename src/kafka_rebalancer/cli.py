@@ -48,8 +48,8 @@ from typing import TYPE_CHECKING
 from kafka_rebalancer.errors import RebalancerError, UnreachableError
 from kafka_rebalancer.operations.commands import COMMANDS, add_parsers
 
-# The rest of the package is imported where it is used: `plan` starts its Spark JVM (~2 s) as soon as the arguments
-# are read, and the imports (pandas, pydantic, ~1 s) run meanwhile on the other core.
+# The rest of the package is imported where it is used: `plan` starts its Spark JVM (~2 s) as soon as its snapshot
+# is checked, and the planner's imports (~1 s) run meanwhile on the other core.
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -57,9 +57,10 @@ if TYPE_CHECKING:
     from kafka_rebalancer.kafka_admin import KafkaConnection
     from kafka_rebalancer.run_folder import RunFolder
 
-# Exit codes (README: "Exit codes"): 0 done; 2 bad input, or refused before or while changing the cluster (the
-# message says which, and what was left); 3 no broker answered. argparse's usage errors are 2 as well.
-EXIT_REFUSED, EXIT_UNREACHABLE = 2, 3
+# Exit codes (README: "Exit codes"): 0 done; 1 a fault of the product's own (one line, the traceback in a file);
+# 2 bad input, or refused before or while changing the cluster (the message says which, and what was left); 3 no
+# broker answered; 130 interrupted. argparse's usage errors are 2 as well.
+EXIT_FAULT, EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 1, 2, 3, 130
 
 def connection_for(config: RebalancerConfig, bootstrap: str | None) -> KafkaConnection:
     from kafka_rebalancer.kafka_admin import KafkaConnection
@@ -111,7 +112,7 @@ def _spark(master: str) -> SparkSession:
 
 
 class _SparkStart:
-    """`_spark` on a thread of its own, begun as soon as `plan`'s arguments are read: the JVM starts while the main
+    """`_spark` on a thread of its own, begun as soon as `plan`'s snapshot is checked: the JVM starts while the main
     thread imports the planner. A session the plan did not take (it stopped on bad input first) is waited for and
     stopped, so no JVM outlives the command."""
 
@@ -182,25 +183,40 @@ def main(argv: list[str] | None = None) -> int:
     assign.add_argument("--start-partition-id", type=int, default=-1)
     assign.add_argument("--topic", default="topic")
     args = parser.parse_args(argv)
-    starting = _SparkStart(args.spark_master) if args.command == "plan" else None
-    from kafka_rebalancer import terminal_progress
-    from kafka_rebalancer.log_setup import quiet_libraries
-
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    quiet_libraries()
     try:
+        from kafka_rebalancer import terminal_progress
+        from kafka_rebalancer.log_setup import quiet_libraries
+
+        logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        quiet_libraries()
         with terminal_progress.bars_on(sys.stderr):
-            return _dispatch(args, starting)
+            return _dispatch(args)
     except UnreachableError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE
     except RebalancerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_REFUSED
-    finally:
-        if starting is not None:
-            starting.close()
+    except KeyboardInterrupt:
+        print(f"kafka-rebalancer {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - a fault of ours: one line to the operator, the traceback to a file
+        print(f"kafka-rebalancer {args.command}: unexpected error: {type(exc).__name__}: {exc} (full traceback "
+              f"in {_traceback_file(args.command)}; please report it)", file=sys.stderr)
+        return EXIT_FAULT
+
+
+def _traceback_file(command: str) -> Path:
+    """The current exception's traceback, written where the operator can attach it to a report."""
+    import tempfile
+    import traceback
+
+    folder = Path(tempfile.gettempdir()) / "kafka-rebalancer-errors"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{datetime.now(UTC).strftime('%Y-%m-%dT%H-%M-%SZ')}-{command}-{os.getpid()}.txt"
+    path.write_text(f"kafka-rebalancer {' '.join(sys.argv[1:])}\n{traceback.format_exc()}")
+    return path
 
 
 def _assign(args: argparse.Namespace) -> int:
@@ -223,7 +239,7 @@ def _assign(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dispatch(args: argparse.Namespace, starting: _SparkStart | None = None) -> int:
+def _dispatch(args: argparse.Namespace) -> int:
     from kafka_rebalancer.operations import cli as operations_cli
     from kafka_rebalancer.operations.request import run_config
     from kafka_rebalancer.runs import existing_run, mark_latest
@@ -254,8 +270,17 @@ def _dispatch(args: argparse.Namespace, starting: _SparkStart | None = None) -> 
         mark_latest(config, run)
         print(f"{run.path}: {manifest['rows']} (hash {manifest['content_hash'][:12]})")
     elif args.command == "plan":
-        summary = _plan_locally(config, run, args.spark_master, starting)
-        print(f"plan {summary['plan_hash'][:12]}: {summary['totals']}")
+        from kafka_rebalancer.snapshot.store import check_snapshot
+
+        check_snapshot(run)  # before Spark starts: a damaged or edited snapshot never reaches it
+        starting = _SparkStart(args.spark_master)
+        from kafka_rebalancer.plan.summary import totals_sentence
+
+        try:
+            summary = _plan_locally(config, run, args.spark_master, starting)
+        finally:
+            starting.close()
+        print(f"plan {summary['plan_hash'][:12]}: {totals_sentence(summary['totals'])}")
     elif args.command == "validate":
         from kafka_rebalancer.quality.suite import validate_plan
 
@@ -303,6 +328,7 @@ def _review(args: argparse.Namespace, config: RebalancerConfig) -> int:
             raise RebalancerError(f"no runs under {config.run_root / config.cluster.name}")
         args.run_id = runs[0].run_id
     run = existing_run(config, args.run_id)
+    run.check_stages()  # a run whose files changed since they were written is refused, not shown
     if args.command == "report":
         from kafka_rebalancer.report.run_report import write_report
 
@@ -328,7 +354,9 @@ def _cancel(args: argparse.Namespace, config: RebalancerConfig) -> int:
             runs = runs_to_cancel(config, admin.list_reassignments())
     for run in runs:
         print(f"cancelling run {run.path.name}")
-        for pool in _chosen_pools(args.pool, run_pools(run), f"run {run.path.name}"):
+        planned = run_pools(run)  # a pool of the config may be named too: the run's own list may be unreadable
+        for pool in _chosen_pools(args.pool, sorted(set(planned) | set(config.pools)), f"run {run.path.name}") \
+                if args.pool else planned:
             result = run_cancel(config, connection, run, pool)
             print(f"{pool}: cancelled {len(result['cancelled'])} reassignment(s), throttles "
                   + ("cleared" if result["throttles_cleared"] else "NOT all cleared (a broker down?)")

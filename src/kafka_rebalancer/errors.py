@@ -55,3 +55,8 @@ class PrometheusUnreachableError(UnreachableError):
 class PrometheusQueryError(RebalancerError):
     """Prometheus answered with an error (a 4xx such as a bad query or refused credentials, or `status: error`) or
     with something other than a range query's matrix: retrying does not help."""
+
+
+def one_line(exc: BaseException) -> str:
+    """A library's error text on one line (pyarrow's span several), to quote inside a message of ours."""
+    return " ".join(str(exc).split())

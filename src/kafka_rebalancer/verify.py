@@ -20,6 +20,7 @@ AFTER_SNAPSHOT = "after_snapshot"
 
 
 def verify_run(config: RebalancerConfig, connection: KafkaConnection, run: RunFolder) -> dict[str, Any]:
+    run.check_stages()  # the verdict is on the run's own artifacts: none changed since written (before Kafka)
     plan_dir = run.require(PLAN)
     tables, manifest = capture(config, connection)
     write_snapshot(run, tables, manifest, AFTER_SNAPSHOT)

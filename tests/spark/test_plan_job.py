@@ -36,7 +36,7 @@ from kafka_rebalancer.model.schemas import (
 from kafka_rebalancer.plan.artifacts import dumps, plan_hash, read_reassignment
 from kafka_rebalancer.plan.job import run_plan
 from kafka_rebalancer.quality.suite import validate_plan
-from kafka_rebalancer.run_folder import PLAN, RunFolder, read_json, read_table, write_json
+from kafka_rebalancer.run_folder import PLAN, RunFolder, read_json, read_table, write_json, write_record
 from kafka_rebalancer.snapshot import read_snapshot, write_snapshot
 from kafka_rebalancer.snapshot.store import snapshot_topics
 from kafka_rebalancer.synthetic import SyntheticSpec, generate
@@ -232,6 +232,7 @@ def test_plan_passes_validation_and_a_tampered_plan_fails(baseline: tuple, tmp_p
     tampered_summary = read_json(summary_file)
     tampered_summary["plan_hash"] = plan_hash(text, tampered_summary["snapshot_hash"], config.fingerprint())
     write_json(summary_file, tampered_summary)
+    write_record(summary_file.parent)  # as the buggy planner's plan step would have recorded it
     with pytest.raises(ValidationFailed) as err:
         validate_plan(config, tampered)
     assert "replication factor unchanged" in str(err.value)

@@ -24,7 +24,7 @@ from kafka_rebalancer.errors import ConfigError, RebalancerError, RunFolderError
 from kafka_rebalancer.kafka_admin import BrokerInfo, KafkaConnection, PartitionInfo
 from kafka_rebalancer.model.schemas import BROKERS, PARTITIONS, REPLICAS, TableSchema
 from kafka_rebalancer.plan.artifacts import Reassignment
-from kafka_rebalancer.run_folder import SNAPSHOT, RunFolder, read_table
+from kafka_rebalancer.run_folder import FILES_RECORD, SNAPSHOT, RunFolder, read_table
 from kafka_rebalancer.snapshot import capture, read_snapshot, write_snapshot
 from kafka_rebalancer.snapshot.build import SnapshotTables, build_snapshot_tables
 from kafka_rebalancer.snapshot.capacity import read_cruise_control_capacity
@@ -62,7 +62,9 @@ def snapshot_run(config_factory: Callable[..., Any], tmp_path: Path) -> tuple[An
 
 
 def edit_table(run: RunFolder, schema: TableSchema, edit: Callable[[pd.DataFrame], pd.DataFrame]) -> Path:
-    """Edit one snapshot table by hand, as an operator with pandas would (no schema, no checks)."""
+    """Edit one snapshot table by hand, as an operator with pandas would (no schema, no checks), in a snapshot
+    without an integrity record (one written before records began): the row checks must catch what it did."""
+    (run.stage_path(SNAPSHOT) / FILES_RECORD).unlink()
     path = run.stage_path(SNAPSHOT) / f"{schema.name}.parquet"
     frame = edit(read_table(run.stage_path(SNAPSHOT), schema))
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
@@ -205,6 +207,18 @@ def test_broker_twice_in_the_capacity_file(tmp_path: Path) -> None:
 
 def test_truncated_parquet_file(config_factory: Callable[..., Any], tmp_path: Path) -> None:
     _, run = snapshot_run(config_factory, tmp_path)
+    path = run.stage_path(SNAPSHOT) / "replicas.parquet"
+    size = path.stat().st_size
+    path.write_bytes(path.read_bytes()[: size // 2])
+    with pytest.raises(RunFolderError) as err:
+        read_snapshot(run)
+    assert str(err.value).startswith(f"{path}: changed since the snapshot step wrote it ({size // 2:,} bytes, "
+                                     f"written as {size:,}); take a new snapshot")
+
+
+def test_truncated_parquet_file_without_a_record(config_factory: Callable[..., Any], tmp_path: Path) -> None:
+    _, run = snapshot_run(config_factory, tmp_path)
+    (run.stage_path(SNAPSHOT) / FILES_RECORD).unlink()
     path = run.stage_path(SNAPSHOT) / "replicas.parquet"
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     with pytest.raises(RunFolderError) as err:

@@ -1,6 +1,6 @@
-"""How the CLI starts: `plan` begins its Spark JVM as soon as its arguments are read, so nothing heavy may be imported
-before (the JVM's start and the imports then run on different cores), and a session the plan never took is stopped
-cleanly when the command stops on bad input first."""
+"""How the CLI starts: nothing heavy is imported before the arguments are read, and `plan` begins its Spark JVM only
+once its run and snapshot are checked (the JVM's start and the planner's imports then run on different cores), so
+bad input stops it before any JVM starts."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def test_the_cli_imports_nothing_heavy_before_reading_its_arguments() -> None:
     assert result.stdout.strip() == "[]"
 
 
-def test_plan_of_a_missing_run_stops_on_the_error_with_its_spark_session_started(
+def test_plan_of_a_missing_run_stops_on_the_error_before_spark_starts(
         config_factory: Callable[..., Any], tmp_path: Path) -> None:
     config_factory({"cluster": {"name": "c"}, "pools": {"a": {"brokers": [1]}}})
     cli = Path(sys.executable).parent / "kafka-rebalancer"

@@ -10,14 +10,14 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from kafka_rebalancer.errors import ExecutionCancelled, ExecutionError, ValidationFailed
+from kafka_rebalancer.errors import ExecutionCancelled, ExecutionError, RunFolderError, ValidationFailed
 from kafka_rebalancer.execute.executor import Limits, PartitionMove, cancel_pool, execute_pool, order_moves, pick_batch
 from kafka_rebalancer.execute.lock import pool_lock
 from kafka_rebalancer.execute.log import ExecutionLog
 from kafka_rebalancer.execute.throttle import throttle_for
 from kafka_rebalancer.kafka_admin import PartitionInfo
 from kafka_rebalancer.plan.artifacts import dumps
-from kafka_rebalancer.run_folder import PLAN, RunFolder, read_json
+from kafka_rebalancer.run_folder import FILES_RECORD, PLAN, RunFolder, read_json
 from kafka_rebalancer.snapshot import write_snapshot
 from kafka_rebalancer.snapshot.build import SnapshotTables
 from tests.helpers import write_validated_plan
@@ -210,8 +210,13 @@ def test_refuses_a_plan_that_is_not_the_validated_one(config_factory: Callable[.
     first = edited["partitions"][0]["replicas"]
     first[0] = max(first) + 1  # a broker the validated plan did not name
     plan.write_text(dumps(edited))
-    with pytest.raises(ValidationFailed, match="is not the validated one"):
+    with pytest.raises(RunFolderError, match=r"plan\.json: changed since the plan step wrote it \(same size, other "
+                       r"content\); plan again"):
         execute_pool(config, FakeCluster({}), run, "a")
+    # A plan written before integrity records began: the hash of the validated plan is the guard.
+    (run.stage_path(PLAN) / FILES_RECORD).unlink()
+    with pytest.raises(ValidationFailed, match="is not the validated one"):
+        execute_pool(config, FakeCluster({}), RunFolder(run.path), "a")
 
 
 def test_stuck_moves_fail_with_their_names(config_factory: Callable[..., Any], tmp_path: Path) -> None:

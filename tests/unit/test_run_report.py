@@ -28,7 +28,16 @@ from kafka_rebalancer.plan.summary import build_summary, planner_claim
 from kafka_rebalancer.quality.recheck import band_rows, claim_rows, recheck_plan
 from kafka_rebalancer.quality.suite import validate_plan
 from kafka_rebalancer.report.run_report import MOVES_SHOWN, collect, render, write_report
-from kafka_rebalancer.run_folder import PLAN, VALIDATION, VERIFY, RunFolder, read_json, write_json, write_table
+from kafka_rebalancer.run_folder import (
+    PLAN,
+    VALIDATION,
+    VERIFY,
+    RunFolder,
+    read_json,
+    write_json,
+    write_record,
+    write_table,
+)
 from kafka_rebalancer.snapshot import write_snapshot
 from kafka_rebalancer.snapshot.build import SnapshotTables
 from kafka_rebalancer.synthetic import SyntheticSpec, generate
@@ -199,7 +208,7 @@ def assert_self_contained(page: str) -> None:
 def report_of(run: RunFolder) -> str:
     path = write_report(run)
     assert path == run.path / "report" / "index.html"
-    assert [p.name for p in path.parent.iterdir()] == ["index.html"]  # one file, nothing beside it
+    assert sorted(p.name for p in path.parent.iterdir()) == ["files.json", "index.html"]  # the page, its record
     assert not [p for p in run.path.iterdir() if p.name.startswith(".report")]  # no staging folder left
     page = path.read_text()
     assert_self_contained(page)
@@ -528,6 +537,7 @@ def test_usage_draws_the_current_placements_band_where_it_differs_and_a_widened_
     moved["disk"]["band_before"] = {**moved["disk"]["band"], "lower": 0.0123, "upper": 0.0456}
     moved["replica_count"]["band"]["note"] = "band widened to [1, 2]: test"
     write_json(summary_path, summary)
+    write_record(summary_path.parent)  # as if the plan step had written it so
     usage = section(report_of(run), "usage")
     assert "band before lower 1.2%" in usage and "band before upper 4.6%" in usage
     assert usage.count("band before lower") == 1  # only where the two bands differ

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from kafka_rebalancer import terminal_progress
 from kafka_rebalancer.config import RebalancerConfig
-from kafka_rebalancer.errors import ExecutionCancelled, ExecutionError
+from kafka_rebalancer.errors import ExecutionCancelled, ExecutionError, RebalancerError
 from kafka_rebalancer.execute.lock import pool_lock
 from kafka_rebalancer.execute.log import ExecutionLog, Key
 from kafka_rebalancer.execute.throttle import Throttle, throttle_for
@@ -182,8 +182,13 @@ def run_pools(run: RunFolder) -> list[str]:
     pools = {p.name for p in run.stage_path(EXECUTE).iterdir() if p.is_dir() and not p.name.startswith(".")} \
         if run.has(EXECUTE) else set()
     if run.has(SNAPSHOT):
-        snapshot, _ = read_snapshot(run)
-        pools |= set(snapshot.partitions["topic_pool"].dropna())
+        try:
+            snapshot, _ = read_snapshot(run)
+        except RebalancerError as exc:  # the brake still reaches the pools that started executing
+            log.warning("the pools the run planned are unknown (%s): only those it started executing are "
+                        "covered; name others with --pool", exc)
+        else:
+            pools |= set(snapshot.partitions["topic_pool"].dropna())
     return sorted(pools)
 
 
@@ -622,9 +627,11 @@ def run_execute(config: RebalancerConfig, connection: Any, run: RunFolder, pool:
 
 
 def run_cancel(config: RebalancerConfig, connection: Any, run: RunFolder, pool: str) -> dict[str, Any]:
-    """Cancel one pool's execution on the cluster behind `connection`."""
+    """Cancel one pool's execution on the cluster behind `connection`; its run's files are read as they are, even
+    if changed since they were written (a warning): the brake must work."""
     from kafka_rebalancer.kafka_admin import ClusterAdmin
 
+    run = RunFolder(run.path, strict=False)
     with ClusterAdmin(connection) as admin:
         admin.check_reachable()
         return cancel_pool(config, admin, run, pool)

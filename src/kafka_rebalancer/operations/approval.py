@@ -156,8 +156,8 @@ def write_decision(run: RunFolder, plan_hash: str, state: str, by: str | None, w
 
 
 def read_decision(run: RunFolder) -> dict | None:
-    path = run.stage_path(APPROVAL) / "decision.json"
-    return read_json(path) if path.exists() else None
+    folder = run.completed(APPROVAL)
+    return read_json(folder / "decision.json") if folder is not None else None
 
 
 def assert_approved(run: RunFolder, plan_hash: str) -> dict:

@@ -1,5 +1,5 @@
 """The manual operations' command-line arguments, kept apart from `operations.cli` (which runs them) so that
-building the CLI's parser imports nothing heavy: `plan` starts its Spark JVM as soon as the arguments are read."""
+building the CLI's parser imports nothing heavy: the CLI starts fast and `plan` starts its Spark JVM early."""
 
 from __future__ import annotations
 

@@ -273,7 +273,12 @@ def read_request(run: RunFolder) -> ManualRequest | None:
     path = run.path / REQUEST_FILE
     if not path.exists():
         return None
-    return ManualRequest.model_validate(read_json(path))
+    try:
+        return ManualRequest.model_validate(read_json(path))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise RunFolderError(f"{path}: {'.'.join(map(str, first['loc'])) or 'request'}: {first['msg']}, expected "
+                             "the run's request as it was made (start a new run)") from None
 
 
 def run_config(config_path: str | Path, run: RunFolder | None = None) -> RebalancerConfig:

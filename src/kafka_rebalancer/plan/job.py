@@ -60,7 +60,7 @@ from kafka_rebalancer.plan.changes import (
     trim_to_budgets,
     with_load_changes,
 )
-from kafka_rebalancer.plan.summary import build_summary, planner_claim
+from kafka_rebalancer.plan.summary import build_summary, planner_claim, totals_sentence
 from kafka_rebalancer.quality.recheck import (
     band_rows,
     claim_rows,
@@ -69,9 +69,8 @@ from kafka_rebalancer.quality.recheck import (
     left_outside,
     recheck_plan,
 )
-from kafka_rebalancer.report.tables import human_bytes
 from kafka_rebalancer.run_folder import PLAN, SNAPSHOT, RunFolder, read_json, read_table, write_json, write_table
-from kafka_rebalancer.snapshot.store import read_snapshot, snapshot_topics
+from kafka_rebalancer.snapshot.store import check_snapshot, read_snapshot, snapshot_topics
 
 log = logging.getLogger(__name__)
 
@@ -132,17 +131,18 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder,
     request = read_request(run)
     if request is not None and request.action == "execute-reviewed" and run.has(PLAN):
         log.info("execute-reviewed: the reviewed run's plan is kept as it is (not planned again)")
-        return read_json(run.stage_path(PLAN) / "summary.json")
+        return read_json(run.require(PLAN) / "summary.json")
     # The re-check reads the snapshot in pandas and works out its plan-independent half beside the Spark work,
-    # which mostly leaves the driver waiting. The rows were checked when the snapshot was taken and are again by
-    # the validation; Spark reads them unchecked too.
+    # which mostly leaves the driver waiting. Its files are checked against their record first (its rows were
+    # checked when it was taken); one written before records began has its rows checked before Spark reads it.
+    check_snapshot(run)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan-job-recheck") as background:
         return _plan(spark, config, run, request, background, started, release or (lambda: None))
 
 
 def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request: ManualRequest | None,
           background: ThreadPoolExecutor, started: float, release: Callable[[], None]) -> dict[str, Any]:
-    snapshot_read = background.submit(read_snapshot, run, checked=False)
+    snapshot_read = background.submit(read_snapshot, run)
     scope = scope_of(request)
     progress = _Progress()
     snap = run.require(SNAPSHOT)
@@ -253,14 +253,9 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
         summary["plan_seconds"] = round(time.monotonic() - started, 3)
         write_json(out / "summary.json", summary)
     totals = summary["totals"]
-    log.info("plan %s: read %d replicas of %d partitions; %d partitions change: %d replica moves (%s), %d "
-             "preferred-leader changes (%d of them leadership-only); brokers out of band %d -> %d (re-checked from "
-             "plan.json); %d partitions skipped; artifacts in %s",
-             digest[:12], int(manifest["rows"]["replicas"]), int(manifest["rows"]["partitions"]),
-             totals["partitions_changed"], totals["replica_moves"], human_bytes(totals["moved_bytes"]),
-             totals["preferred_leader_changes"], totals["leadership_only_changes"], totals["out_of_band_before"],
-             totals["out_of_band_after"],
-             totals["skipped_partitions"], run.stage_path(PLAN))
+    log.info("plan %s: read %d replicas of %d partitions; %s; artifacts in %s", digest[:12],
+             int(manifest["rows"]["replicas"]), int(manifest["rows"]["partitions"]), totals_sentence(totals),
+             run.stage_path(PLAN))
     if claim["disagreements_with_recheck"]:
         log.warning("the planner's predicted after-state disagrees with the re-check of plan.json on %d "
                     "broker-resource pairs (validation will fail the plan)", claim["disagreements_with_recheck"])

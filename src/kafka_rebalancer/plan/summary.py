@@ -19,6 +19,17 @@ from kafka_rebalancer.quality.recheck import Recheck, left_outside
 SKIPPED_LISTED = 1000  # the full list is in skipped.parquet
 
 
+def totals_sentence(totals: dict[str, Any]) -> str:
+    """A plan's totals as the task log and the CLI say them."""
+    from kafka_rebalancer.report.tables import human_bytes
+
+    return (f"{totals['partitions_changed']} partitions change: {totals['replica_moves']} replica moves "
+            f"({human_bytes(totals['moved_bytes'])}), {totals['preferred_leader_changes']} preferred-leader changes "
+            f"({totals['leadership_only_changes']} of them leadership-only); brokers out of band "
+            f"{totals['out_of_band_before']} -> {totals['out_of_band_after']} (re-checked from plan.json); "
+            f"{totals['skipped_partitions']} partitions skipped")
+
+
 def _num(value: Any) -> Any:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None

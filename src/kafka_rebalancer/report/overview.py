@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from kafka_rebalancer.errors import RebalancerError
 from kafka_rebalancer.run_folder import (
     APPROVAL,
     EXECUTE,
@@ -99,9 +100,23 @@ def list_runs(run_root: Path, cluster: str | None = None) -> list[RunOverview]:
     """Every run folder under run_root (one cluster, or all), newest first."""
     clusters = [run_root / cluster] if cluster else sorted(p for p in run_root.iterdir() if p.is_dir()) \
         if run_root.is_dir() else []
-    runs = [run_overview(RunFolder(folder)) for cluster_dir in clusters if cluster_dir.is_dir()
+    runs = [_listed(RunFolder(folder)) for cluster_dir in clusters if cluster_dir.is_dir()
             for folder in cluster_dir.iterdir() if folder.is_dir() and not folder.name.startswith(".")]
     return sorted(runs, key=lambda r: (r.started_at, r.run_id), reverse=True)
+
+
+def _listed(run: RunFolder) -> RunOverview:
+    """The run's overview, or, when one of its records cannot be read, a line that says so: one damaged run
+    folder does not take the list (and the runs page) down. `show` names the file."""
+    try:
+        return run_overview(run)
+    except (RebalancerError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return RunOverview(run_id=run.path.name, cluster=run.path.parent.name, started_at=_mtime(run.path),
+                           trigger=TRIGGERS.get(run.path.name.split("__", 1)[0], "other"), action="?", mode="?",
+                           status=f"unreadable ({type(exc).__name__})", replica_moves=None,
+                           preferred_leader_changes=None, moved_bytes=None, out_of_band_before=None,
+                           out_of_band_after=None, out_of_band_after_measured=False, approval="?", plan_hash=None,
+                           report=None)
 
 
 def _executions(run: RunFolder) -> list[dict[str, Any]]:

@@ -329,18 +329,19 @@ def _bare_header(run: RunFolder) -> Header:
 
 
 def _snapshot(run: RunFolder) -> SnapshotView | None:
-    if not run.has(SNAPSHOT):
+    folder = run.completed(SNAPSHOT)
+    if folder is None:
         return None
-    manifest = read_json(run.stage_path(SNAPSHOT) / "manifest.json")
+    manifest = read_json(folder / "manifest.json")
     return SnapshotView(taken_at=manifest.get("taken_at"), rows=dict(manifest.get("rows") or {}),
                         capture_seconds=manifest.get("capture_seconds"), content_hash=manifest.get("content_hash"),
                         warnings=[str(w) for w in manifest.get("warnings") or []])
 
 
 def _plan(run: RunFolder) -> PlanView | None:
-    if not run.has(PLAN):
+    plan_dir = run.completed(PLAN)
+    if plan_dir is None:
         return None
-    plan_dir = run.stage_path(PLAN)
     summary = read_json(plan_dir / "summary.json")
     changes, source = _partition_changes(run, plan_dir)
     moves = _moves_frame(changes)
@@ -400,8 +401,9 @@ def _partition_changes(run: RunFolder, plan_dir: Path) -> tuple[pd.DataFrame, st
     # A plan written by hand has the reassignment documents only: pools and sizes come from the snapshot.
     planned = read_reassignment(plan_dir / "plan.json")
     old = {(r.topic, r.partition): r.replicas for r in read_reassignment(plan_dir / "rollback.json")}
-    parts = read_table(run.stage_path(SNAPSHOT), PARTITIONS).drop_duplicates(["topic", "partition"]) \
-        .set_index(["topic", "partition"]) if run.has(SNAPSHOT) else pd.DataFrame()
+    snapshot = run.completed(SNAPSHOT)
+    parts = read_table(snapshot, PARTITIONS).drop_duplicates(["topic", "partition"]) \
+        .set_index(["topic", "partition"]) if snapshot is not None else pd.DataFrame()
     rows = []
     for r in planned:
         key = (r.topic, r.partition)
@@ -517,9 +519,9 @@ def _shown_brokers(usages: list[BrokerUsage], lower: float | None, upper: float 
 
 
 def _validation(run: RunFolder) -> ValidationView | None:
-    if not run.has(VALIDATION):
+    folder = run.completed(VALIDATION)
+    if folder is None:
         return None
-    folder = run.stage_path(VALIDATION)
     report = read_json(folder / "report.json")
     raw = _optional_json(folder / "gx_results.json") or []
     results = [ExpectationResult(
@@ -624,9 +626,9 @@ def _thin(points: list[ProgressPoint], limit: int) -> list[ProgressPoint]:
 
 
 def _verification(run: RunFolder) -> VerifyView | None:
-    if not run.has(VERIFY):
+    folder = run.completed(VERIFY)
+    if folder is None:
         return None
-    folder = run.stage_path(VERIFY)
     summary = read_json(folder / "summary.json")
     text_file = folder / "report.txt"
     text = text_file.read_text(errors="replace") if text_file.exists() else None

@@ -48,10 +48,10 @@ def show_run(console: Console, run: RunFolder) -> None:
     console.print(f"run {overview.run_id} ({overview.cluster}): {overview.trigger} {overview.action}, "
                   f"mode {overview.mode}, status {overview.status}, approval {overview.approval}")
     console.print(f"folder {run.path}" + (f"; plan {overview.plan_hash}" if overview.plan_hash else ""))
-    if not run.has(PLAN):
+    plan_dir = run.completed(PLAN)
+    if plan_dir is None:
         console.print("no plan yet")
         return
-    plan_dir = run.stage_path(PLAN)
     summary = read_json(plan_dir / "summary.json")
     for broker_pool, facts in summary["pools"].items():
         _pool_table(console, broker_pool, facts)
@@ -161,11 +161,11 @@ def _skipped(console: Console, summary: dict[str, Any]) -> None:
 
 
 def _validation(console: Console, run: RunFolder) -> None:
-    path = run.stage_path(VALIDATION) / "report.json"
-    if not path.exists():
+    folder = run.completed(VALIDATION)
+    if folder is None:
         console.print("validation: not run")
         return
-    report = read_json(path)
+    report = read_json(folder / "report.json")
     if report["success"]:
         console.print(f"validation: passed {report['expectations']} expectations")
         return

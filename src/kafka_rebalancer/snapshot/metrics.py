@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from kafka_rebalancer.errors import ConfigError
+from kafka_rebalancer.errors import ConfigError, one_line
 
 log = logging.getLogger(__name__)
 Key = tuple[str, int]
@@ -57,8 +57,9 @@ def read_traffic_file(path: Path) -> Traffic:
     try:
         frame = reader(path)
     except (OSError, ValueError, pa.ArrowException) as exc:  # pandas' parse errors are ValueErrors
-        raise ConfigError(file, "", f"cannot read traffic metrics ({exc}), expected a {path.suffix.lower()[1:]} "
-                                    f"file with columns {', '.join(TRAFFIC_COLUMNS)}") from exc
+        raise ConfigError(file, "", f"cannot read traffic metrics ({one_line(exc)}), expected a "
+                                    f"{path.suffix.lower()[1:]} file with columns "
+                                    f"{', '.join(TRAFFIC_COLUMNS)}") from exc
     twice = frame.columns[frame.columns.duplicated()]
     if len(twice):
         raise ConfigError(file, str(twice[0]), "column given twice, expected each column once")

@@ -7,7 +7,6 @@ hash identifies the cluster state and config it was computed from.
 from __future__ import annotations
 
 import hashlib
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from kafka_rebalancer.errors import RunFolderError
+from kafka_rebalancer.errors import RunFolderError, one_line
 from kafka_rebalancer.model.resources import RESOURCES
 from kafka_rebalancer.model.schemas import BROKERS, PARTITIONS, REPLICAS, SNAPSHOT_TABLES
 from kafka_rebalancer.run_folder import SNAPSHOT, RunFolder, read_json, read_table, write_json, write_table
@@ -70,17 +69,13 @@ def write_snapshot(run: RunFolder, tables: SnapshotTables, manifest: dict[str, A
     return manifest
 
 
-def read_snapshot(run: RunFolder, stage: str = SNAPSHOT, *,
-                  checked: bool = True) -> tuple[SnapshotTables, dict[str, Any]]:
-    """The snapshot stage, checked row by row as when it was built: it may have been edited since (SnapshotError
-    names the file and row). `checked=False` only for a reader that needs the same bytes the plan job's Spark read
-    (the plan job's re-check): the row checks cost ten times the read (9 s of 10 at 1.5 million replicas)."""
+def read_snapshot(run: RunFolder, stage: str = SNAPSHOT) -> tuple[SnapshotTables, dict[str, Any]]:
+    """The snapshot stage, its files checked against their record (`RunFolder.require`). A snapshot written before
+    records began is checked row by row as when it was built instead: it may have been edited since (SnapshotError
+    names the file and row)."""
     folder = run.require(stage)
     manifest_file = folder / "manifest.json"
-    try:
-        manifest = read_json(manifest_file)
-    except json.JSONDecodeError as exc:
-        raise RunFolderError(f"{manifest_file}: not valid JSON ({exc}), expected the snapshot's manifest") from None
+    manifest = read_json(manifest_file)
     if not isinstance(manifest, dict):
         raise RunFolderError(f"{manifest_file}: {type(manifest).__name__}, expected a JSON object")
     balanced = manifest.get("balanced_resources", [])
@@ -89,10 +84,18 @@ def read_snapshot(run: RunFolder, stage: str = SNAPSHOT, *,
                              f"names ({', '.join(RESOURCES)})")
     tables = SnapshotTables(read_table(folder, BROKERS), read_table(folder, REPLICAS),
                             read_table(folder, PARTITIONS), manifest.get("warnings", []))
-    if checked:
+    if not run.recorded(stage):
         check_snapshot_tables(tables.brokers, tables.replicas, tables.partitions,
                               {s.name: str(folder / f"{s.name}.parquet") for s in SNAPSHOT_TABLES}, balanced)
     return tables, manifest
+
+
+def check_snapshot(run: RunFolder, stage: str = SNAPSHOT) -> None:
+    """What planning checks before Spark starts: the snapshot's files against their record, or, written before
+    records began, its rows (RunFolderError or SnapshotError)."""
+    run.require(stage)
+    if not run.recorded(stage):
+        read_snapshot(run, stage)
 
 
 def snapshot_topics(folder: Path) -> list[str]:
@@ -101,5 +104,6 @@ def snapshot_topics(folder: Path) -> list[str]:
     try:
         column = pq.read_table(path, columns=["topic"]).column("topic")
     except (OSError, pa.ArrowException, KeyError) as exc:
-        raise RunFolderError(f"{path}: expected the snapshot's partitions table with a topic column ({exc})") from None
+        raise RunFolderError(f"{path}: expected the snapshot's partitions table with a topic column "
+                             f"({one_line(exc)})") from None
     return sorted(pc.unique(column).to_pylist())
