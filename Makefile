@@ -62,9 +62,10 @@ bench: $(STAMP) jvm-archive ## plan synthetic clusters at five scales, then agai
 bench-optimum: $(STAMP) jvm-archive ## the planner against the exact optimum (HiGHS MILP) on four 12-broker clusters
 	$(PY) -m bench.optimum
 
-bench-vs: $(STAMP) jvm-archive ## plan speed as a ratio against another checkout: make bench-vs BASELINE=../other [SCALES=single-200] [RUNS=3] [WARMUPS=1]
+bench-vs: $(STAMP) jvm-archive ## plan speed as a ratio against another checkout: make bench-vs BASELINE=../other [SCALES=single-200] [RUNS=3] [WARMUPS=1] [TAG=t TARGET=1.05] [WITHOUT_RECORD=1]
 	@test -n "$(BASELINE)" || { echo "make bench-vs: set BASELINE to a checkout of the code to compare against" >&2; exit 2; }
-	$(PY) -m bench.side_by_side --baseline "$(BASELINE)" $(if $(SCALES),--scales $(SCALES)) $(if $(RUNS),-n $(RUNS)) $(if $(WARMUPS),--warm-ups $(WARMUPS))
+	$(PY) -m bench.side_by_side --baseline "$(BASELINE)" $(if $(SCALES),--scales $(SCALES)) $(if $(RUNS),-n $(RUNS)) $(if $(WARMUPS),--warm-ups $(WARMUPS)) \
+		$(if $(TAG),--tag $(TAG) --target $(TARGET)) $(if $(WITHOUT_RECORD),--without-record)
 
 cluster-up: $(STAMP) kafka-jars ## start the local demo cluster and leave it running
 	$(PY) -m tools.local_kafka start --name demo

@@ -1,13 +1,17 @@
 """Planner speed as a ratio: this checkout's `kafka-rebalancer plan` against another checkout's, side by side.
 
     python -m bench.side_by_side --baseline ../baseline-checkout [--scales single-200,medium] [-n 3]
+        [--tag integrity --target 1.05 [--without-record]]
 
 Absolute times on shared machines drift by up to 2x between hours, so both run in turn on the same snapshot
 (warm-up pairs first, then A B A B ...), each as a whole `kafka-rebalancer plan` process (Spark local[2], the
 scale's driver memory), and the figure is the ratio new / baseline of each pair. Both plans are then judged by
 the same independent check (this checkout's bands and `bench.baselines.evaluate`: replica moves and bytes
 counted from plan.json, brokers out of band from the after-state), so "no worse" means the same thing for
-both. Writes bench/side-by-side.json and its section of BENCHMARKS.md.
+both. Writes bench/side-by-side.json and its section of BENCHMARKS.md; with --tag T, bench/side-by-side-T.json
+and a section of its own, judged against --target (the ratio a change may cost). --without-record takes the
+snapshot's integrity record away on both sides, so the new side checks the snapshot row by row as it does one
+written before records began.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from bench.scales import SCALES, Scale
 from kafka_rebalancer.config import load_config
 from kafka_rebalancer.model.schemas import BANDS
 from kafka_rebalancer.plan.artifacts import read_reassignment
-from kafka_rebalancer.run_folder import PLAN, RunFolder, read_json, read_table
+from kafka_rebalancer.run_folder import FILES_RECORD, PLAN, RunFolder, read_json, read_table
 from kafka_rebalancer.snapshot import read_snapshot
 from kafka_rebalancer.spark_settings import JVM_ARCHIVE_ENV, jvm_archive_options
 
@@ -39,11 +43,12 @@ RUN_ID = "side-by-side"
 SIDES = ("new", "baseline")
 
 
-def side_config(scale: Scale, side: str) -> Path:
-    """The scale's config for one side, runs under its own folder; the snapshot linked into its run folder."""
+def side_config(scale: Scale, side: str, variant: str = "side-by-side", recorded: bool = True) -> Path:
+    """The scale's config for one side, runs under its own folder (one per variant); the snapshot linked into its
+    run folder, without its integrity record unless `recorded`."""
     config_path, run = prepare(scale)
     body = yaml.safe_load(config_path.read_text())
-    folder = OUT / scale.name / "side-by-side" / side
+    folder = OUT / scale.name / variant / side
     body["run_root"] = str(folder / "runs")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "config.yaml"
@@ -52,6 +57,8 @@ def side_config(scale: Scale, side: str) -> Path:
     if not snapshot.exists():
         snapshot.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(run.stage_path("snapshot"), snapshot, copy_function=os.link)
+        if not recorded:
+            (snapshot / FILES_RECORD).unlink()
     return path
 
 
@@ -83,10 +90,11 @@ def judged(config_path: Path) -> dict[str, Any]:
     return out
 
 
-def compare(scale: Scale, baseline: Path, runs: int, warm_ups: int = 1) -> dict[str, Any]:
-    configs = {side: side_config(scale, side) for side in SIDES}
+def compare(scale: Scale, baseline: Path, runs: int, warm_ups: int = 1, variant: str = "side-by-side",
+            recorded: bool = True) -> dict[str, Any]:
+    configs = {side: side_config(scale, side, variant, recorded) for side in SIDES}
     checkouts = {"new": BENCH.parent, "baseline": baseline}
-    logs = OUT / scale.name / "side-by-side"
+    logs = OUT / scale.name / variant
     times: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
     for i in range(1 - warm_ups, runs + 1):  # warm-up pairs fill the page cache and the JVM archive: not counted
         for side in SIDES:
@@ -100,7 +108,7 @@ def compare(scale: Scale, baseline: Path, runs: int, warm_ups: int = 1) -> dict[
     ratios = [n["process_s"] / b["process_s"] for n, b in zip(times["new"], times["baseline"], strict=True)]
     return {
         "date": time.strftime("%Y-%m-%d"), "commit": checkout_label(BENCH.parent), "machine": machine()["cpu"],
-        "warm_ups": warm_ups, "runs": runs,
+        "warm_ups": warm_ups, "runs": runs, "snapshot_recorded": recorded,
         # The new side starts its driver JVM from the class-data archive only when $KAFKA_REBALANCER_JVM_ARCHIVE
         # names one (`make bench-vs` does); the baseline has no archive either way.
         "new_jvm_archive": bool(jvm_archive_options(os.environ.get(JVM_ARCHIVE_ENV))),
@@ -119,11 +127,11 @@ RATIO_TARGET = {True: 0.35, False: 0.7}  # by whether the scale's brokers form o
 PEAK_TARGET_MB = 6 * 1024
 
 
-def ratio_targets(results: dict[str, Any]) -> list[tuple[str, bool]]:
-    """(target, met) for every scale measured."""
+def ratio_targets(results: dict[str, Any], target_ratio: float | None = None) -> list[tuple[str, bool]]:
+    """(target, met) for every scale measured: issue 15's, or `target_ratio` for every scale."""
     status = []
     for name, r in results.items():
-        target = RATIO_TARGET[SCALES[name].spec.n_pools == 1]
+        target = target_ratio or RATIO_TARGET[SCALES[r.get("scale", name)].spec.n_pools == 1]
         median = r["ratio_new_over_baseline"]["median"]
         new, old = r["plans"]["new"]["out_of_band_after"], r["plans"]["baseline"]["out_of_band_after"]
         status += [(f"{name} ratio {median} <= {target}", median <= target),
@@ -133,18 +141,20 @@ def ratio_targets(results: dict[str, Any]) -> list[tuple[str, bool]]:
     return status
 
 
-def write_report(results: dict[str, Any], baseline: str, info: dict[str, Any]) -> None:
+def write_report(results: dict[str, Any], baseline: str, info: dict[str, Any], tag: str | None = None,
+                 target_ratio: float | None = None) -> None:
     rows = [("scale", "measured", "brokers / replicas", "ratio new / baseline (median, min-max)", "new s (median)",
              "baseline s (median)", "peak MB new / baseline", "out of band after new / baseline",
              "replica moves new / baseline", "moved GiB new / baseline")]
     for name, r in results.items():
         new, old = r["plans"]["new"], r["plans"]["baseline"]
         ratio = r["ratio_new_over_baseline"]
-        spec = SCALES[name].spec
+        spec = SCALES[r.get("scale", name)].spec
         # Each row says where it was measured: rows are re-measured one scale at a time, at other commits.
         where = "".join(f" {label} {r[key]}" for key, label in (("commit", "at"), ("machine", "on")) if key in r)
         archive = {True: ", JVM archive", False: ", no JVM archive"}.get(r.get("new_jvm_archive"), "")
-        measured = f"{r['date']}{where} ({r['warm_ups']} warm-up{archive})"
+        record = "" if r.get("snapshot_recorded", True) else ", snapshot without a record: rows checked"
+        measured = f"{r['date']}{where} ({r['warm_ups']} warm-up{archive}{record})"
         rows.append((name, measured, f"{spec.n_brokers:,} / {spec.n_partitions * spec.replication_factor:,}",
                      f"{ratio['median']} ({ratio['min']}-{ratio['max']}, {r['runs']} pairs)",
                      str(r["new_s"]["median"]), str(r["baseline_s"]["median"]),
@@ -154,12 +164,14 @@ def write_report(results: dict[str, Any], baseline: str, info: dict[str, Any]) -
                      f"{new['moved_bytes'] / 2**30:,.0f} / {old['moved_bytes'] / 2**30:,.0f}"))
     table = "\n".join("| " + " | ".join(r) + " |" for r in [rows[0], tuple("---" for _ in rows[0]), *rows[1:]])
     table += "\n\nTargets: " + "; ".join(f"{text}: {'met' if met else 'NOT met'}"
-                                         for text, met in ratio_targets(results)) + "."
-    start, end = "<!-- side-by-side:start -->", "<!-- side-by-side:end -->"
+                                         for text, met in ratio_targets(results, target_ratio)) + "."
+    section = "side-by-side" + (f"-{tag}" if tag else "")
+    start, end = f"<!-- {section}:start -->", f"<!-- {section}:end -->"
+    flags = f" --tag {tag} --target {target_ratio} [--without-record]" if tag else ""
     block = (f"{start}\nCommand: `python -m bench.side_by_side --baseline <checkout of {baseline}> --scales "
-             f"<scale> [-n <pairs>] [--warm-ups <pairs>]` (`make bench-vs`), one scale at a time; the table keeps "
-             f"each scale's latest measurement (its date, the new checkout's commit and the machine in `measured`; "
-             f"this run: {info['cpu']}, {info['cores']} cores); "
+             f"<scale> [-n <pairs>] [--warm-ups <pairs>]{flags}` (`make bench-vs`), one scale at a time; the table "
+             f"keeps each scale's latest measurement (its date, the new checkout's commit and the machine in "
+             f"`measured`; this run: {info['cpu']}, {info['cores']} cores); "
              f"whole `kafka-rebalancer plan` processes in turn on the same snapshot, warm-up pairs first; times "
              f"are process wall seconds (Spark session included). Plans judged by one yardstick (this checkout's "
              f"bands, moves and bytes counted from plan.json).\n\n{table}\n{end}")
@@ -174,7 +186,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scales", default="single-200,single-1000,medium,large")
     parser.add_argument("-n", "--runs", type=int, default=3, help="counted pairs per scale")
     parser.add_argument("--warm-ups", type=int, default=1, help="uncounted pairs first (0 on long scales)")
+    parser.add_argument("--tag", help="a comparison of its own (its results file and BENCHMARKS.md section)")
+    parser.add_argument("--target", type=float, help="with --tag: the largest median ratio new / baseline that passes")
+    parser.add_argument("--without-record", action="store_true",
+                        help="plan a snapshot without its integrity record (the new side checks its rows)")
     args = parser.parse_args(argv)
+    if args.tag is not None and args.target is None:
+        print("--tag needs --target (the ratio the comparison is judged against)", file=sys.stderr)
+        return 2
     baseline = args.baseline.resolve()
     if not (baseline / "src" / "kafka_rebalancer" / "cli.py").is_file():
         print(f"--baseline {baseline}: not a kafka-rebalancer checkout (no src/kafka_rebalancer/cli.py)",
@@ -185,15 +204,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--scales: unknown {', '.join(unknown)}; expected some of {', '.join(SCALES)}", file=sys.stderr)
         return 2
     label = checkout_label(baseline)
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    for name in args.scales.split(","):
-        results[name] = {**compare(SCALES[name], baseline, args.runs, args.warm_ups), "baseline": label}
-        print(f"[{name}] " + json.dumps({k: v for k, v in results[name].items() if k != "plans"}), flush=True)
+    results_file = RESULTS.with_name(f"side-by-side-{args.tag}.json") if args.tag else RESULTS
+    variant = "side-by-side" + (f"-{args.tag}" if args.tag else "") + ("-unrecorded" if args.without_record else "")
+    results = json.loads(results_file.read_text()) if results_file.exists() else {}
+    for scale in args.scales.split(","):
+        key = scale + (" (no record)" if args.without_record else "")
+        results[key] = {**compare(SCALES[scale], baseline, args.runs, args.warm_ups, variant,
+                                  not args.without_record), "baseline": label, "scale": scale}
+        print(f"[{key}] " + json.dumps({k: v for k, v in results[key].items() if k != "plans"}), flush=True)
         # Written after every scale: a long comparison stopped midway keeps what it measured.
-        ordered = {k: results[k] for k in SCALES if k in results}
-        RESULTS.write_text(json.dumps(ordered, indent=2) + "\n")
-        write_report(ordered, label, machine())
-        print(f"wrote {RESULTS} and {REPORT}")
+        ordered = dict(sorted(results.items(), key=lambda kv: (list(SCALES).index(kv[1].get("scale", kv[0])),
+                                                               kv[0])))
+        results_file.write_text(json.dumps(ordered, indent=2) + "\n")
+        write_report(ordered, label, machine(), args.tag, args.target)
+        print(f"wrote {results_file} and {REPORT}")
     return 0
 
 
