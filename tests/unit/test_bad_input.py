@@ -171,6 +171,25 @@ def test_zero_capacity_in_a_stored_snapshot(config_factory: Callable[..., Any], 
                               "(disk is balanced on the broker's pool)")
 
 
+def test_a_dead_broker_needs_no_capacity(config_factory: Callable[..., Any], tmp_path: Path) -> None:
+    # Nothing moves to a dead broker, so its capacity is never read: draining it must not be refused for it.
+    _, run = snapshot_run(config_factory, tmp_path)
+    edit_table(run, BROKERS, lambda f: set_cell(set_cell(f, 1, "disk_capacity_bytes", 0), 1, "alive", False))
+    snapshot, _ = read_snapshot(run)
+    assert not snapshot.brokers.loc[1, "alive"]
+
+
+def test_a_snapshot_changed_after_it_was_written_is_refused_by_its_record(config_factory: Callable[..., Any],
+                                                                           tmp_path: Path) -> None:
+    _, run = snapshot_run(config_factory, tmp_path)
+    path = run.stage_path(SNAPSHOT) / "brokers.parquet"
+    frame = read_table(run.stage_path(SNAPSHOT), BROKERS)
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)  # the same rows, rewritten
+    with pytest.raises(RunFolderError) as err:
+        read_snapshot(RunFolder(run.path))
+    assert str(err.value).startswith(f"{path}: changed since the snapshot step wrote it (")
+
+
 def test_infinite_capacity_in_the_config(config_factory: Callable[..., Any]) -> None:
     with pytest.raises(ConfigError) as err:
         config_factory({**CONFIG, "capacity": {"default": {"disk_bytes": 1000, "cpu_cores": math.inf}}})
