@@ -270,13 +270,15 @@ def _dispatch(args: argparse.Namespace) -> int:
         mark_latest(config, run)
         print(f"{run.path}: {manifest['rows']} (hash {manifest['content_hash'][:12]})")
     elif args.command == "plan":
+        from kafka_rebalancer.run_folder import SNAPSHOT
         from kafka_rebalancer.snapshot.store import check_snapshot
 
-        check_snapshot(run)  # before Spark starts: a damaged or edited snapshot never reaches it
+        run.require(SNAPSHOT)  # before Spark starts: a changed snapshot never reaches it
         starting = _SparkStart(args.spark_master)
         from kafka_rebalancer.plan.summary import totals_sentence
 
         try:
+            check_snapshot(run)  # one written before records began: its rows, while the JVM starts
             summary = _plan_locally(config, run, args.spark_master, starting)
         finally:
             starting.close()

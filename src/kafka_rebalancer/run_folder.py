@@ -54,6 +54,7 @@ class RunFolder:
         self.path = Path(path).resolve()
         self.strict = strict
         self._checked: set[str] = set()  # stages whose files matched their record in this process
+        self.rows_checked: set[str] = set()  # record-less stages whose rows a reader checked in this process
 
     def __repr__(self) -> str:
         return f"RunFolder({self.path})"

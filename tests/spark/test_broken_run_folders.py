@@ -26,7 +26,7 @@ from kafka_rebalancer.kafka_admin import KafkaConnection
 from kafka_rebalancer.operations.approval import write_decision
 from kafka_rebalancer.plan.job import run_plan
 from kafka_rebalancer.quality.suite import validate_plan
-from kafka_rebalancer.run_folder import FILES_RECORD, SNAPSHOT, RunFolder
+from kafka_rebalancer.run_folder import FILES_RECORD, SNAPSHOT, RunFolder, read_json
 from kafka_rebalancer.snapshot import write_snapshot
 from kafka_rebalancer.synthetic import SyntheticSpec, generate
 from tests.helpers import write_config
@@ -165,12 +165,16 @@ def test_plan_prints_its_totals_as_a_sentence(planned_run: PlannedRun) -> None:
 
 
 def test_show_piped_keeps_each_line_whole(planned_run: PlannedRun) -> None:
-    fresh_copy(planned_run)
+    run_dir = fresh_copy(planned_run)
     result = run_cli(command_lines(planned_run)["show"])
     assert result.returncode == 0, result.stderr
-    folder_line = next(line for line in result.stdout.splitlines() if line.startswith("folder "))
-    assert folder_line.rstrip().endswith(next(iter(result.stdout.split("; plan ", 1)[1].split())))  # not wrapped
-    assert not any(line.startswith(" " * 20) and line.strip() for line in result.stdout.splitlines())
+    lines = [line.rstrip() for line in result.stdout.splitlines()]
+    assert f"folder {run_dir}; plan {read_json(run_dir / 'plan' / 'summary.json')['plan_hash']}" in lines
+    pools = read_json(run_dir / "plan" / "summary.json")["pools"].values()
+    notes = [note["note"] for pool in pools for note in (pool.get("notes") or [])[:10]]
+    assert notes and max(map(len, lines)) > 150
+    for note in notes:  # each note whole on its line, however long
+        assert any(line.endswith(note) for line in lines), note
 
 
 # -- property: any change to any file, every command --------------------------------------------------------------

@@ -84,17 +84,18 @@ def read_snapshot(run: RunFolder, stage: str = SNAPSHOT) -> tuple[SnapshotTables
                              f"names ({', '.join(RESOURCES)})")
     tables = SnapshotTables(read_table(folder, BROKERS), read_table(folder, REPLICAS),
                             read_table(folder, PARTITIONS), manifest.get("warnings", []))
-    if not run.recorded(stage):
+    if not run.recorded(stage) and stage not in run.rows_checked:
         check_snapshot_tables(tables.brokers, tables.replicas, tables.partitions,
                               {s.name: str(folder / f"{s.name}.parquet") for s in SNAPSHOT_TABLES}, balanced)
+        run.rows_checked.add(stage)
     return tables, manifest
 
 
 def check_snapshot(run: RunFolder, stage: str = SNAPSHOT) -> None:
-    """What planning checks before Spark starts: the snapshot's files against their record, or, written before
-    records began, its rows (RunFolderError or SnapshotError)."""
+    """What planning checks before Spark reads the snapshot: its files against their record, or, written before
+    records began, its rows (RunFolderError or SnapshotError). Once per RunFolder: the later reads trust it."""
     run.require(stage)
-    if not run.recorded(stage):
+    if not run.recorded(stage) and stage not in run.rows_checked:
         read_snapshot(run, stage)
 
 
