@@ -29,16 +29,16 @@ from bench.baselines import evaluate
 from bench.optimum_milp import Optimum, free_partitions, held_brokers, solve_optimum
 from bench.run import OUT, REPORT, machine, measure
 from bench.scales import Scale
-from kafka_rebalancer.balance.status import band_status, broker_load_frame, out_of_band
 from kafka_rebalancer.config import RebalancerConfig, load_config
+from kafka_rebalancer.model.reassignment import Reassignment, read_reassignment
 from kafka_rebalancer.model.resources import resource
 from kafka_rebalancer.model.schemas import BANDS
-from kafka_rebalancer.plan.artifacts import Reassignment, read_reassignment
-from kafka_rebalancer.quality.checks import replicas_after
+from kafka_rebalancer.plan.balance.status import band_status, broker_load_frame, out_of_band
+from kafka_rebalancer.plan.recheck import replicas_after
 from kafka_rebalancer.run_folder import PLAN, RunFolder, read_json, read_table
 from kafka_rebalancer.snapshot import read_snapshot
 from kafka_rebalancer.snapshot.build import SnapshotTables
-from kafka_rebalancer.synthetic import SyntheticSpec, generate, write_cluster
+from kafka_rebalancer.snapshot.synthetic import SyntheticSpec, generate, write_cluster
 
 BENCH = Path(__file__).resolve().parent
 RESULTS = BENCH / "optimum-results.json"

@@ -46,8 +46,8 @@ import numpy as np
 import pandas as pd
 
 from kafka_rebalancer.config import RebalancerConfig
-from kafka_rebalancer.plan.artifacts import Reassignment
-from kafka_rebalancer.quality.recheck import current_placement, end_edges
+from kafka_rebalancer.model.reassignment import Reassignment
+from kafka_rebalancer.plan.recheck import current_placement, end_edges
 from kafka_rebalancer.snapshot.build import SnapshotTables
 
 SUPPORTED = ("disk", "replica_count")

@@ -29,11 +29,11 @@ from bench.scales import SCALES, Scale
 from kafka_rebalancer.config import load_config
 from kafka_rebalancer.errors import ValidationFailed
 from kafka_rebalancer.model.schemas import BANDS
-from kafka_rebalancer.quality.suite import validate_plan
 from kafka_rebalancer.run_folder import PLAN, VALIDATION, RunFolder, read_json, read_table
 from kafka_rebalancer.snapshot import read_snapshot
+from kafka_rebalancer.snapshot.synthetic import generate, write_cluster
 from kafka_rebalancer.spark_settings import JVM_ARCHIVE_ENV, jvm_archive_options
-from kafka_rebalancer.synthetic import generate, write_cluster
+from kafka_rebalancer.validate.suite import validate_plan
 
 BENCH = Path(__file__).resolve().parent
 OUT = BENCH / "out"

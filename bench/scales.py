@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kafka_rebalancer.synthetic import SyntheticSpec
+from kafka_rebalancer.snapshot.synthetic import SyntheticSpec
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,8 @@ from bench.baselines import evaluate
 from bench.run import BENCH, OUT, REPORT, checkout_label, machine, prepare, run_measured
 from bench.scales import SCALES, Scale
 from kafka_rebalancer.config import load_config
+from kafka_rebalancer.model.reassignment import read_reassignment
 from kafka_rebalancer.model.schemas import BANDS
-from kafka_rebalancer.plan.artifacts import read_reassignment
 from kafka_rebalancer.run_folder import FILES_RECORD, PLAN, RunFolder, read_json, read_table
 from kafka_rebalancer.snapshot import read_snapshot
 from kafka_rebalancer.spark_settings import JVM_ARCHIVE_ENV, jvm_archive_options

@@ -91,7 +91,7 @@ def snapshot_task(context: Any) -> str:
                                reviewed_run_id=params.get("run_id"), reason=params.get("reason"),
                                requested_by=_user(context))
         if request.action == "execute-reviewed":
-            from kafka_rebalancer.operations.reviewed import adopt_reviewed_plan
+            from kafka_rebalancer.snapshot.reviewed import adopt_reviewed_plan
 
             write_request(run, adopt_reviewed_plan(base, run, request, _connection))
             return str(run.path)
@@ -104,8 +104,8 @@ def snapshot_task(context: Any) -> str:
 
 def validate_task(context: Any, run_dir: str) -> list[str]:
     """Validate the plan; returns the pools the execute task is mapped over."""
-    from kafka_rebalancer.quality.suite import validate_plan
     from kafka_rebalancer.run_folder import RunFolder
+    from kafka_rebalancer.validate.suite import validate_plan
 
     config = _config(context, run_dir)
     validate_plan(config, RunFolder(run_dir))
@@ -115,7 +115,7 @@ def validate_task(context: Any, run_dir: str) -> list[str]:
 def approval_decision(context: Any, run_dir: str) -> dict[str, Any]:
     """The approval step's first half: dry run (stop here), auto-approved (go on), or wait for a person with the
     plan's summary as the body."""
-    from kafka_rebalancer.operations.approval import (
+    from kafka_rebalancer.approve.approval import (
         PlanFacts,
         approval_body,
         unattended_refusals,
@@ -173,7 +173,7 @@ def _response_timeout(context: Any, config: Any) -> Any:
 
 def record_answer(context: Any, run_dir: str, *, approved: bool, by: str | None, timed_out: bool) -> dict[str, Any]:
     """The approval step's second half: the person's answer, and on approval the run's pool override."""
-    from kafka_rebalancer.operations.approval import PlanFacts, write_decision
+    from kafka_rebalancer.approve.approval import PlanFacts, write_decision
     from kafka_rebalancer.operations.request import record_override
     from kafka_rebalancer.run_folder import APPROVAL, RunFolder
 
@@ -286,7 +286,7 @@ def overrides_task(context: Any) -> list[dict[str, Any]]:
 
 def verify_task(context: Any, run_dir: str) -> dict[str, Any]:
     from kafka_rebalancer.run_folder import RunFolder
-    from kafka_rebalancer.verify import verify_run
+    from kafka_rebalancer.verify.verification import verify_run
 
     config = _config(context, run_dir)
     summary = verify_run(config, _connection(config), RunFolder(run_dir))

@@ -41,8 +41,8 @@ def _run_root() -> Path:
 @runs_app.get("/", response_class=HTMLResponse)
 def runs_page() -> str:
     from kafka_rebalancer.errors import RebalancerError
+    from kafka_rebalancer.model.units import human_bytes
     from kafka_rebalancer.report.overview import list_runs
-    from kafka_rebalancer.report.tables import human_bytes
 
     try:
         run_root = _run_root()

@@ -54,7 +54,7 @@ def write_validated_plan(run: Any, config: Any, snapshot_hash: str, moves: list[
                          validated: bool = True) -> str:
     """Plan artifacts for hand-picked moves (topic, partition, old, new) and a validation verdict on them, as the
     plan and validate stages would leave them; returns the plan hash. For executor tests that need an exact plan."""
-    from kafka_rebalancer.plan.artifacts import dumps, plan_hash
+    from kafka_rebalancer.model.reassignment import dumps, plan_hash
     from kafka_rebalancer.run_folder import PLAN, VALIDATION, write_json
 
     def doc(column: int) -> dict[str, Any]:

@@ -109,7 +109,7 @@ def _child(*args: str) -> None:
 
 def build(archive: Path) -> None:
     """Train, check and put the archive (and its key) in place; a failure leaves the old archive as it was."""
-    from kafka_rebalancer.synthetic import SyntheticSpec, generate, write_cluster
+    from kafka_rebalancer.snapshot.synthetic import SyntheticSpec, generate, write_cluster
 
     started = time.monotonic()
     archive.parent.mkdir(parents=True, exist_ok=True)

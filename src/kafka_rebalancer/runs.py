@@ -12,8 +12,7 @@ from pathlib import Path
 
 from kafka_rebalancer.config import RebalancerConfig, safe_run_id
 from kafka_rebalancer.errors import RunFolderError
-from kafka_rebalancer.execute.log import Key
-from kafka_rebalancer.plan.artifacts import parse_reassignment
+from kafka_rebalancer.model.reassignment import Key, parse_reassignment
 from kafka_rebalancer.run_folder import EXECUTE, PLAN, RunFolder
 
 LATEST = "LATEST"

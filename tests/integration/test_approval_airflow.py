@@ -21,8 +21,8 @@ import pytest
 
 from kafka_rebalancer.config import load_config
 from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
+from kafka_rebalancer.model.reassignment import read_reassignment
 from kafka_rebalancer.operations.overrides import OverrideStore
-from kafka_rebalancer.plan.artifacts import read_reassignment
 from tests.integration.conftest import assert_untouched_by_execution, demo_config
 from tools.airflow_run import connections
 from tools.airflow_services import AirflowServices
@@ -65,7 +65,7 @@ def decision(config: Any, run_id: str) -> dict[str, Any]:
 
 
 def plan_digest(config: Any, run_id: str) -> str:
-    from kafka_rebalancer.operations.approval import PlanFacts
+    from kafka_rebalancer.approve.approval import PlanFacts
     from kafka_rebalancer.run_folder import RunFolder
 
     return PlanFacts.read(config, RunFolder(config.run_dir(run_id))).plan_hash

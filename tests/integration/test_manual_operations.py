@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
-from kafka_rebalancer.plan.artifacts import read_reassignment
+from kafka_rebalancer.model.reassignment import read_reassignment
 from tests.helpers import REPO, write_config
 from tests.integration.conftest import assert_untouched_by_execution, delete_topics
 from tests.live_traffic import LiveTraffic

@@ -14,7 +14,7 @@ import pytest
 
 from kafka_rebalancer.config import load_config
 from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
-from kafka_rebalancer.plan.artifacts import read_reassignment
+from kafka_rebalancer.model.reassignment import read_reassignment
 from tests.integration.conftest import demo_config
 from tools.airflow_run import airflow_env, ensure_database, run_dag, write_connections
 from tools.demo_workload import consume_and_check

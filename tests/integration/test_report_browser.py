@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from kafka_rebalancer.errors import ValidationFailed
-from kafka_rebalancer.quality.suite import validate_plan
 from kafka_rebalancer.report.run_report import write_report
+from kafka_rebalancer.validate.suite import validate_plan
 from tests.browser import SCREENSHOTS, check_report_in_browser, every_chart_drawn
 from tests.unit.test_run_report import SMALL, make_cluster, replica_moves, write_large_run, write_plan
 

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
-from kafka_rebalancer.plan.artifacts import read_reassignment
+from kafka_rebalancer.model.reassignment import read_reassignment
 from tests.helpers import REPO, write_config
 from tools.local_kafka import LocalKafkaCluster
 

@@ -19,7 +19,7 @@ import pytest
 from kafka_rebalancer.config import load_config
 from kafka_rebalancer.plan.job import run_plan
 from kafka_rebalancer.run_folder import read_json
-from kafka_rebalancer.synthetic import SyntheticSpec, generate, write_cluster
+from kafka_rebalancer.snapshot.synthetic import SyntheticSpec, generate, write_cluster
 from tests.helpers import REPO
 from tools.local_spark import LocalSparkCluster
 from tools.package_zip import DEFAULT_ZIP, build_package_zip

@@ -21,14 +21,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafka_rebalancer import cli
+from kafka_rebalancer.approve.approval import write_decision
 from kafka_rebalancer.config import load_config
 from kafka_rebalancer.kafka_admin import KafkaConnection
-from kafka_rebalancer.operations.approval import write_decision
 from kafka_rebalancer.plan.job import run_plan
-from kafka_rebalancer.quality.suite import validate_plan
 from kafka_rebalancer.run_folder import FILES_RECORD, SNAPSHOT, RunFolder, read_json
 from kafka_rebalancer.snapshot import write_snapshot
-from kafka_rebalancer.synthetic import SyntheticSpec, generate
+from kafka_rebalancer.snapshot.synthetic import SyntheticSpec, generate
+from kafka_rebalancer.validate.suite import validate_plan
 from tests.helpers import write_config
 
 pytestmark = pytest.mark.spark
@@ -171,10 +171,10 @@ def test_show_piped_keeps_each_line_whole(planned_run: PlannedRun) -> None:
     lines = [line.rstrip() for line in result.stdout.splitlines()]
     assert f"folder {run_dir}; plan {read_json(run_dir / 'plan' / 'summary.json')['plan_hash']}" in lines
     pools = read_json(run_dir / "plan" / "summary.json")["pools"].values()
-    notes = [note["note"] for pool in pools for note in (pool.get("notes") or [])[:10]]
-    assert notes and max(map(len, lines)) > 150
-    for note in notes:  # each note whole on its line, however long
-        assert any(line.endswith(note) for line in lines), note
+    for pool in pools:  # each pool's table header, one column per resource, whole on its line however wide
+        header = [f"{resource} (band)" for resource in pool["resources"]]
+        assert any(line.startswith("broker") and all(h in line for h in header) for line in lines), header
+    assert max(map(len, lines)) > 150
 
 
 # -- property: any change to any file, every command --------------------------------------------------------------

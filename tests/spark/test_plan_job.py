@@ -12,15 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kafka_rebalancer.balance import per_broker, transforms
-from kafka_rebalancer.balance.status import bands_frame, broker_load_frame
-from kafka_rebalancer.balance.transforms import (
-    _with_planner_imported,
-    load_parts,
-    planner_replicas,
-    start_planner_workers,
-)
 from kafka_rebalancer.errors import ValidationFailed
+from kafka_rebalancer.model.reassignment import dumps, plan_hash, read_reassignment
 from kafka_rebalancer.model.resources import RESOURCES
 from kafka_rebalancer.model.schemas import (
     BANDS,
@@ -33,13 +26,20 @@ from kafka_rebalancer.model.schemas import (
     PLANNER_NOTES,
     SKIPPED,
 )
-from kafka_rebalancer.plan.artifacts import dumps, plan_hash, read_reassignment
+from kafka_rebalancer.plan.balance import per_broker, transforms
+from kafka_rebalancer.plan.balance.status import bands_frame, broker_load_frame
+from kafka_rebalancer.plan.balance.transforms import (
+    _with_planner_imported,
+    load_parts,
+    planner_replicas,
+    start_planner_workers,
+)
 from kafka_rebalancer.plan.job import run_plan
-from kafka_rebalancer.quality.suite import validate_plan
 from kafka_rebalancer.run_folder import PLAN, RunFolder, read_json, read_table, write_json, write_record
 from kafka_rebalancer.snapshot import read_snapshot, write_snapshot
 from kafka_rebalancer.snapshot.store import snapshot_topics
-from kafka_rebalancer.synthetic import SyntheticSpec, generate
+from kafka_rebalancer.snapshot.synthetic import SyntheticSpec, generate
+from kafka_rebalancer.validate.suite import validate_plan
 
 pytestmark = pytest.mark.spark
 

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from kafka_rebalancer.config import load_config
 from kafka_rebalancer.errors import ConfigError, RebalancerError, RunFolderError, SnapshotError
 from kafka_rebalancer.kafka_admin import BrokerInfo, KafkaConnection, PartitionInfo
+from kafka_rebalancer.model.reassignment import Reassignment
 from kafka_rebalancer.model.schemas import BROKERS, PARTITIONS, REPLICAS, TableSchema
-from kafka_rebalancer.plan.artifacts import Reassignment
 from kafka_rebalancer.run_folder import FILES_RECORD, SNAPSHOT, RunFolder, read_table
 from kafka_rebalancer.snapshot import capture, read_snapshot, write_snapshot
 from kafka_rebalancer.snapshot.build import SnapshotTables, build_snapshot_tables
@@ -410,9 +410,9 @@ DATA_EXPECTATIONS = {"moved bytes not negative", "partition sizes not negative",
                      "no negative broker load after the plan (negative sizes or rates)"}
 
 def test_validation_suite_catches_bad_snapshot_data(config_factory: Callable[..., Any]) -> None:
-    from kafka_rebalancer.balance.status import bands_frame, broker_load_frame
-    from kafka_rebalancer.quality.checks import build_checks
-    from kafka_rebalancer.quality.suite import run_suite
+    from kafka_rebalancer.plan.balance.status import bands_frame, broker_load_frame
+    from kafka_rebalancer.validate.checks import build_checks
+    from kafka_rebalancer.validate.suite import run_suite
 
     config = config_factory(CONFIG)
     good = built(config)
@@ -439,9 +439,9 @@ def test_validation_suite_catches_bad_snapshot_data(config_factory: Callable[...
 
 
 def test_validation_suite_passes_good_data(config_factory: Callable[..., Any]) -> None:
-    from kafka_rebalancer.balance.status import bands_frame, broker_load_frame
-    from kafka_rebalancer.quality.checks import build_checks
-    from kafka_rebalancer.quality.suite import run_suite
+    from kafka_rebalancer.plan.balance.status import bands_frame, broker_load_frame
+    from kafka_rebalancer.validate.checks import build_checks
+    from kafka_rebalancer.validate.suite import run_suite
 
     config = config_factory(CONFIG)
     good = built(config)

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafka_rebalancer.balance.bands import band_edges, band_for, count_edges, spread, widening_note
-from kafka_rebalancer.balance.status import bands_frame, brokers_to_fix, precheck_pairs
 from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD
-from kafka_rebalancer.synthetic import SyntheticSpec, generate
+from kafka_rebalancer.plan.balance.bands import band_edges, band_for, count_edges, spread, widening_note
+from kafka_rebalancer.plan.balance.status import bands_frame, brokers_to_fix, precheck_pairs
+from kafka_rebalancer.snapshot.synthetic import SyntheticSpec, generate
 
 
 def test_patent_example_threshold_1_05() -> None:

@@ -16,7 +16,7 @@ from kafka_rebalancer.execute.lock import pool_lock
 from kafka_rebalancer.execute.log import ExecutionLog
 from kafka_rebalancer.execute.throttle import throttle_for
 from kafka_rebalancer.kafka_admin import PartitionInfo
-from kafka_rebalancer.plan.artifacts import dumps
+from kafka_rebalancer.model.reassignment import dumps
 from kafka_rebalancer.run_folder import FILES_RECORD, PLAN, RunFolder, read_json
 from kafka_rebalancer.snapshot import write_snapshot
 from kafka_rebalancer.snapshot.build import SnapshotTables

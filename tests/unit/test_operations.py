@@ -10,10 +10,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from kafka_rebalancer.balance.leadership import leadership_moves
-from kafka_rebalancer.config import load_config, parse_duration
-from kafka_rebalancer.errors import ConfigError, ExecutionError, RebalancerError
-from kafka_rebalancer.operations.approval import (
+from kafka_rebalancer.approve.approval import (
     PlanFacts,
     assert_approved,
     estimated_seconds,
@@ -21,6 +18,8 @@ from kafka_rebalancer.operations.approval import (
     unattended_refusals,
     write_decision,
 )
+from kafka_rebalancer.config import load_config, parse_duration
+from kafka_rebalancer.errors import ConfigError, ExecutionError, RebalancerError
 from kafka_rebalancer.operations.overrides import OverrideStore, apply_overrides, layout
 from kafka_rebalancer.operations.request import (
     RequestError,
@@ -32,6 +31,7 @@ from kafka_rebalancer.operations.request import (
     scope_of,
     write_request,
 )
+from kafka_rebalancer.plan.balance.leadership import leadership_moves
 from kafka_rebalancer.plan.changes import partition_changes
 from kafka_rebalancer.run_folder import RunFolder
 from tests.helpers import write_config

@@ -10,10 +10,10 @@ import pandas as pd
 from bench.baselines import evaluate
 from bench.optimum import disk_flows, placement_violations
 from bench.optimum_milp import held_brokers, solve_optimum
-from kafka_rebalancer.balance.status import bands_frame, broker_load_frame
 from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.model.reassignment import Reassignment
 from kafka_rebalancer.model.schemas import BANDS, BROKERS, PARTITIONS, REPLICAS
-from kafka_rebalancer.plan.artifacts import Reassignment
+from kafka_rebalancer.plan.balance.status import bands_frame, broker_load_frame
 from kafka_rebalancer.snapshot.build import SnapshotTables
 
 Part = tuple[str, int, list[int], int]  # topic, partition, replicas, size

@@ -7,14 +7,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kafka_rebalancer.balance.bands import Band, band_for
-from kafka_rebalancer.balance.model import PoolModel, base_load_column
-from kafka_rebalancer.balance.per_broker import pool_brokers
-from kafka_rebalancer.balance.planner import Budgets, Planner
 from kafka_rebalancer.config import Budgets as ConfigBudgets
 from kafka_rebalancer.model.resources import DISK, LEADER_COUNT, NETWORK_OUT, REPLICA_COUNT
+from kafka_rebalancer.plan.balance.bands import Band, band_for
+from kafka_rebalancer.plan.balance.model import PoolModel, base_load_column
+from kafka_rebalancer.plan.balance.per_broker import pool_brokers
+from kafka_rebalancer.plan.balance.planner import Budgets, Planner
 from kafka_rebalancer.plan.changes import partition_changes, trim_to_budgets
-from kafka_rebalancer.synthetic import SyntheticSpec, generate
+from kafka_rebalancer.snapshot.synthetic import SyntheticSpec, generate
 
 
 def pool(brokers: list[tuple[int, str, float]], replicas: list[tuple[str, int, int, int, int]],
@@ -320,7 +320,7 @@ def test_a_pool_planned_from_topic_indexes_names_the_same_moves_as_from_names() 
     """The planner's rows carry each topic's index in the sorted topic list (`planner_replicas`), and the worker
     turns them back into names: the plan names the same partitions and moves, in the same order, as the planner
     given the names, also where the names' order is not the obvious one (case, digits, underscores, non-ASCII)."""
-    from kafka_rebalancer.balance.transforms import POOL_MODEL_COLUMNS, PoolPlanningSettings
+    from kafka_rebalancer.plan.balance.transforms import POOL_MODEL_COLUMNS, PoolPlanningSettings
 
     tables, _ = generate(SyntheticSpec(n_brokers=6, n_racks=3, n_pools=1, n_partitions=150, replication_factor=3,
                                        hot_brokers_per_pool=1, seed=7))
@@ -351,8 +351,8 @@ def test_a_pool_planned_from_topic_indexes_names_the_same_moves_as_from_names() 
 def test_the_planners_claimed_loads_are_its_models_and_match_its_moves_replayed() -> None:
     """The worker hands back the model's change of every broker's load (the claim validation holds to the re-check
     of plan.json); replaying the moves it returns on the loads before gives the same loads, leadership included."""
-    from kafka_rebalancer.balance.status import broker_load_frame
-    from kafka_rebalancer.balance.transforms import POOL_MODEL_COLUMNS, PoolPlanningSettings, split_planner_output
+    from kafka_rebalancer.plan.balance.status import broker_load_frame
+    from kafka_rebalancer.plan.balance.transforms import POOL_MODEL_COLUMNS, PoolPlanningSettings, split_planner_output
     from kafka_rebalancer.plan.changes import load_after, with_load_changes
 
     tables, _ = generate(SyntheticSpec(n_brokers=6, n_racks=3, n_pools=1, n_partitions=150, replication_factor=3,

@@ -7,10 +7,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kafka_rebalancer.balance.bands import Band
-from kafka_rebalancer.balance.model import PoolModel
-from kafka_rebalancer.balance.planner import Budgets
-from kafka_rebalancer.balance.planner.actions import (
+from kafka_rebalancer.model.resources import DISK, LEADER_COUNT, REPLICA_COUNT
+from kafka_rebalancer.plan.balance.bands import Band
+from kafka_rebalancer.plan.balance.model import PoolModel
+from kafka_rebalancer.plan.balance.planner import Budgets
+from kafka_rebalancer.plan.balance.planner.actions import (
     CountExchange,
     ForcedPlacement,
     HotPartitionSpread,
@@ -18,10 +19,9 @@ from kafka_rebalancer.balance.planner.actions import (
     ReplicaMove,
     ReplicaSwap,
 )
-from kafka_rebalancer.balance.planner.constraints import Constraints
-from kafka_rebalancer.balance.planner.ranking import Ranking
-from kafka_rebalancer.balance.planner.state import LEADERSHIP, REPLICA, PlanState
-from kafka_rebalancer.model.resources import DISK, LEADER_COUNT, REPLICA_COUNT
+from kafka_rebalancer.plan.balance.planner.constraints import Constraints
+from kafka_rebalancer.plan.balance.planner.ranking import Ranking
+from kafka_rebalancer.plan.balance.planner.state import LEADERSHIP, REPLICA, PlanState
 from tests.unit.test_planner import bands_of, pool, traffic_pool
 
 

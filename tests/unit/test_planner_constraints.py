@@ -6,12 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kafka_rebalancer.balance.bands import Band
-from kafka_rebalancer.balance.model import PoolModel
-from kafka_rebalancer.balance.planner import Budgets
-from kafka_rebalancer.balance.planner.constraints import Acceptance, BudgetRule, Constraints, Placement
-from kafka_rebalancer.balance.planner.state import PlanState
 from kafka_rebalancer.model.resources import DISK, REPLICA_COUNT
+from kafka_rebalancer.plan.balance.bands import Band
+from kafka_rebalancer.plan.balance.model import PoolModel
+from kafka_rebalancer.plan.balance.planner import Budgets
+from kafka_rebalancer.plan.balance.planner.constraints import Acceptance, BudgetRule, Constraints, Placement
+from kafka_rebalancer.plan.balance.planner.state import PlanState
 from tests.unit.test_planner import pool
 
 

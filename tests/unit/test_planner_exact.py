@@ -7,12 +7,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kafka_rebalancer.balance.model import PoolModel, base_load_column
-from kafka_rebalancer.balance.planner import Budgets, ExactLimits, Planner
-from kafka_rebalancer.balance.planner.exact import EXACT, ExactPolish
 from kafka_rebalancer.model.resources import DISK, LEADER_COUNT, NETWORK_OUT, REPLICA_COUNT, Resource
+from kafka_rebalancer.plan.balance.model import PoolModel, base_load_column
+from kafka_rebalancer.plan.balance.planner import Budgets, ExactLimits, Planner
+from kafka_rebalancer.plan.balance.planner.exact import EXACT, ExactPolish
 from kafka_rebalancer.plan.changes import partition_changes
-from kafka_rebalancer.synthetic import SyntheticSpec, generate
+from kafka_rebalancer.snapshot.synthetic import SyntheticSpec, generate
 from tests.unit.test_planner import bands_of
 
 OFF = ExactLimits(max_columns=0)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from kafka_rebalancer.balance.model import PoolModel
-from kafka_rebalancer.balance.planner import Budgets
-from kafka_rebalancer.balance.planner.constraints import Constraints
-from kafka_rebalancer.balance.planner.ranking import Ranking
-from kafka_rebalancer.balance.planner.state import PlanState
 from kafka_rebalancer.model.resources import DISK, REPLICA_COUNT
+from kafka_rebalancer.plan.balance.model import PoolModel
+from kafka_rebalancer.plan.balance.planner import Budgets
+from kafka_rebalancer.plan.balance.planner.constraints import Constraints
+from kafka_rebalancer.plan.balance.planner.ranking import Ranking
+from kafka_rebalancer.plan.balance.planner.state import PlanState
 from tests.unit.test_planner import bands_of, pool
 
 

@@ -3,9 +3,9 @@ sending a replica straight to where the plan takes another one."""
 
 from __future__ import annotations
 
-from kafka_rebalancer.balance.planner import Budgets, Planner
-from kafka_rebalancer.balance.planner.refine import drop_round_trips, prune, shortcut, substitute
 from kafka_rebalancer.model.resources import DISK, REPLICA_COUNT
+from kafka_rebalancer.plan.balance.planner import Budgets, Planner
+from kafka_rebalancer.plan.balance.planner.refine import drop_round_trips, prune, shortcut, substitute
 from tests.unit.test_planner import bands_of, pool
 
 

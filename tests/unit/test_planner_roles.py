@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kafka_rebalancer.balance.model import PoolModel
-from kafka_rebalancer.balance.planner import Budgets, ExactLimits, Planner
 from kafka_rebalancer.model.resources import DISK, REPLICA_COUNT
+from kafka_rebalancer.plan.balance.model import PoolModel
+from kafka_rebalancer.plan.balance.planner import Budgets, ExactLimits, Planner
 from tests.unit.test_planner import bands_of
 
 RESOURCES = [DISK, REPLICA_COUNT]

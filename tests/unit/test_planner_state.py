@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kafka_rebalancer.balance.planner.state import HARD, LEADERSHIP, REPLICA, Move, PlanState
+from kafka_rebalancer.plan.balance.planner.state import HARD, LEADERSHIP, REPLICA, Move, PlanState
 from tests.unit.test_planner import pool, traffic_pool
 
 

@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kafka_rebalancer.balance.model import PoolModel
-from kafka_rebalancer.balance.planner import Budgets, Planner
 from kafka_rebalancer.model.resources import DISK, REPLICA_COUNT, Resource
 from kafka_rebalancer.model.schemas import HARD
+from kafka_rebalancer.plan.balance.model import PoolModel
+from kafka_rebalancer.plan.balance.planner import Budgets, Planner
 from tests.unit.test_planner import bands_of, pool, traffic_pool
 from tests.unit.test_planner_exact import DISK_COUNT, WITH_ROLES, generated
 

@@ -9,17 +9,16 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from kafka_rebalancer.balance.status import bands_frame, broker_load_frame
 from kafka_rebalancer.config import Budgets
 from kafka_rebalancer.execute.executor import PartitionMove
 from kafka_rebalancer.kafka_admin import BrokerInfo, PartitionInfo
 from kafka_rebalancer.model import schemas
+from kafka_rebalancer.model.reassignment import Reassignment
 from kafka_rebalancer.model.schemas import HARD
 from kafka_rebalancer.operations.request import PlanningScope
-from kafka_rebalancer.plan.artifacts import Reassignment
+from kafka_rebalancer.plan.balance.status import bands_frame, broker_load_frame
 from kafka_rebalancer.plan.changes import budget_notes, load_after, partition_changes
-from kafka_rebalancer.quality.checks import CheckTables, build_checks
-from kafka_rebalancer.quality.recheck import (
+from kafka_rebalancer.plan.recheck import (
     BAND_EDGES,
     band_rows,
     claim_rows,
@@ -28,8 +27,9 @@ from kafka_rebalancer.quality.recheck import (
     left_outside,
     recheck_plan,
 )
-from kafka_rebalancer.quality.suite import run_suite
 from kafka_rebalancer.snapshot.build import SnapshotTables, build_snapshot_tables
+from kafka_rebalancer.validate.checks import CheckTables, build_checks
+from kafka_rebalancer.validate.suite import run_suite
 
 # Pool a: brokers 1, 2, 3 and the dead broker 4; pool b: 5 and 6. Disk only, 1000 bytes each, band ±20%.
 CONFIG = {"cluster": {"name": "c1"}, "pools": {"a": {"brokers": [1, 2, 3, 4]}, "b": {"brokers": [5, 6]}},

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kafka_rebalancer.operations.approval import write_decision
+from kafka_rebalancer.approve.approval import write_decision
 from kafka_rebalancer.report.overview import list_runs, run_overview
 from kafka_rebalancer.run_folder import RunFolder, write_json
 from tests.unit.test_executor import CONFIG, prepared_run

@@ -14,19 +14,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kafka_rebalancer.balance.status import bands_frame, broker_load_frame
+from kafka_rebalancer.approve.approval import write_decision
 from kafka_rebalancer.config import RebalancerConfig, load_config
 from kafka_rebalancer.errors import ExecutionError, ValidationFailed
 from kafka_rebalancer.execute.executor import cancel_pool, dry_run_pool, execute_pool
 from kafka_rebalancer.kafka_admin import PartitionInfo
 from kafka_rebalancer.model import schemas
-from kafka_rebalancer.operations.approval import write_decision
+from kafka_rebalancer.model.reassignment import dumps, parse_reassignment, plan_hash, reassignment_document
 from kafka_rebalancer.operations.request import PlanningScope, make_request, write_request
-from kafka_rebalancer.plan.artifacts import dumps, parse_reassignment, plan_hash, reassignment_document
+from kafka_rebalancer.plan.balance.status import bands_frame, broker_load_frame
 from kafka_rebalancer.plan.changes import load_after, partition_changes
+from kafka_rebalancer.plan.recheck import band_rows, claim_rows, recheck_plan
 from kafka_rebalancer.plan.summary import build_summary, planner_claim
-from kafka_rebalancer.quality.recheck import band_rows, claim_rows, recheck_plan
-from kafka_rebalancer.quality.suite import validate_plan
 from kafka_rebalancer.report.run_report import MOVES_SHOWN, collect, render, write_report
 from kafka_rebalancer.run_folder import (
     PLAN,
@@ -40,7 +39,8 @@ from kafka_rebalancer.run_folder import (
 )
 from kafka_rebalancer.snapshot import write_snapshot
 from kafka_rebalancer.snapshot.build import SnapshotTables
-from kafka_rebalancer.synthetic import SyntheticSpec, generate
+from kafka_rebalancer.snapshot.synthetic import SyntheticSpec, generate
+from kafka_rebalancer.validate.suite import validate_plan
 from tests.helpers import write_config
 
 SMALL = SyntheticSpec(n_brokers=10, n_racks=2, n_pools=2, n_partitions=200, replication_factor=2,
@@ -289,7 +289,7 @@ def test_show_and_the_approval_body_print_the_summarys_rechecked_figures(tmp_pat
 
     from rich.console import Console
 
-    from kafka_rebalancer.operations.approval import PlanFacts, approval_body
+    from kafka_rebalancer.approve.approval import PlanFacts, approval_body
     from kafka_rebalancer.report.show import show_run
 
     config, tables, run = make_cluster(tmp_path, SMALL, "scheduled__2026-11-23T02_00_00_00_00")

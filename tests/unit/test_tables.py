@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kafka_rebalancer.report.tables import band_table
+from kafka_rebalancer.plan.balance.tables import band_table
 
 
 def test_each_resource_is_shown_in_its_unit_with_its_band() -> None:

@@ -25,14 +25,13 @@ from kafka_rebalancer import terminal_progress
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import ExecutionCancelled, ExecutionError, RebalancerError
 from kafka_rebalancer.execute.lock import pool_lock
-from kafka_rebalancer.execute.log import ExecutionLog, Key
+from kafka_rebalancer.execute.log import ExecutionLog
 from kafka_rebalancer.execute.throttle import Throttle, throttle_for
 from kafka_rebalancer.kafka_admin import PartitionInfo
-from kafka_rebalancer.plan.artifacts import parse_reassignment, plan_hash
-from kafka_rebalancer.plan.changes import copies_nothing, leadership_only
-from kafka_rebalancer.quality.suite import assert_validated
+from kafka_rebalancer.model.reassignment import Key, copies_nothing, leadership_only, parse_reassignment, plan_hash
 from kafka_rebalancer.run_folder import EXECUTE, PLAN, SNAPSHOT, RunFolder, read_json, write_json
 from kafka_rebalancer.snapshot.store import read_snapshot
+from kafka_rebalancer.validate.suite import assert_validated
 
 log = logging.getLogger(__name__)
 
@@ -609,7 +608,7 @@ def run_execute(config: RebalancerConfig, connection: Any, run: RunFolder, pool:
 
     plan = load_pool_plan(config, run, pool)  # the hash guard needs no network: it refuses before any wait
     if require_approval and not dry_run:
-        from kafka_rebalancer.operations.approval import assert_approved
+        from kafka_rebalancer.approve.approval import assert_approved
 
         assert_approved(run, plan.digest)
     if dry_run:

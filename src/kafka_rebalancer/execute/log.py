@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-Key = tuple[str, int]
+from kafka_rebalancer.model.reassignment import Key
 
 
 @dataclass

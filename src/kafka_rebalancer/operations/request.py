@@ -12,7 +12,6 @@ planner, the validation, the executor and the artifacts are the nightly run's.
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
@@ -291,10 +290,6 @@ def run_config(config_path: str | Path, run: RunFolder | None = None) -> Rebalan
     request = read_request(run) if run is not None else None
     own = [request.override] if request is not None and request.override is not None else []
     return apply_overrides(base, stored + own)
-
-
-def matches_any(topic: str, patterns: tuple[str, ...] | list[str]) -> bool:
-    return any(fnmatch.fnmatchcase(topic, p) for p in patterns)
 
 
 def record_override(config: RebalancerConfig, run: RunFolder, approved_by: str | None) -> PoolOverride | None:

@@ -3,8 +3,6 @@ follows from it (the replicas after the plan, and the brokers' loads the planner
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import pandas as pd
 
@@ -13,18 +11,6 @@ from kafka_rebalancer.model.resources import CPU, NETWORK_IN, NETWORK_OUT, Resou
 from kafka_rebalancer.model.schemas import PARTITION_CHANGES, PLANNER_NOTES, REPLICAS
 
 TRAFFIC = ["replication_factor", "bytes_in_per_s", "bytes_out_per_s", "cpu_leader_cores", "cpu_follower_cores"]
-
-
-def copies_nothing(old: Sequence[int], new: Sequence[int]) -> bool:
-    """Whether a partition's reassignment copies no data: the same replicas, in whatever order. The executor runs
-    these first, in batches of their own, with no throttle."""
-    return set(old) == set(new)
-
-
-def leadership_only(old: Sequence[int], new: Sequence[int]) -> bool:
-    """Whether a partition's change copies nothing but changes something: the same replicas in another order (its
-    preferred leader changes, or only its followers' order). The summary counts these apart."""
-    return copies_nothing(old, new) and list(old) != list(new)
 
 
 def trim_to_budgets(moves: pd.DataFrame, budgets: Budgets) -> pd.DataFrame:

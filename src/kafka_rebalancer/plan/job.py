@@ -16,24 +16,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kafka_rebalancer import terminal_progress
-from kafka_rebalancer.balance import per_broker
-from kafka_rebalancer.balance.bands import Band
-from kafka_rebalancer.balance.leadership import leadership_moves
-from kafka_rebalancer.balance.planner import Budgets as PlannerBudgets
-from kafka_rebalancer.balance.status import bands_frame, brokers_to_fix, placement_bands, precheck_pairs
-from kafka_rebalancer.balance.transforms import (
-    PoolPlanningSettings,
-    candidate_moves,
-    homecoming_partitions,
-    load_parts,
-    plan_pools,
-    planner_replicas,
-    plans_on_driver,
-    skipped_partitions,
-    split_planner_output,
-    start_planner_workers,
-)
 from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.model.reassignment import dumps, parse_reassignment, plan_hash, reassignment_document
 from kafka_rebalancer.model.schemas import (
     BANDS,
     BROKER_LOAD,
@@ -52,7 +36,23 @@ from kafka_rebalancer.model.schemas import (
     SKIPPED,
 )
 from kafka_rebalancer.operations.request import ManualRequest, PlanningScope, read_request, scope_of
-from kafka_rebalancer.plan.artifacts import dumps, parse_reassignment, plan_hash, reassignment_document
+from kafka_rebalancer.plan.balance import per_broker
+from kafka_rebalancer.plan.balance.bands import Band
+from kafka_rebalancer.plan.balance.leadership import leadership_moves
+from kafka_rebalancer.plan.balance.planner import Budgets as PlannerBudgets
+from kafka_rebalancer.plan.balance.status import bands_frame, brokers_to_fix, placement_bands, precheck_pairs
+from kafka_rebalancer.plan.balance.transforms import (
+    PoolPlanningSettings,
+    candidate_moves,
+    homecoming_partitions,
+    load_parts,
+    plan_pools,
+    planner_replicas,
+    plans_on_driver,
+    skipped_partitions,
+    split_planner_output,
+    start_planner_workers,
+)
 from kafka_rebalancer.plan.changes import (
     budget_notes,
     load_after,
@@ -60,8 +60,7 @@ from kafka_rebalancer.plan.changes import (
     trim_to_budgets,
     with_load_changes,
 )
-from kafka_rebalancer.plan.summary import build_summary, planner_claim, totals_sentence
-from kafka_rebalancer.quality.recheck import (
+from kafka_rebalancer.plan.recheck import (
     band_rows,
     claim_rows,
     current_placement,
@@ -69,6 +68,7 @@ from kafka_rebalancer.quality.recheck import (
     left_outside,
     recheck_plan,
 )
+from kafka_rebalancer.plan.summary import build_summary, planner_claim, totals_sentence
 from kafka_rebalancer.run_folder import PLAN, SNAPSHOT, RunFolder, read_json, read_table, write_json, write_table
 from kafka_rebalancer.snapshot.store import check_snapshot, read_snapshot, snapshot_topics
 

@@ -11,17 +11,17 @@ from typing import Any
 
 import pandas as pd
 
-from kafka_rebalancer.balance.status import band_status, out_of_band
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.operations.request import PlanningScope
-from kafka_rebalancer.quality.recheck import Recheck, left_outside
+from kafka_rebalancer.plan.balance.status import band_status, out_of_band
+from kafka_rebalancer.plan.recheck import Recheck, left_outside
 
 SKIPPED_LISTED = 1000  # the full list is in skipped.parquet
 
 
 def totals_sentence(totals: dict[str, Any]) -> str:
     """A plan's totals as the task log and the CLI say them."""
-    from kafka_rebalancer.report.tables import human_bytes
+    from kafka_rebalancer.model.units import human_bytes
 
     return (f"{totals['partitions_changed']} partitions change: {totals['replica_moves']} replica moves "
             f"({human_bytes(totals['moved_bytes'])}), {totals['preferred_leader_changes']} preferred-leader changes "

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from kafka_rebalancer.report.tables import human_bytes
+from kafka_rebalancer.model.units import human_bytes
 
 # A small template of our own: plotly's named templates add several KB of JSON to every chart.
 _TEMPLATE = go.layout.Template(layout={

@@ -24,13 +24,14 @@ import pandas as pd
 import plotly.offline
 import pyarrow as pa
 
+from kafka_rebalancer.approve.approval import read_decision
 from kafka_rebalancer.errors import RebalancerError
 from kafka_rebalancer.execute.log import ExecutionLog
+from kafka_rebalancer.model.reassignment import read_reassignment
 from kafka_rebalancer.model.resources import RESOURCES
 from kafka_rebalancer.model.schemas import PARTITION_CHANGES, PARTITIONS
-from kafka_rebalancer.operations.approval import read_decision
+from kafka_rebalancer.model.units import human_bytes
 from kafka_rebalancer.operations.request import REQUEST_FILE
-from kafka_rebalancer.plan.artifacts import read_reassignment
 from kafka_rebalancer.report.charts import (
     CHARTS_JS,
     BrokerUsage,
@@ -43,7 +44,6 @@ from kafka_rebalancer.report.charts import (
     usage_bars,
 )
 from kafka_rebalancer.report.overview import run_overview
-from kafka_rebalancer.report.tables import human_bytes
 from kafka_rebalancer.run_folder import (
     EXECUTE,
     PLAN,

@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from kafka_rebalancer.model.schemas import PARTITION_CHANGES
+from kafka_rebalancer.model.units import human_bytes
 from kafka_rebalancer.report.overview import RunOverview, run_overview
-from kafka_rebalancer.report.tables import human_bytes
 from kafka_rebalancer.run_folder import EXECUTE, PLAN, VALIDATION, RunFolder, read_json, read_table
 
 TOP_MOVES = 10

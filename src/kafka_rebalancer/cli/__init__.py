@@ -45,8 +45,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kafka_rebalancer.cli.commands import COMMANDS, add_parsers
 from kafka_rebalancer.errors import RebalancerError, UnreachableError
-from kafka_rebalancer.operations.commands import COMMANDS, add_parsers
 
 # The rest of the package is imported where it is used: `plan` starts its Spark JVM (~2 s) as soon as its snapshot
 # is checked, and the planner's imports (~1 s) run meanwhile on the other core.
@@ -221,7 +221,7 @@ def _traceback_file(command: str) -> Path:
 
 def _assign(args: argparse.Namespace) -> int:
     from kafka_rebalancer.assignment import assign_replicas_to_brokers
-    from kafka_rebalancer.plan.artifacts import dumps
+    from kafka_rebalancer.model.reassignment import dumps
 
     try:
         brokers = [int(b) for b in args.brokers.split(",")]
@@ -240,7 +240,7 @@ def _assign(args: argparse.Namespace) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    from kafka_rebalancer.operations import cli as operations_cli
+    from kafka_rebalancer.cli import operations as operations_cli
     from kafka_rebalancer.operations.request import run_config
     from kafka_rebalancer.runs import existing_run, mark_latest
 
@@ -284,7 +284,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             starting.close()
         print(f"plan {summary['plan_hash'][:12]}: {totals_sentence(summary['totals'])}")
     elif args.command == "validate":
-        from kafka_rebalancer.quality.suite import validate_plan
+        from kafka_rebalancer.validate.suite import validate_plan
 
         report = validate_plan(config, run)
         print(f"plan {report['plan_hash'][:12]} passed {report['expectations']} expectations")
@@ -303,7 +303,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                 print(f"{pool}: {result['completed']}/{result['moves']} moves complete, "
                       f"{len(result['skipped'])} skipped")
     else:  # verify
-        from kafka_rebalancer.verify import verify_run
+        from kafka_rebalancer.verify.verification import verify_run
 
         summary = verify_run(config, connection_for(config, args.bootstrap_servers), run)
         print(f"out of band: {summary['out_of_band_before']} before, {summary['out_of_band_after']} after")
@@ -387,9 +387,9 @@ def _confirm(question: str) -> bool:
 
 
 def _status(config: RebalancerConfig, connection: KafkaConnection) -> None:
-    from kafka_rebalancer.balance.status import band_status, bands_frame, broker_load_frame
     from kafka_rebalancer.kafka_admin import ClusterAdmin
-    from kafka_rebalancer.report.tables import band_table
+    from kafka_rebalancer.plan.balance.status import band_status, bands_frame, broker_load_frame
+    from kafka_rebalancer.plan.balance.tables import band_table
     from kafka_rebalancer.snapshot import capture
 
     tables, _ = capture(config, connection)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kafka_rebalancer.balance.status import band_status, broker_load_frame, out_of_band, placement_bands
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.kafka_admin import KafkaConnection
+from kafka_rebalancer.model.reassignment import read_reassignment
 from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD
-from kafka_rebalancer.plan.artifacts import read_reassignment
-from kafka_rebalancer.report.tables import band_table
+from kafka_rebalancer.plan.balance.status import band_status, broker_load_frame, out_of_band, placement_bands
+from kafka_rebalancer.plan.balance.tables import band_table
 from kafka_rebalancer.run_folder import PLAN, VERIFY, RunFolder, read_json, read_table, write_json
 from kafka_rebalancer.snapshot import capture, read_snapshot, write_snapshot
 

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from kafka_rebalancer.cli.commands import COMMANDS
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import RebalancerError
-from kafka_rebalancer.operations.commands import COMMANDS
 from kafka_rebalancer.operations.overrides import CONFIG, OverrideStore, current_user, layout
 from kafka_rebalancer.operations.request import make_request, run_config, write_request
 from kafka_rebalancer.run_folder import RunFolder
@@ -23,13 +23,13 @@ def operate(args: argparse.Namespace, connect: Callable[[RebalancerConfig], Any]
             plan: Callable[[RebalancerConfig, RunFolder, str], None],
             confirm: Callable[[str], bool] | None = None) -> int:
     """One manual operation end to end; returns the exit code."""
+    from kafka_rebalancer.approve.approval import PlanFacts, approval_body, write_decision
     from kafka_rebalancer.execute.executor import run_execute
-    from kafka_rebalancer.operations.approval import PlanFacts, approval_body, write_decision
     from kafka_rebalancer.operations.request import check_brokers_in_snapshot, record_override
-    from kafka_rebalancer.operations.reviewed import adopt_reviewed_plan
-    from kafka_rebalancer.quality.suite import validate_plan
     from kafka_rebalancer.snapshot import take_snapshot
-    from kafka_rebalancer.verify import verify_run
+    from kafka_rebalancer.snapshot.reviewed import adopt_reviewed_plan
+    from kafka_rebalancer.validate.suite import validate_plan
+    from kafka_rebalancer.verify.verification import verify_run
 
     if args.throttle_bytes_per_s is not None and args.throttle_bytes_per_s < 1:
         raise RebalancerError(f"--throttle-bytes-per-s must be a positive number of bytes, got "

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from kafka_rebalancer.balance.planner.constraints import EPS, Constraints
-from kafka_rebalancer.balance.planner.ranking import Ranking
-from kafka_rebalancer.balance.planner.state import PlanState
+from kafka_rebalancer.plan.balance.planner.constraints import EPS, Constraints
+from kafka_rebalancer.plan.balance.planner.ranking import Ranking
+from kafka_rebalancer.plan.balance.planner.state import PlanState
 
 
 class Action:

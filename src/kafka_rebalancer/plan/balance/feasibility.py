@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kafka_rebalancer.balance.model import PoolModel
+from kafka_rebalancer.plan.balance.model import PoolModel
 
 EPS = 1e-9
 RACK_LOCKED = frozenset({"disk", "network_in", "replica_count"})

@@ -11,13 +11,13 @@ from typing import Any
 
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import RunFolderError, ValidationFailed
+from kafka_rebalancer.model.reassignment import parse_reassignment, plan_hash
 from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD_AFTER, INFEASIBLE, PLANNER_NOTES
 from kafka_rebalancer.operations.request import read_request, scope_of
-from kafka_rebalancer.plan.artifacts import parse_reassignment, plan_hash
-from kafka_rebalancer.quality.checks import CheckTables, build_checks
-from kafka_rebalancer.quality.recheck import band_rows, claim_rows, draining_brokers, left_outside, recheck_plan
+from kafka_rebalancer.plan.recheck import band_rows, claim_rows, draining_brokers, left_outside, recheck_plan
 from kafka_rebalancer.run_folder import PLAN, VALIDATION, RunFolder, read_json, read_table, write_json
 from kafka_rebalancer.snapshot.store import read_snapshot
+from kafka_rebalancer.validate.checks import CheckTables, build_checks
 
 log = logging.getLogger(__name__)
 

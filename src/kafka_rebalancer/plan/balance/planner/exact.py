@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 import highspy
 import numpy as np
 
-from kafka_rebalancer.balance.planner.constraints import EPS, Constraints
-from kafka_rebalancer.balance.planner.state import REPLICA, PlanState
+from kafka_rebalancer.plan.balance.planner.constraints import EPS, Constraints
+from kafka_rebalancer.plan.balance.planner.state import REPLICA, PlanState
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from kafka_rebalancer.balance.model import PoolModel
+from kafka_rebalancer.plan.balance.model import PoolModel
 
 EPS = 1e-9
 

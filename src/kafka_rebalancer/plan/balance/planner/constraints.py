@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kafka_rebalancer.balance.bands import Band
-from kafka_rebalancer.balance.model import PoolModel
-from kafka_rebalancer.balance.planner.state import PlanState
+from kafka_rebalancer.plan.balance.bands import Band
+from kafka_rebalancer.plan.balance.model import PoolModel
+from kafka_rebalancer.plan.balance.planner.state import PlanState
 
 EPS = 1e-9
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import RebalancerError
+from kafka_rebalancer.model.reassignment import read_reassignment
 from kafka_rebalancer.operations.request import ManualRequest, read_request
-from kafka_rebalancer.plan.artifacts import read_reassignment
 from kafka_rebalancer.run_folder import PLAN, SNAPSHOT, VALIDATION, RunFolder, read_json, write_json
 
 log = logging.getLogger(__name__)

@@ -17,9 +17,9 @@ import pandas as pd
 
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import ExecutionError
+from kafka_rebalancer.model.units import human_bytes
 from kafka_rebalancer.operations.overrides import now_iso
 from kafka_rebalancer.operations.request import read_request
-from kafka_rebalancer.report.tables import human_bytes
 from kafka_rebalancer.run_folder import APPROVAL, PLAN, RunFolder, read_json, write_json
 
 APPROVED_STATES = ("approved", "auto-approved")

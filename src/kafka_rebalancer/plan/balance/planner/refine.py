@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from kafka_rebalancer.balance.planner.constraints import EPS, Constraints
-from kafka_rebalancer.balance.planner.state import LEADERSHIP, REPLICA, Move, PlanState
+from kafka_rebalancer.plan.balance.planner.constraints import EPS, Constraints
+from kafka_rebalancer.plan.balance.planner.state import LEADERSHIP, REPLICA, Move, PlanState
 
 REFINE_BATCH = 256  # single moves judged at once by prune and substitute
 

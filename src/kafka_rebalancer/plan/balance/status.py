@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kafka_rebalancer.balance.bands import band_for, widening_note
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.resources import Resource, resource
 from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD, BROKERS_TO_FIX
+from kafka_rebalancer.plan.balance.bands import band_for, widening_note
 
 EPS = 1e-9
 

@@ -16,9 +16,9 @@ the actions that would break them):
   infeasibility proofs, the lower bound of data moved).
 """
 
-from kafka_rebalancer.balance.planner.constraints import Budgets
-from kafka_rebalancer.balance.planner.exact import ExactLimits
-from kafka_rebalancer.balance.planner.state import LEADERSHIP, REPLICA, Move, PoolPlan
-from kafka_rebalancer.balance.planner.strategy import Planner
+from kafka_rebalancer.plan.balance.planner.constraints import Budgets
+from kafka_rebalancer.plan.balance.planner.exact import ExactLimits
+from kafka_rebalancer.plan.balance.planner.state import LEADERSHIP, REPLICA, Move, PoolPlan
+from kafka_rebalancer.plan.balance.planner.strategy import Planner
 
 __all__ = ["LEADERSHIP", "REPLICA", "Budgets", "ExactLimits", "Move", "Planner", "PoolPlan"]

@@ -22,11 +22,11 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from kafka_rebalancer.balance.bands import Band
-from kafka_rebalancer.balance.bounds import byte_lower_bound
-from kafka_rebalancer.balance.feasibility import prove_infeasible
-from kafka_rebalancer.balance.model import PoolModel
-from kafka_rebalancer.balance.planner.actions import (
+from kafka_rebalancer.plan.balance.bands import Band
+from kafka_rebalancer.plan.balance.bounds import byte_lower_bound
+from kafka_rebalancer.plan.balance.feasibility import prove_infeasible
+from kafka_rebalancer.plan.balance.model import PoolModel
+from kafka_rebalancer.plan.balance.planner.actions import (
     CountExchange,
     ForcedPlacement,
     HotPartitionSpread,
@@ -34,11 +34,11 @@ from kafka_rebalancer.balance.planner.actions import (
     ReplicaMove,
     ReplicaSwap,
 )
-from kafka_rebalancer.balance.planner.constraints import EPS, Budgets, Constraints
-from kafka_rebalancer.balance.planner.exact import ExactLimits, ExactPolish
-from kafka_rebalancer.balance.planner.ranking import Ranking
-from kafka_rebalancer.balance.planner.refine import drop_round_trips, prune, shortcut, substitute
-from kafka_rebalancer.balance.planner.state import HARD, PlanState, PoolPlan
+from kafka_rebalancer.plan.balance.planner.constraints import EPS, Budgets, Constraints
+from kafka_rebalancer.plan.balance.planner.exact import ExactLimits, ExactPolish
+from kafka_rebalancer.plan.balance.planner.ranking import Ranking
+from kafka_rebalancer.plan.balance.planner.refine import drop_round_trips, prune, shortcut, substitute
+from kafka_rebalancer.plan.balance.planner.state import HARD, PlanState, PoolPlan
 
 
 class Planner:

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from kafka_rebalancer.errors import ConfigError
+
+Key = tuple[str, int]  # a partition: (topic, partition)
 
 
 @dataclass(frozen=True)
@@ -86,3 +89,15 @@ def read_reassignment(path: str | Path) -> list[Reassignment]:
     except OSError as exc:
         raise ConfigError(str(path), "", f"cannot read: {exc.strerror}") from exc
     return parse_reassignment(text, str(path))
+
+
+def copies_nothing(old: Sequence[int], new: Sequence[int]) -> bool:
+    """Whether a partition's reassignment copies no data: the same replicas, in whatever order. The executor runs
+    these first, in batches of their own, with no throttle."""
+    return set(old) == set(new)
+
+
+def leadership_only(old: Sequence[int], new: Sequence[int]) -> bool:
+    """Whether a partition's change copies nothing but changes something: the same replicas in another order (its
+    preferred leader changes, or only its followers' order). The summary counts these apart."""
+    return copies_nothing(old, new) and list(old) != list(new)

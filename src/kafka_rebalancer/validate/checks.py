@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from kafka_rebalancer.balance.status import band_status, broker_load_frame
 from kafka_rebalancer.config import RebalancerConfig
-from kafka_rebalancer.plan.artifacts import Reassignment
-from kafka_rebalancer.plan.changes import replicas_of_changes
+from kafka_rebalancer.model.reassignment import Reassignment
+from kafka_rebalancer.plan.balance.status import band_status, broker_load_frame
+from kafka_rebalancer.plan.recheck import replicas_after
 from kafka_rebalancer.snapshot.build import SnapshotTables
 
 
@@ -26,19 +26,6 @@ class CheckTables:
     left_outside: pd.DataFrame = field(default_factory=pd.DataFrame)
     # one row per (pool, resource): the plan's band beside the band the re-check derives (recheck.band_rows)
     bands: pd.DataFrame = field(default_factory=pd.DataFrame)
-
-
-def replicas_after(snapshot: SnapshotTables, plan: list[Reassignment]) -> pd.DataFrame:
-    """The snapshot's replicas table with the plan applied: new brokers, first replicas leading."""
-    if not plan:
-        return snapshot.replicas.copy()
-    changes = pd.DataFrame([(r.topic, r.partition, r.replicas) for r in plan],
-                           columns=["topic", "partition", "new_replicas"])
-    changes = changes.merge(snapshot.partitions[["topic", "partition", "size_bytes"]], on=["topic", "partition"])
-    keep = snapshot.replicas.merge(changes[["topic", "partition"]], on=["topic", "partition"], how="left",
-                                   indicator=True)
-    keep = keep[keep["_merge"] == "left_only"].drop(columns="_merge")
-    return pd.concat([keep, replicas_of_changes(changes, snapshot.partitions)], ignore_index=True)
 
 
 def _distance(status: pd.DataFrame) -> pd.Series:

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from kafka_rebalancer.model.schemas import MOVES
-from kafka_rebalancer.operations.request import matches_any
+from kafka_rebalancer.model.topics import matches_any
 
 
 def leadership_moves(partitions: pd.DataFrame, alive: Iterable[int], mode: str, demoted: Iterable[int] = (),

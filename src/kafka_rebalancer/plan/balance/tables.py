@@ -6,13 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from kafka_rebalancer.model.resources import RESOURCES
-
-
-def human_bytes(n: float) -> str:
-    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
+from kafka_rebalancer.model.units import human_bytes
 
 
 def _value(resource: str, row: pd.Series) -> str:

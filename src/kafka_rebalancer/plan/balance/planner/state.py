@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kafka_rebalancer.balance.feasibility import Infeasible
-from kafka_rebalancer.balance.model import PoolModel
 from kafka_rebalancer.model.schemas import HARD
+from kafka_rebalancer.plan.balance.feasibility import Infeasible
+from kafka_rebalancer.plan.balance.model import PoolModel
 
 REPLICA, LEADERSHIP = "replica", "leadership"
 

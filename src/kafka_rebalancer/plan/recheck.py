@@ -26,21 +26,20 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from kafka_rebalancer.balance.bounds import fewest_bytes
-from kafka_rebalancer.balance.status import (
+from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.model.reassignment import Reassignment, leadership_only
+from kafka_rebalancer.model.resources import Resource
+from kafka_rebalancer.model.schemas import HARD
+from kafka_rebalancer.operations.request import ManualRequest, PlanningScope
+from kafka_rebalancer.plan.balance.bounds import fewest_bytes
+from kafka_rebalancer.plan.balance.status import (
     band_status,
     bands_frame,
     broker_load_frame,
     placement_bands,
     unbalanced_as_planned,
 )
-from kafka_rebalancer.config import RebalancerConfig
-from kafka_rebalancer.model.resources import Resource
-from kafka_rebalancer.model.schemas import HARD
-from kafka_rebalancer.operations.request import ManualRequest, PlanningScope
-from kafka_rebalancer.plan.artifacts import Reassignment
-from kafka_rebalancer.plan.changes import leadership_only, role_loads_of
-from kafka_rebalancer.quality.checks import replicas_after
+from kafka_rebalancer.plan.changes import replicas_of_changes, role_loads_of
 from kafka_rebalancer.snapshot.build import SnapshotTables
 
 EPS = 1e-9
@@ -50,6 +49,19 @@ FORCED_REASONS = (DEAD, DRAINING, POOL_ISOLATION)
 # LOAD_TOLERANCE of the load (Spark and pandas add in different orders) plus, for bytes, the broker's
 # `Recheck.disk_slack`.
 LOAD_TOLERANCE = 1e-6
+
+
+def replicas_after(snapshot: SnapshotTables, plan: list[Reassignment]) -> pd.DataFrame:
+    """The snapshot's replicas table with the plan applied: new brokers, first replicas leading."""
+    if not plan:
+        return snapshot.replicas.copy()
+    changes = pd.DataFrame([(r.topic, r.partition, r.replicas) for r in plan],
+                           columns=["topic", "partition", "new_replicas"])
+    changes = changes.merge(snapshot.partitions[["topic", "partition", "size_bytes"]], on=["topic", "partition"])
+    keep = snapshot.replicas.merge(changes[["topic", "partition"]], on=["topic", "partition"], how="left",
+                                   indicator=True)
+    keep = keep[keep["_merge"] == "left_only"].drop(columns="_merge")
+    return pd.concat([keep, replicas_of_changes(changes, snapshot.partitions)], ignore_index=True)
 
 
 def draining_brokers(request: ManualRequest | None) -> frozenset[int]:

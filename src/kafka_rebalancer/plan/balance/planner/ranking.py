@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 
-from kafka_rebalancer.balance.model import PoolModel
-from kafka_rebalancer.balance.planner.constraints import EPS, Acceptance
+from kafka_rebalancer.plan.balance.model import PoolModel
+from kafka_rebalancer.plan.balance.planner.constraints import EPS, Acceptance
 
 
 class Ranking:

@@ -19,9 +19,6 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from kafka_rebalancer.balance.bands import Band
-from kafka_rebalancer.balance.model import PoolModel
-from kafka_rebalancer.balance.planner import Budgets, Planner
 from kafka_rebalancer.model.resources import Resource, resource
 from kafka_rebalancer.model.schemas import (
     CANDIDATES,
@@ -34,6 +31,9 @@ from kafka_rebalancer.model.schemas import (
     SKIPPED,
     TableSchema,
 )
+from kafka_rebalancer.plan.balance.bands import Band
+from kafka_rebalancer.plan.balance.model import PoolModel
+from kafka_rebalancer.plan.balance.planner import Budgets, Planner
 
 EPS = 1e-9
 FRACTION_UNITS = 2.0**32
