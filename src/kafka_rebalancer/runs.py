@@ -73,7 +73,7 @@ def runs_to_cancel(config: RebalancerConfig, in_flight: Mapping[Key, Mapping[str
 
 
 def _heads_for_plan(run: RunFolder, in_flight: Mapping[Key, Mapping[str, list[int]]]) -> bool:
-    from kafka_rebalancer.execute.executor import reassignment_target  # the executor's imports are heavy
+    from kafka_rebalancer.execute.moves import reassignment_target  # the executor's imports are heavy
 
     plan_file: Path = run.stage_path(PLAN) / "plan.json"
     if not plan_file.exists():

@@ -13,8 +13,9 @@ import pytest
 
 from kafka_rebalancer.cli import main
 from kafka_rebalancer.errors import RunFolderError, ValidationFailed
-from kafka_rebalancer.execute.executor import cancel_pool, execute_pool, run_pools
+from kafka_rebalancer.execute.executor import cancel_pool, execute_pool
 from kafka_rebalancer.execute.log import ExecutionLog
+from kafka_rebalancer.execute.moves import run_pools
 from kafka_rebalancer.run_folder import RunFolder
 from kafka_rebalancer.runs import existing_run, mark_latest, runs_to_cancel
 from tests.helpers import write_config

@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 
 from kafka_rebalancer.errors import ExecutionCancelled, ExecutionError, RunFolderError, ValidationFailed
-from kafka_rebalancer.execute.executor import Limits, PartitionMove, cancel_pool, execute_pool, order_moves, pick_batch
+from kafka_rebalancer.execute.executor import cancel_pool, execute_pool
 from kafka_rebalancer.execute.lock import pool_lock
 from kafka_rebalancer.execute.log import ExecutionLog
+from kafka_rebalancer.execute.moves import Limits, PartitionMove, order_moves, pick_batch
 from kafka_rebalancer.execute.throttle import throttle_for
 from kafka_rebalancer.kafka_admin import PartitionInfo
 from kafka_rebalancer.model.reassignment import dumps

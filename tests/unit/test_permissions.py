@@ -9,7 +9,7 @@ from collections.abc import Iterable
 import pytest
 
 from kafka_rebalancer.errors import PermissionDenied
-from kafka_rebalancer.execute.executor import PartitionMove
+from kafka_rebalancer.execute.moves import PartitionMove
 from kafka_rebalancer.execute.throttle import Throttle, throttle_for
 from kafka_rebalancer.kafka_admin import KafkaConnection
 from kafka_rebalancer.permissions import CLUSTER, TOPIC, Need, check_permissions, denial, execution_needs

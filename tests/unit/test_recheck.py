@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from kafka_rebalancer.config import Budgets
-from kafka_rebalancer.execute.executor import PartitionMove
+from kafka_rebalancer.execute.moves import PartitionMove
 from kafka_rebalancer.kafka_admin import BrokerInfo, PartitionInfo
 from kafka_rebalancer.model import schemas
 from kafka_rebalancer.model.reassignment import Reassignment

@@ -7,7 +7,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -61,6 +62,7 @@ from kafka_rebalancer.plan.changes import (
     with_load_changes,
 )
 from kafka_rebalancer.plan.recheck import (
+    Recheck,
     band_rows,
     claim_rows,
     current_placement,
@@ -140,129 +142,217 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder,
         return _plan(spark, config, run, request, background, started, release or (lambda: None))
 
 
+@dataclass(frozen=True)
+class _Job:
+    """What every step of one plan reads: the session, the run and its request, and the work beside the main line."""
+
+    spark: SparkSession
+    config: RebalancerConfig
+    run: RunFolder
+    request: ManualRequest | None
+    scope: PlanningScope
+    progress: _Progress
+    background: ThreadPoolExecutor  # the re-check's plan-independent half, beside the Spark work
+    snapshot_read: Future[tuple[Any, dict[str, Any]]]  # the snapshot in pandas, read beside the Spark work
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    manifest: dict[str, Any]
+    brokers_pdf: pd.DataFrame
+    topics: list[str]
+    planner_input: DataFrame  # every replica with its partition's state, checkpointed
+    on_driver: bool  # a small cluster: its pools are planned on the driver
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """The planners' actions within the run's budgets, with the tables worked out beside them."""
+
+    load_pdf: pd.DataFrame
+    bands_pdf: pd.DataFrame
+    fix_pdf: pd.DataFrame
+    output: dict[str, Any]  # the planners' output: moves, notes, hot, infeasible, lower_bound_bytes, load_changes
+    moves: pd.DataFrame
+    dropped: int  # actions dropped by the run's budgets
+    skipped_pdf: pd.DataFrame
+    statuses: dict[str, int]
+    candidates_pdf: pd.DataFrame
+    current: Future[Any]  # the re-check's view of the current placement
+
+
+@dataclass(frozen=True)
+class _Changes:
+    changes: pd.DataFrame
+    after_pdf: pd.DataFrame  # the planner's claim: the loads after the plan
+    claim_source: str
+    plan_text: str
+    rollback_text: str
+    digest: str
+
+
 def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request: ManualRequest | None,
           background: ThreadPoolExecutor, started: float, release: Callable[[], None]) -> dict[str, Any]:
-    snapshot_read = background.submit(read_snapshot, run)
-    scope = scope_of(request)
-    progress = _Progress()
-    snap = run.require(SNAPSHOT)
+    job = _Job(spark, config, run, request, scope_of(request), _Progress(), background,
+               background.submit(read_snapshot, run))
+    inputs = _read_inputs(job)
+    planned = _plan_pools(job, inputs)
+    release()  # the rest is the driver's
+    job.progress(f"{len(planned.candidates_pdf)} candidate moves by the pre-check windows; "
+                 f"{len(planned.skipped_pdf)} partitions skipped")
+    changes = _changes(job, inputs, planned)
+    # The summary's figures come from the re-check of plan.json against the snapshot, apart from the planner's
+    # bookkeeping (after_pdf, its bound), which is kept as its claim beside them.
+    recheck = recheck_plan(config, job.snapshot_read.result()[0], parse_reassignment(changes.plan_text, "plan.json"),
+                           planned.bands_pdf, draining_brokers(request), planned.current.result())
+    summary = _write_plan(job, inputs, planned, changes, recheck, started)
+    _log_account(job, inputs, summary)
+    return summary
+
+
+def _read_inputs(job: _Job) -> _Inputs:
+    snap = job.run.require(SNAPSHOT)
     manifest = read_json(snap / "manifest.json")
-    _split_inputs(spark, snap)
-    brokers = _read(spark, snap, BROKERS)
-    replicas = _read(spark, snap, REPLICAS)
-    partitions = _read(spark, snap, PARTITIONS)
+    _split_inputs(job.spark, snap)
+    brokers = _read(job.spark, snap, BROKERS)
+    replicas = _read(job.spark, snap, REPLICAS)
+    partitions = _read(job.spark, snap, PARTITIONS)
     # The brokers on the driver too (a few rows): read as Spark would, without a Spark job.
     brokers_pdf = read_table(snap, BROKERS)
     topics = snapshot_topics(snap)
-    resources = config.resource_list()
-
     # The checkpoint cuts the lineage: later queries start from this table instead of re-planning its inputs.
     planner_input = planner_replicas(replicas, partitions, brokers, brokers_pdf, topics).localCheckpoint()
     replicas_read = planner_input.count()
     on_driver = plans_on_driver(replicas_read)
-    progress(f"{replicas_read} replicas read, each with its partition's state"
-             + ("; a small cluster: its pools are planned on the driver" if on_driver else ""))
-    # The tables only reported (skipped partitions, statuses, the pre-check candidates) are computed beside the
-    # main line, in their own jobs, while it waits on small jobs (bands) or on the planner's Python workers.
+    job.progress(f"{replicas_read} replicas read, each with its partition's state"
+                 + ("; a small cluster: its pools are planned on the driver" if on_driver else ""))
+    return _Inputs(manifest, brokers_pdf, topics, planner_input, on_driver)
+
+
+def _plan_pools(job: _Job, inputs: _Inputs) -> _Planned:
+    """Bands, then each pool's planner; the tables only reported (skipped partitions, statuses, the pre-check
+    candidates) are computed beside the main line, in their own jobs, while it waits on small jobs (bands) or on
+    the planner's Python workers."""
+    config, scope, resources = job.config, job.scope, job.config.resource_list()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan-job-reports") as reports:
         # One aggregation of the replicas; the tables per broker and pool are added up from it on the driver (a
         # few rows per broker, where Spark would spend seconds planning and scheduling small jobs). Of those only
         # the pre-check's pairs go back to Spark, as a local table whose size Spark knows (it broadcasts it).
-        if scope.leadership is None and not on_driver:
+        if scope.leadership is None and not inputs.on_driver:
             # The planner's Python workers start first, while the bands are worked out (a failure to start them
             # shows in plan_pools, which starts its own).
-            reports.submit(start_planner_workers, spark, brokers_pdf["broker_pool"].nunique())
-        skipped_and_statuses = reports.submit(_skipped_and_statuses, planner_input)
-        parts = load_parts(planner_input, resources).toPandas()
-        load_pdf = per_broker.broker_load(brokers_pdf, parts, resources)
+            reports.submit(start_planner_workers, job.spark, inputs.brokers_pdf["broker_pool"].nunique())
+        skipped_and_statuses = reports.submit(_skipped_and_statuses, inputs.planner_input)
+        parts = load_parts(inputs.planner_input, resources).toPandas()
+        load_pdf = per_broker.broker_load(inputs.brokers_pdf, parts, resources)
         incoming_pdf = per_broker.incoming_load(parts, load_pdf)
         bands_pdf = _scoped_bands(bands_frame(load_pdf, config, incoming_pdf), scope,
-                                  request.action if request else "nightly")
-        bands_pdf = unbalanced_by_metrics(bands_pdf, manifest.get("unbalanced_resources") or {})
+                                  job.request.action if job.request else "nightly")
+        bands_pdf = unbalanced_by_metrics(bands_pdf, inputs.manifest.get("unbalanced_resources") or {})
         fix_pdf = brokers_to_fix(load_pdf, bands_pdf)
-        current = background.submit(lambda: current_placement(config, snapshot_read.result()[0], bands_pdf,
-                                                              draining_brokers(request)))
-        progress(f"bands of {len(bands_pdf)} (pool, resource) pairs; {len(fix_pdf)} broker-resource pairs to fix")
-        pairs = spark.createDataFrame(precheck_pairs(load_pdf, bands_pdf, fix_pdf), PRECHECK_PAIRS.spark())
+        current = job.background.submit(lambda: current_placement(config, job.snapshot_read.result()[0], bands_pdf,
+                                                                  draining_brokers(job.request)))
+        job.progress(f"bands of {len(bands_pdf)} (pool, resource) pairs; {len(fix_pdf)} broker-resource pairs to "
+                     "fix")
+        pairs = job.spark.createDataFrame(precheck_pairs(load_pdf, bands_pdf, fix_pdf), PRECHECK_PAIRS.spark())
         candidates = reports.submit(lambda: candidate_moves(
-            pairs, planner_input.where("movable AND NOT must_move"), resources).toPandas())
-        band_map: dict[str, dict[str, Band]] = {}
-        for row in bands_pdf.to_dict("records"):
-            band_map.setdefault(row["broker_pool"], {})[row["resource"]] = Band.from_row(
-                row, next(r.is_count for r in resources if r.name == row["resource"]))
-        settings = PoolPlanningSettings(
-            resource_names=tuple(r.name for r in resources), bands=band_map,
-            budgets=PlannerBudgets(config.budgets.max_replica_moves, config.budgets.max_moved_bytes,
-                                   config.budgets.max_moves_per_broker),
-            brokers=_with_roles(per_broker.pool_brokers(brokers_pdf, parts), scope), topics=tuple(topics),
-            out_of_band_now=_out_of_band_now(load_pdf, config, bands_pdf))
+            pairs, inputs.planner_input.where("movable AND NOT must_move"), resources).toPandas())
+        settings = _planning_settings(config, scope, bands_pdf, load_pdf, parts, inputs)
         if scope.leadership is None:
-            planned = split_planner_output(plan_pools(planner_input, settings, on_driver))
+            planned = split_planner_output(plan_pools(inputs.planner_input, settings, inputs.on_driver))
         else:
-            planned = _leadership_plan(planner_input, scope)
+            planned = _leadership_plan(inputs.planner_input, scope)
         moves = trim_to_budgets(planned["moves"], config.budgets)
         dropped = len(planned["moves"]) - len(moves)
         # Planner steps, not the plan's counts: a replica the planner moves twice is copied once (summary below).
-        progress(f"the planner took {int((moves['action'] == 'replica').sum())} replica steps and "
-                 f"{int((moves['action'] == 'leadership').sum())} leadership steps in {len(settings.brokers)} "
-                 f"pools ({dropped} dropped by the run's budgets)")
+        job.progress(f"the planner took {int((moves['action'] == 'replica').sum())} replica steps and "
+                     f"{int((moves['action'] == 'leadership').sum())} leadership steps in {len(settings.brokers)} "
+                     f"pools ({dropped} dropped by the run's budgets)")
         skipped_pdf, statuses = skipped_and_statuses.result()
-        candidates_pdf = candidates.result()
-    release()  # the rest is the driver's
-    progress(f"{len(candidates_pdf)} candidate moves by the pre-check windows; {len(skipped_pdf)} partitions skipped")
+        return _Planned(load_pdf, bands_pdf, fix_pdf, planned, moves, dropped, skipped_pdf, statuses,
+                        candidates.result(), current)
 
+
+def _planning_settings(config: RebalancerConfig, scope: PlanningScope, bands_pdf: pd.DataFrame,
+                       load_pdf: pd.DataFrame, parts: pd.DataFrame, inputs: _Inputs) -> PoolPlanningSettings:
+    """What each pool's planner is given: the bands, the budgets, its brokers with their roles, the topics."""
+    resources = config.resource_list()
+    band_map: dict[str, dict[str, Band]] = {}
+    for row in bands_pdf.to_dict("records"):
+        band_map.setdefault(row["broker_pool"], {})[row["resource"]] = Band.from_row(
+            row, next(r.is_count for r in resources if r.name == row["resource"]))
+    return PoolPlanningSettings(
+        resource_names=tuple(r.name for r in resources), bands=band_map,
+        budgets=PlannerBudgets(config.budgets.max_replica_moves, config.budgets.max_moved_bytes,
+                               config.budgets.max_moves_per_broker),
+        brokers=_with_roles(per_broker.pool_brokers(inputs.brokers_pdf, parts), scope), topics=tuple(inputs.topics),
+        out_of_band_now=_out_of_band_now(load_pdf, config, bands_pdf))
+
+
+def _changes(job: _Job, inputs: _Inputs, planned: _Planned) -> _Changes:
+    """The plan as partition changes, its two reassignment documents, its hash and the planner's claim."""
     # The partitions the moves touch, from the snapshot the re-check reads anyway (read beside the planner).
-    snapshot_tables, _ = snapshot_read.result()
+    snapshot_tables, _ = job.snapshot_read.result()
     keys = ["topic", "partition"]
-    touched = snapshot_tables.partitions.merge(moves[keys].drop_duplicates(), on=keys)
-    changes = partition_changes(touched, moves)
+    touched = snapshot_tables.partitions.merge(planned.moves[keys].drop_duplicates(), on=keys)
+    changes = partition_changes(touched, planned.moves)
     # The planner's claim: its models' loads, unless the run's budgets cut their moves (or no model planned:
     # leadership-only actions), when it is the kept moves replayed on the loads before.
-    if planned["load_changes"] is not None and not dropped:
-        after_pdf, claim_source = with_load_changes(load_pdf, planned["load_changes"]), "the planners' models"
+    if planned.output["load_changes"] is not None and not planned.dropped:
+        after_pdf = with_load_changes(planned.load_pdf, planned.output["load_changes"])
+        claim_source = "the planners' models"
     else:
-        after_pdf, claim_source = load_after(load_pdf, changes, touched, resources), "the plan's moves replayed"
+        after_pdf = load_after(planned.load_pdf, changes, touched, job.config.resource_list())
+        claim_source = "the plan's moves replayed"
     plan_text = dumps(reassignment_document(changes))
     rollback_text = dumps(reassignment_document(changes, "old_replicas"))
-    digest = plan_hash(plan_text, manifest["content_hash"], config.fingerprint())
-    progress(f"{len(changes)} partitions change")
+    digest = plan_hash(plan_text, inputs.manifest["content_hash"], job.config.fingerprint())
+    job.progress(f"{len(changes)} partitions change")
+    return _Changes(changes, after_pdf, claim_source, plan_text, rollback_text, digest)
 
-    # The summary's figures come from the re-check of plan.json against the snapshot, apart from the planner's
-    # bookkeeping (after_pdf, its bound), which is kept as its claim beside them.
-    recheck = recheck_plan(config, snapshot_tables, parse_reassignment(plan_text, "plan.json"), bands_pdf,
-                           draining_brokers(request), current.result())
-    notes = planned["notes"]
-    if dropped:
-        notes = pd.concat([notes, budget_notes(left_outside(recheck, notes, planned["infeasible"], scope), dropped,
-                                               config.budgets)], ignore_index=True)
-    with run.stage(PLAN) as out:
-        for schema, frame in ((BROKER_LOAD, load_pdf), (BANDS, bands_pdf), (BROKERS_TO_FIX, fix_pdf),
-                              (CANDIDATES, candidates_pdf), (SKIPPED, skipped_pdf), (MOVES, moves),
-                              (PLANNER_NOTES, notes), (HOT_PARTITIONS, planned["hot"]),
-                              (INFEASIBLE, planned["infeasible"]), (PARTITION_CHANGES, changes)):
+
+def _write_plan(job: _Job, inputs: _Inputs, planned: _Planned, changes: _Changes, recheck: Recheck,
+                started: float) -> dict[str, Any]:
+    """The plan stage: every table, plan.json and rollback.json, and the summary (its figures the re-check's)."""
+    config, bands_pdf = job.config, planned.bands_pdf
+    notes = planned.output["notes"]
+    if planned.dropped:
+        notes = pd.concat([notes, budget_notes(left_outside(recheck, notes, planned.output["infeasible"], job.scope),
+                                               planned.dropped, config.budgets)], ignore_index=True)
+    with job.run.stage(PLAN) as out:
+        for schema, frame in ((BROKER_LOAD, planned.load_pdf), (BANDS, bands_pdf), (BROKERS_TO_FIX, planned.fix_pdf),
+                              (CANDIDATES, planned.candidates_pdf), (SKIPPED, planned.skipped_pdf),
+                              (MOVES, planned.moves), (PLANNER_NOTES, notes), (HOT_PARTITIONS, planned.output["hot"]),
+                              (INFEASIBLE, planned.output["infeasible"]), (PARTITION_CHANGES, changes.changes)):
             write_table(out, schema, frame)
-        write_table(out, BROKER_LOAD_AFTER, after_pdf)
-        (out / "plan.json").write_text(plan_text)
-        (out / "rollback.json").write_text(rollback_text)
-        claim = planner_claim(after_pdf, bands_pdf, planned["lower_bound_bytes"],
-                              claim_rows(after_pdf, recheck, bands_pdf), band_rows(recheck, bands_pdf), claim_source)
+        write_table(out, BROKER_LOAD_AFTER, changes.after_pdf)
+        (out / "plan.json").write_text(changes.plan_text)
+        (out / "rollback.json").write_text(changes.rollback_text)
+        claim = planner_claim(changes.after_pdf, bands_pdf, planned.output["lower_bound_bytes"],
+                              claim_rows(changes.after_pdf, recheck, bands_pdf), band_rows(recheck, bands_pdf),
+                              changes.claim_source)
         summary = build_summary(
-            config=config, manifest=manifest, plan_hash=digest, bands=bands_pdf, recheck=recheck, claim=claim,
-            skipped=skipped_pdf, notes=notes, hot=planned["hot"], infeasible=planned["infeasible"],
-            statuses=statuses, moves_dropped_by_budget=dropped, scope=scope)
+            config=config, manifest=inputs.manifest, plan_hash=changes.digest, bands=bands_pdf, recheck=recheck,
+            claim=claim, skipped=planned.skipped_pdf, notes=notes, hot=planned.output["hot"],
+            infeasible=planned.output["infeasible"], statuses=planned.statuses,
+            moves_dropped_by_budget=planned.dropped, scope=job.scope)
         summary["plan_seconds"] = round(time.monotonic() - started, 3)
         write_json(out / "summary.json", summary)
-    totals = summary["totals"]
-    log.info("plan %s: read %d replicas of %d partitions; %s; artifacts in %s", digest[:12],
-             int(manifest["rows"]["replicas"]), int(manifest["rows"]["partitions"]), totals_sentence(totals),
-             run.stage_path(PLAN))
+    return summary
+
+
+def _log_account(job: _Job, inputs: _Inputs, summary: dict[str, Any]) -> None:
+    """The task log's last word on the plan: what was read, what changes, where it is; and any disagreement."""
+    manifest, claim = inputs.manifest, summary["planner_claim"]
+    log.info("plan %s: read %d replicas of %d partitions; %s; artifacts in %s", summary["plan_hash"][:12],
+             int(manifest["rows"]["replicas"]), int(manifest["rows"]["partitions"]), totals_sentence(summary["totals"]),
+             job.run.stage_path(PLAN))
     if claim["disagreements_with_recheck"]:
         log.warning("the planner's predicted after-state disagrees with the re-check of plan.json on %d "
                     "broker-resource pairs (validation will fail the plan)", claim["disagreements_with_recheck"])
     if claim["band_disagreements_with_recheck"]:
         log.warning("the plan's bands differ from those the re-check derives on %d (pool, resource) pairs "
                     "(validation will fail the plan)", claim["band_disagreements_with_recheck"])
-    return summary
 
 
 def _out_of_band_now(load_pdf: pd.DataFrame, config: RebalancerConfig,

@@ -75,8 +75,58 @@ def _place(rng: np.random.Generator, weights: np.ndarray, racks: np.ndarray, n: 
     return out
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """Brokers, racks and pools of a generated cluster, and where each partition's replicas are."""
+
+    broker_ids: np.ndarray
+    racks: np.ndarray
+    pool_names: list[str]
+    broker_pool: np.ndarray
+    replicas: np.ndarray  # partition x position: broker index
+    topics: np.ndarray
+    partition_no: np.ndarray
+    topic_pool: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Traffic:
+    """Per partition: bytes in and out per second, size, CPU of the leader and a follower, under-replicated."""
+
+    bytes_in: np.ndarray
+    bytes_out: np.ndarray
+    sizes: np.ndarray
+    cpu_leader: np.ndarray
+    cpu_follower: np.ndarray
+    under: np.ndarray
+
+
 def generate(spec: SyntheticSpec) -> tuple[SnapshotTables, dict[str, Any]]:
+    # One generator drawn in a fixed order: the same spec gives the same cluster, byte for byte.
     rng = np.random.default_rng(spec.seed)
+    layout, hot_of_pool = _placed(rng, spec)
+    _skew_leaders(rng, spec, layout.replicas, hot_of_pool)
+    _stray_replicas(rng, spec, layout)
+    dead_index = int(rng.integers(spec.n_brokers)) if spec.dead_broker else -1
+    traffic = _traffic(rng, spec)
+    replicas_df, partitions_df, flat_broker, current = _replica_tables(spec, layout, traffic, dead_index)
+    brokers_df = _brokers_table(spec, layout, replicas_df, flat_broker, current, dead_index)
+    tables = SnapshotTables(brokers_df[BROKERS.names], replicas_df[REPLICAS.names], partitions_df[PARTITIONS.names])
+    config = {
+        "cluster": {"name": f"synthetic-{spec.seed}"},
+        "pools": {pool: {"brokers": [int(b) for b in layout.broker_ids[layout.broker_pool == pool]]}
+                  for pool in layout.pool_names},
+        "topic_pools": [{"topics": f"{pool}.*", "pool": pool} for pool in layout.pool_names],
+        "resources": {name: {} for name in ALL_RESOURCES},
+        "metrics": {"source": "sampled"},  # only read when snapshotting a real cluster: the traffic is given here
+        "budgets": {"max_replica_moves": max(1000, spec.n_partitions)},
+    }
+    return tables, config
+
+
+def _placed(rng: np.random.Generator, spec: SyntheticSpec) -> tuple[_Layout, dict[str, np.ndarray]]:
+    """The brokers in pools and racks, and each pool's partitions placed on its brokers (hot ones likelier, new
+    ones empty); also each pool's hot brokers."""
     rf, n_parts = spec.replication_factor, spec.n_partitions
     broker_ids = np.arange(1, spec.n_brokers + 1)
     racks = np.array([f"rack-{i % spec.n_racks}" for i in range(spec.n_brokers)])
@@ -84,7 +134,6 @@ def generate(spec: SyntheticSpec) -> tuple[SnapshotTables, dict[str, Any]]:
     # Contiguous blocks of brokers per pool; ids alternate racks, so every pool spans the racks.
     broker_pool = np.array([pool_names[min(i * spec.n_pools // spec.n_brokers, spec.n_pools - 1)]
                             for i in range(spec.n_brokers)])
-
     per_pool = np.array_split(np.arange(n_parts), spec.n_pools)
     replicas = np.empty((n_parts, rf), dtype=np.int64)
     hot_of_pool: dict[str, np.ndarray] = {}
@@ -105,40 +154,53 @@ def generate(spec: SyntheticSpec) -> tuple[SnapshotTables, dict[str, Any]]:
         topics[part_idx] = [f"{pool}.topic-{t:04d}" for t in j // spec.partitions_per_topic]
         partition_no[part_idx] = j % spec.partitions_per_topic
         topic_pool[part_idx] = pool
+    return _Layout(broker_ids, racks, pool_names, broker_pool, replicas, topics, partition_no, topic_pool), hot_of_pool
 
-    # Leadership skew: some partitions get their hot-broker replica as leader (first position).
+
+def _skew_leaders(rng: np.random.Generator, spec: SyntheticSpec, replicas: np.ndarray,
+                  hot_of_pool: dict[str, np.ndarray]) -> None:
+    """Leadership skew: some partitions get their hot-broker replica as leader (first position)."""
     if spec.leader_skew > 0:
         hot_all = np.concatenate(list(hot_of_pool.values()))
         is_hot = np.isin(replicas, hot_all)
-        chosen = (rng.random(n_parts) < spec.leader_skew) & is_hot.any(axis=1)
+        chosen = (rng.random(spec.n_partitions) < spec.leader_skew) & is_hot.any(axis=1)
         for p in np.flatnonzero(chosen):
             j = int(np.argmax(is_hot[p]))
             replicas[p, [0, j]] = replicas[p, [j, 0]]
 
-    # Some replicas live outside their topic's pool (a topic moved to a new pool, not yet migrated).
+
+def _stray_replicas(rng: np.random.Generator, spec: SyntheticSpec, layout: _Layout) -> None:
+    """Some replicas live outside their topic's pool (a topic moved to a new pool, not yet migrated)."""
     if spec.out_of_pool_fraction > 0 and spec.n_pools > 1:
-        for p in np.flatnonzero(rng.random(n_parts) < spec.out_of_pool_fraction):
-            others = np.flatnonzero((broker_pool != topic_pool[p]) & ~np.isin(np.arange(spec.n_brokers), replicas[p]))
+        replicas, racks = layout.replicas, layout.racks
+        for p in np.flatnonzero(rng.random(spec.n_partitions) < spec.out_of_pool_fraction):
+            others = np.flatnonzero((layout.broker_pool != layout.topic_pool[p])
+                                    & ~np.isin(np.arange(spec.n_brokers), replicas[p]))
             same_rack = others[racks[others] == racks[replicas[p, -1]]]
             if len(same_rack):
                 replicas[p, -1] = rng.choice(same_rack)
 
-    dead_index = int(rng.integers(spec.n_brokers)) if spec.dead_broker else -1
-    alive = np.arange(spec.n_brokers) != dead_index
 
+def _traffic(rng: np.random.Generator, spec: SyntheticSpec) -> _Traffic:
+    n_parts = spec.n_partitions
     bytes_in = np.minimum(rng.zipf(spec.zipf_a, n_parts), spec.max_skew).astype(float)
     bytes_in = bytes_in / bytes_in.mean() * spec.mean_bytes_in_per_s
     fanout = rng.integers(1, 4, n_parts)  # consumer groups per topic-ish
     bytes_out = bytes_in * fanout
     sizes = (bytes_in * spec.retention_s * rng.lognormal(0.0, 0.3, n_parts)).astype(np.int64)
     cpu = CpuModel()
-    cpu_leader, cpu_follower = cpu.leader(bytes_in, bytes_out), cpu.follower(bytes_in)
-    under = rng.random(n_parts) < spec.under_replicated_fraction
+    return _Traffic(bytes_in, bytes_out, sizes, cpu.leader(bytes_in, bytes_out), cpu.follower(bytes_in),
+                    rng.random(n_parts) < spec.under_replicated_fraction)
 
+
+def _replica_tables(spec: SyntheticSpec, layout: _Layout, traffic: _Traffic,
+                    dead_index: int) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray, np.ndarray]:
+    """The replicas and partitions tables; also each replica's broker index and its load in its current role."""
+    rf, n_parts, replicas, broker_ids = spec.replication_factor, spec.n_partitions, layout.replicas, layout.broker_ids
     flat_broker = replicas.ravel()
     position = np.tile(np.arange(rf), n_parts)
     in_isr = np.ones_like(flat_broker, dtype=bool)
-    in_isr[np.repeat(under, rf) & (position == rf - 1)] = False
+    in_isr[np.repeat(traffic.under, rf) & (position == rf - 1)] = False
     in_isr[flat_broker == dead_index] = False
     isr_matrix = in_isr.reshape(-1, rf)
     # The leader is the first in-sync replica (the preferred one unless it is out of the ISR).
@@ -146,53 +208,49 @@ def generate(spec: SyntheticSpec) -> tuple[SnapshotTables, dict[str, Any]]:
     is_leader = flat_broker == np.repeat(leader, rf)
 
     per_replica = lambda a: np.repeat(a, rf)  # noqa: E731 - partition value for each of its replicas
-    lead, follow = role_loads(per_replica(sizes).astype(float), per_replica(bytes_in), per_replica(bytes_out),
-                              np.full(n_parts * rf, float(rf)), per_replica(cpu_leader), per_replica(cpu_follower),
+    lead, follow = role_loads(per_replica(traffic.sizes).astype(float), per_replica(traffic.bytes_in),
+                              per_replica(traffic.bytes_out), np.full(n_parts * rf, float(rf)),
+                              per_replica(traffic.cpu_leader), per_replica(traffic.cpu_follower),
                               [NETWORK_IN, NETWORK_OUT, CPU])
     current = np.where(is_leader[:, None], lead, follow)
     replicas_df = pd.DataFrame({
-        "topic": per_replica(topics), "partition": per_replica(partition_no),
+        "topic": per_replica(layout.topics), "partition": per_replica(layout.partition_no),
         "broker_id": broker_ids[flat_broker].astype(np.int32), "position": position.astype(np.int32),
-        "is_leader": is_leader, "in_isr": in_isr, "size_bytes": per_replica(sizes),
+        "is_leader": is_leader, "in_isr": in_isr, "size_bytes": per_replica(traffic.sizes),
         "nw_in_bytes_per_s": current[:, 0], "nw_out_bytes_per_s": current[:, 1], "cpu_cores": current[:, 2]})
     partitions_df = pd.DataFrame({
-        "topic": topics, "partition": partition_no, "replication_factor": rf,
+        "topic": layout.topics, "partition": layout.partition_no, "replication_factor": rf,
         "replicas": list(broker_ids[replicas].astype(int).tolist()),
         "isr": [list(map(int, broker_ids[r][m])) for r, m in zip(replicas, isr_matrix, strict=True)],
-        "leader": broker_ids[leader].astype(np.int32), "topic_pool": topic_pool, "excluded": False,
-        "size_bytes": sizes, "bytes_in_per_s": bytes_in, "bytes_out_per_s": bytes_out,
-        "cpu_leader_cores": cpu_leader, "cpu_follower_cores": cpu_follower})
+        "leader": broker_ids[leader].astype(np.int32), "topic_pool": layout.topic_pool, "excluded": False,
+        "size_bytes": traffic.sizes, "bytes_in_per_s": traffic.bytes_in, "bytes_out_per_s": traffic.bytes_out,
+        "cpu_leader_cores": traffic.cpu_leader, "cpu_follower_cores": traffic.cpu_follower})
+    return replicas_df, partitions_df, flat_broker, current
 
-    # Capacities: the pool's mean usage is target_usage (with mixed hardware, twice as much on every second broker
-    # of a rack).
+
+def _brokers_table(spec: SyntheticSpec, layout: _Layout, replicas_df: pd.DataFrame, flat_broker: np.ndarray,
+                   current: np.ndarray, dead_index: int) -> pd.DataFrame:
+    """Capacities such that each pool's mean usage is target_usage (with mixed hardware, twice as much on every
+    second broker of a rack)."""
+    racks, broker_pool = layout.racks, layout.broker_pool
     load = {"disk": np.bincount(flat_broker, weights=replicas_df["size_bytes"], minlength=spec.n_brokers),
             "nw_in": np.bincount(flat_broker, weights=current[:, 0], minlength=spec.n_brokers),
             "nw_out": np.bincount(flat_broker, weights=current[:, 1], minlength=spec.n_brokers),
             "cpu": np.bincount(flat_broker, weights=current[:, 2], minlength=spec.n_brokers)}
     capacity = {k: np.zeros(spec.n_brokers) for k in load}
-    for pool in pool_names:
+    for pool in layout.pool_names:
         members = np.flatnonzero(broker_pool == pool)
         rank_in_rack = np.array([np.sum(racks[members][:i] == racks[members][i]) for i in range(len(members))])
         factor = np.where((rank_in_rack % 2 == 1) & spec.mixed_hardware, 2.0, 1.0)
         for k in load:
             capacity[k][members] = load[k][members].sum() / spec.target_usage * factor / factor.sum()
-    brokers_df = pd.DataFrame({
-        "broker_id": broker_ids.astype(np.int32), "rack": racks, "broker_pool": broker_pool, "alive": alive,
-        "excluded": False, "host": "synthetic", "port": 9092,
+    return pd.DataFrame({
+        "broker_id": layout.broker_ids.astype(np.int32), "rack": racks, "broker_pool": broker_pool,
+        "alive": np.arange(spec.n_brokers) != dead_index, "excluded": False, "host": "synthetic", "port": 9092,
         "disk_capacity_bytes": capacity["disk"].astype(np.int64), "disk_used_bytes": load["disk"].astype(np.int64),
         "log_dir_total_bytes": None, "log_dir_usable_bytes": None,
         "nw_in_capacity_bytes_per_s": capacity["nw_in"], "nw_out_capacity_bytes_per_s": capacity["nw_out"],
         "cpu_capacity_cores": capacity["cpu"]})
-    tables = SnapshotTables(brokers_df[BROKERS.names], replicas_df[REPLICAS.names], partitions_df[PARTITIONS.names])
-    config = {
-        "cluster": {"name": f"synthetic-{spec.seed}"},
-        "pools": {pool: {"brokers": [int(b) for b in broker_ids[broker_pool == pool]]} for pool in pool_names},
-        "topic_pools": [{"topics": f"{pool}.*", "pool": pool} for pool in pool_names],
-        "resources": {name: {} for name in ALL_RESOURCES},
-        "metrics": {"source": "sampled"},  # only read when snapshotting a real cluster: the traffic is given here
-        "budgets": {"max_replica_moves": max(1000, n_parts)},
-    }
-    return tables, config
 
 
 def write_cluster(folder: Path, tables: SnapshotTables, config: dict[str, Any]) -> tuple[Path, RunFolder]:

@@ -37,6 +37,12 @@ class PoolModel:
         brokers = brokers.sort_values("broker_id", kind="mergesort").reset_index(drop=True)
         replicas = replicas.sort_values(["topic", "partition", "position"], kind="mergesort").reset_index(drop=True)
         self.resources = resources
+        self._init_brokers(brokers, resources)
+        self._init_replicas(replicas, resources)
+        self._init_partitions(len(replicas))
+        self._init_loads(brokers, resources)
+
+    def _init_brokers(self, brokers: pd.DataFrame, resources: list[Resource]) -> None:
         self.broker_ids = brokers["broker_id"].to_numpy(dtype=np.int64)
         self.index = {int(b): i for i, b in enumerate(self.broker_ids)}
         self.eligible = brokers["alive"].to_numpy(bool) & ~brokers["excluded"].to_numpy(bool)
@@ -54,6 +60,7 @@ class PoolModel:
             if res.capacity_column is not None:
                 self.capacity[:, k] = brokers[res.capacity_column].to_numpy(float)
 
+    def _init_replicas(self, replicas: pd.DataFrame, resources: list[Resource]) -> None:
         n = len(replicas)
         self.r_topic = replicas["topic"].to_numpy(object)
         self.r_partition = replicas["partition"].to_numpy(np.int64)
@@ -83,6 +90,7 @@ class PoolModel:
             resources)
         self.r_load = np.where(self.r_is_leader[:, None], self.r_lead, self.r_follow)
 
+    def _init_partitions(self, n: int) -> None:
         # Partitions: replicas are sorted by (topic, partition, position), so each partition is one run of rows.
         if n:
             same = (self.r_topic[1:] == self.r_topic[:-1]) & (self.r_partition[1:] == self.r_partition[:-1])
@@ -101,6 +109,7 @@ class PoolModel:
         self.original_leader = self.r_is_leader.copy()
         self.original_position = self.r_position.copy()
 
+    def _init_loads(self, brokers: pd.DataFrame, resources: list[Resource]) -> None:
         # What a broker carries that this pool does not plan and that stays there (another pool's replica in a
         # partition draining a dead broker's replica): its `base_load_column`s, where given.
         self.base_load = np.zeros((len(brokers), len(resources)))

@@ -1,0 +1,102 @@
+"""Whether two checkouts write the same artifacts: plan, validate and report on the same snapshots with each, then
+compare plan.json, rollback.json, the plan's tables, summary.json and validation/report.json byte for byte, and
+report/index.html with its times and paths masked (a restructuring must not change what the product writes).
+
+    python -m bench.same_output --baseline ../other-checkout [--scales small,medium]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from bench.run import BENCH, OUT, prepare
+from bench.scales import SCALES
+
+RUN_ID = "same-output"
+SIDES = ("new", "baseline")
+COMMANDS = (["plan", "--run-id", RUN_ID], ["validate", "--run-id", RUN_ID], ["report", RUN_ID])
+
+
+def side_run(scale: str, side: str) -> tuple[Path, Path]:
+    """The scale's config for one side and its run folder, holding a copy of the scale's snapshot only."""
+    config_path, run = prepare(SCALES[scale])
+    body = yaml.safe_load(config_path.read_text())
+    folder = OUT / scale / "same-output" / side
+    body["run_root"] = str(folder / "runs")
+    run_dir = folder / "runs" / body["cluster"]["name"] / RUN_ID
+    shutil.rmtree(run_dir, ignore_errors=True)
+    shutil.copytree(run.stage_path("snapshot"), run_dir / "snapshot")
+    path = folder / "config.yaml"
+    path.write_text(yaml.safe_dump(body, sort_keys=False))
+    return path, run_dir
+
+
+def run_side(checkout: Path, config_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(checkout / "src"), "PYSPARK_PYTHON": sys.executable}
+    for command in COMMANDS:
+        cmd = [sys.executable, "-c", "import sys; from kafka_rebalancer.cli import main; sys.exit(main())",
+               command[0], "--config", str(config_path), *command[1:]]
+        result = subprocess.run(cmd, env=env, cwd=checkout, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"{checkout}: {' '.join(command)} failed:\n{result.stderr[-2000:]}")
+
+
+def comparable(path: Path, run_dir: Path) -> bytes:
+    """The file's bytes, less what differs by nature: the plan's duration, times, the run folder's path."""
+    data = path.read_bytes()
+    if path.name == "summary.json" and path.parent.name == "plan":
+        summary = json.loads(data)
+        summary.pop("plan_seconds", None)
+        return json.dumps(summary, indent=2).encode()
+    if path.suffix in (".html", ".json", ".txt", ".csv"):
+        text = data.decode().replace(str(run_dir), "<run>")
+        text = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(\+00:00|Z)?", "<time>", text)
+        return text.encode()
+    return data
+
+
+def differences(scale: str, baseline: Path) -> list[str]:
+    runs = {}
+    for side, checkout in (("new", BENCH.parent), ("baseline", baseline)):
+        config_path, run_dir = side_run(scale, side)
+        run_side(checkout, config_path)
+        runs[side] = run_dir
+    found = []
+    for stage in ("plan", "validation", "report"):
+        names = {side: sorted(p.relative_to(runs[side]) for p in (runs[side] / stage).rglob("*")
+                              if p.is_file() and p.name != "files.json") for side in SIDES}
+        if names["new"] != names["baseline"]:
+            found.append(f"{scale} {stage}: files differ: {sorted(set(names['new']) ^ set(names['baseline']))}")
+        for relative in names["new"]:
+            if relative in names["baseline"] and comparable(runs["new"] / relative, runs["new"]) != comparable(
+                    runs["baseline"] / relative, runs["baseline"]):
+                found.append(f"{scale}: {relative} differs")
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--baseline", required=True, type=Path)
+    parser.add_argument("--scales", default="small,medium")
+    args = parser.parse_args(argv)
+    found = []
+    for scale in args.scales.split(","):
+        print(f"[{scale}] plan, validate, report with both checkouts ...", flush=True)
+        found += differences(scale, args.baseline.resolve())
+        print(f"[{scale}] {'differences: ' + str(len(found)) if found else 'the same'}", flush=True)
+    for line in found:
+        print(line)
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""A pool's part of the validated plan as the executor takes it: its moves, how they are ordered and batched, and
+the pools a run covers."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.errors import RebalancerError
+from kafka_rebalancer.model.reassignment import Key, copies_nothing, parse_reassignment, plan_hash
+from kafka_rebalancer.run_folder import EXECUTE, PLAN, SNAPSHOT, RunFolder, read_json
+from kafka_rebalancer.snapshot.store import read_snapshot
+from kafka_rebalancer.validate.suite import assert_validated
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PartitionMove:
+    topic: str
+    partition: int
+    old: tuple[int, ...]
+    new: tuple[int, ...]
+    size_bytes: int
+
+    @property
+    def key(self) -> Key:
+        return (self.topic, self.partition)
+
+    @property
+    def brokers(self) -> frozenset[int]:
+        """Brokers a move loads: the ones gaining a replica and the ones losing one."""
+        return frozenset(self.old) ^ frozenset(self.new)
+
+    @property
+    def leadership_only(self) -> bool:
+        """Copies nothing (the order at most changes): runs in the leadership batches."""
+        return copies_nothing(self.old, self.new)
+
+    @property
+    def bytes_to_copy(self) -> int:
+        return self.size_bytes * len(set(self.new) - set(self.old))
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_moves_per_broker: int
+    max_moves_cluster: int
+    poll_interval_s: float
+    move_timeout_s: float
+    run_timeout_s: float = float("inf")
+    urp_wait_timeout_s: float = float("inf")
+
+    @classmethod
+    def of(cls, config: RebalancerConfig) -> Limits:
+        e = config.execution
+        return cls(e.max_moves_per_broker, e.max_moves_cluster, e.poll_interval_s, e.move_timeout_s,
+                   e.run_timeout_s, e.urp_wait_timeout_s)
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """One pool's moves of a validated plan, with what the executor needs to judge the cluster's state."""
+
+    digest: str
+    moves: list[PartitionMove]
+    targets: dict[Key, tuple[int, ...]]  # every pool's targets: reassignments a sibling pool task started
+    pool_topics: list[str]
+    disk_utilisation: dict[int, float]
+
+
+def pick_batch(pending: list[PartitionMove], in_flight: Iterable[PartitionMove], limits: Limits) -> list[PartitionMove]:
+    """The pending moves that may start now, in order, within the per-broker and cluster-wide limits.
+
+    Leadership-only changes and data moves never share a batch nor run at the same time: a batch takes the
+    kind of the first pending move and starts only when nothing of the other kind is in flight."""
+    running = list(in_flight)
+    if not pending or any(m.leadership_only != pending[0].leadership_only for m in running):
+        return []
+    kind = pending[0].leadership_only
+    per_broker: dict[int, int] = {}
+    for move in running:
+        for b in move.brokers:
+            per_broker[b] = per_broker.get(b, 0) + 1
+    batch: list[PartitionMove] = []
+    for move in pending:
+        if len(running) + len(batch) >= limits.max_moves_cluster:
+            break
+        if move.leadership_only == kind and all(per_broker.get(b, 0) < limits.max_moves_per_broker
+                                                for b in move.brokers):
+            batch.append(move)
+            for b in move.brokers:
+                per_broker[b] = per_broker.get(b, 0) + 1
+    return batch
+
+
+def order_moves(moves: list[PartitionMove], order: str, disk_utilisation: Mapping[int, float]) -> list[PartitionMove]:
+    """Leadership-only changes first (plan order), then data moves in the configured order."""
+    def most_loaded(m: PartitionMove) -> tuple[float, int, str, int]:
+        leaving = set(m.old) - set(m.new)
+        return (-max((disk_utilisation.get(b, 0.0) for b in leaving), default=0.0), m.size_bytes, *m.key)
+
+    keys: dict[str, Callable[[PartitionMove], Any]] = {
+        "smallest_first": lambda m: (m.size_bytes, *m.key),
+        "largest_first": lambda m: (-m.size_bytes, *m.key),
+        "most_loaded_first": most_loaded,
+    }
+    data = [m for m in moves if not m.leadership_only]
+    if order != "plan":
+        data.sort(key=keys[order])
+    return [m for m in moves if m.leadership_only] + data
+
+
+def load_pool_plan(config: RebalancerConfig, run: RunFolder, pool: str) -> PoolPlan:
+    """The validated plan's moves for one pool (by the topic's pool in the snapshot), in plan order; refused
+    unless the plan, its snapshot and the config are still the ones validated."""
+    plan_dir = run.require(PLAN)
+    summary = read_json(plan_dir / "summary.json")
+    digest = plan_hash((plan_dir / "plan.json").read_text(), summary["snapshot_hash"], config.fingerprint())
+    assert_validated(run, digest)
+    return read_pool_plan(run, pool, digest)
+
+
+def read_pool_plan(run: RunFolder, pool: str, digest: str) -> PoolPlan:
+    """One pool's moves as the run folder holds them, without checking them against the config."""
+    plan_dir = run.require(PLAN)
+    plan = parse_reassignment((plan_dir / "plan.json").read_text(), str(plan_dir / "plan.json"))
+    rollback = {(r.topic, r.partition): r.replicas
+                for r in parse_reassignment((plan_dir / "rollback.json").read_text(), str(plan_dir / "rollback.json"))}
+    snapshot, _ = read_snapshot(run)
+    parts = snapshot.partitions.set_index(["topic", "partition"])
+    moves = [PartitionMove(r.topic, r.partition, tuple(rollback[(r.topic, r.partition)]), tuple(r.replicas),
+                           int(parts.at[(r.topic, r.partition), "size_bytes"]))
+             for r in plan if parts.at[(r.topic, r.partition), "topic_pool"] == pool]
+    brokers = snapshot.brokers
+    used = snapshot.replicas.groupby("broker_id")["size_bytes"].sum()
+    utilisation = {int(b): float(used.get(b, 0)) / float(c) if c else 0.0
+                   for b, c in zip(brokers["broker_id"], brokers["disk_capacity_bytes"], strict=True)}
+    pool_topics = sorted(snapshot.partitions.loc[snapshot.partitions["topic_pool"] == pool, "topic"].unique())
+    return PoolPlan(digest, moves, {(r.topic, r.partition): tuple(r.replicas) for r in plan}, pool_topics,
+                    utilisation)
+
+
+def run_pools(run: RunFolder) -> list[str]:
+    """The pools a run planned for (its snapshot's topic pools) and any pool it started executing: what a
+    cancel of the whole run covers, whatever pools the config names now."""
+    pools = {p.name for p in run.stage_path(EXECUTE).iterdir() if p.is_dir() and not p.name.startswith(".")} \
+        if run.has(EXECUTE) else set()
+    if run.has(SNAPSHOT):
+        try:
+            snapshot, _ = read_snapshot(run)
+        except RebalancerError as exc:  # the brake still reaches the pools that started executing
+            log.warning("the pools the run planned are unknown (%s): only those it started executing are "
+                        "covered; name others with --pool", exc)
+        else:
+            pools |= set(snapshot.partitions["topic_pool"].dropna())
+    return sorted(pools)
+
+
+def reassignment_target(state: Mapping[str, list[int]]) -> frozenset[int]:
+    """The replica set a reassignment in progress is heading for."""
+    return frozenset(state["replicas"]) - frozenset(state.get("removing_replicas") or [])
