@@ -1,0 +1,487 @@
+"""Drawing the page's records (views) into report/index.html: `render`, one function per section, pure and cheap
+(collect already capped what a large run shows). The page is self-contained: plotly.js, the charts' script and the
+page's own style and table script (static/report.css, static/report.js) are inlined, nothing is fetched."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Callable
+from importlib.resources import files
+from typing import Any
+
+import plotly.offline
+
+from kafka_rebalancer.model.resources import RESOURCES
+from kafka_rebalancer.model.units import human_bytes
+from kafka_rebalancer.report.charts import CHARTS_JS, execution_timeline, figure_html, moves_sankey, usage_bars
+from kafka_rebalancer.report.views import MARKERS_SHOWN, SANKEY_BROKERS, SKIPPED_SHOWN, PlanView, RunReportData
+
+Cell = str | tuple[str, float]  # text, or text and the number it sorts by
+
+
+def render(data: RunReportData) -> str:
+    """The page: one HTML document with plotly.js, the charts, the tables and the table script inlined."""
+    h = data.header
+    sections = [
+        _render_header(data),
+        _section("snapshot", "Snapshot", _render_snapshot(data)),
+        _section("usage", "Usage per broker, before and after", _plan_part(data, _render_usage)),
+        _section("moves", "Moves", _plan_part(data, _render_moves)),
+        _section("bounds", "Lower bound and moved / LB", _plan_part(data, _render_bounds)),
+        _section("notes", "Planner notes", _plan_part(data, _render_notes)),
+        _section("skipped", "Skipped and hot partitions", _plan_part(data, _render_skipped)),
+        _section("validation", "Validation", _render_validation(data)),
+        _section("execution", "Execution", _render_execution(data)),
+        _section("verification", "Verification", _render_verification(data)),
+    ]
+    nav = " · ".join(f'<a href="#section-{name}">{title}</a>' for name, title in (
+        ("snapshot", "snapshot"), ("usage", "usage"), ("moves", "moves"), ("bounds", "lower bound"),
+        ("notes", "planner notes"), ("skipped", "skipped"), ("validation", "validation"), ("execution", "execution"),
+        ("verification", "verification")))
+    title = _esc(f"Run {h.run_id} ({h.cluster})")
+    # report.js, the table script: click a header to sort (again to reverse); type in a filter box to keep the rows
+    # holding every word typed.
+    return "\n".join([
+        "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">', f"<title>{title}</title>",
+        f"<style>{_static('report.css')}</style>", f"<script>{plotly.offline.get_plotlyjs()}</script>", "</head>",
+        "<body>", f"<nav>{nav}</nav>", *sections, f"<script>{_static('report.js')}</script>",
+        f"<script>{CHARTS_JS}</script>", "</body>", "</html>", ""])
+
+
+def _static(name: str) -> str:
+    """A file of the package's static/ folder, read when the page is drawn; inlined after a line break, as the page
+    always had it."""
+    return "\n" + (files("kafka_rebalancer.report") / "static" / name).read_text(encoding="utf-8")
+
+
+def _render_header(data: RunReportData) -> str:
+    h = data.header
+    rows = [("cluster", h.cluster), ("run id", h.run_id), ("trigger", h.trigger), ("action", h.action),
+            ("requested by", h.requested_by), ("reason", h.reason), ("mode", h.mode), ("status", h.status),
+            ("approval", h.approval + (f" at {h.decided_at}" if h.decided_at else "")),
+            ("why", "; ".join(h.decision_why) or None), ("plan hash", h.plan_hash),
+            ("snapshot taken at", h.snapshot_taken_at)]
+    facts = "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(v)}</td></tr>" for k, v in rows if v)
+    return (f'<header id="summary"><h1>Run {_esc(h.run_id)}</h1><table class="facts">{facts}</table>'
+            f"{_unreadable(data, 'header')}</header>")
+
+
+def _render_snapshot(data: RunReportData) -> str:
+    snapshot = data.snapshot
+    if snapshot is None:
+        return _unreadable(data, "snapshot") or _not_run("no snapshot/ stage in this run")
+    rows = [("taken at", snapshot.taken_at), ("content hash", snapshot.content_hash),
+            ("capture", f"{snapshot.capture_seconds:.1f} s" if snapshot.capture_seconds is not None else None),
+            *((f"{name} rows", f"{count:,}") for name, count in snapshot.rows.items())]
+    facts = "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(v)}</td></tr>" for k, v in rows if v)
+    warnings = "".join(f"<li>{_esc(w)}</li>" for w in snapshot.warnings)
+    return f'<table class="facts">{facts}</table>' + (f"<p>Warnings:</p><ul>{warnings}</ul>" if warnings else "")
+
+
+def _plan_part(data: RunReportData, part: Callable[[PlanView], str]) -> str:
+    if data.plan is None:
+        return _unreadable(data, "plan") or _not_run("no plan/ stage in this run")
+    return part(data.plan)
+
+
+def _broker_list(broker_ids: list[int], shown: int = 10) -> str:
+    listed = ", ".join(str(b) for b in broker_ids[:shown])
+    return listed if len(broker_ids) <= shown else f"{listed} and {len(broker_ids) - shown} more"
+
+
+def _render_usage(plan: PlanView) -> str:
+    blocks = []
+    for i, pool in enumerate(plan.pools):
+        blocks.append(f"<h3>Pool {_esc(pool.broker_pool)}</h3>")
+        if not pool.resources:
+            blocks.append("<p>plan/summary.json has no per-broker usage for this pool.</p>")
+        for j, r in enumerate(pool.resources):
+            # A balanced band's note says it was widened (few items per broker).
+            note = (f" (not balanced: {r.note or 'the band is not enforced'})" if not r.balanced
+                    else f" ({r.note})" if r.note else "")
+            caption = (f"{r.resource}: {len(r.out_of_band_before)} broker(s) out of band before, "
+                       f"{len(r.out_of_band_after)} after{note}.")
+            if r.fixed_outside_target_band:
+                caption += (f" {len(r.fixed_outside_target_band)} of those out of band before end outside the "
+                            f"target band (brokers {_broker_list(r.fixed_outside_target_band)}).")
+            if r.taken_outside_target_band:
+                caption += (f" {len(r.taken_outside_target_band)} broker(s) inside the band before are taken out of "
+                            f"the target band, or further from it (brokers {_broker_list(r.taken_outside_target_band)};"
+                            " the planner notes give the reason).")
+            if r.brokers_total > len(r.brokers):
+                hidden_out = len(set(r.out_of_band_before) | set(r.out_of_band_after)) - sum(
+                    1 for b in r.brokers if b.out_before or b.out_after)
+                caption += (f" Showing {len(r.brokers)} of {r.brokers_total} brokers: the out-of-band ones first, "
+                            f"then the most loaded ({hidden_out} out-of-band broker(s) not shown); all of them in "
+                            "plan/summary.json.")
+            fig = usage_bars(f"{pool.broker_pool}: {r.resource}", r.brokers, r.lower, r.upper, r.is_count,
+                             r.before_band)
+            blocks.append(f'<figure>{figure_html(fig, f"usage-{i}-{j}", 380)}'
+                          f"<figcaption>{_esc(caption)}</figcaption></figure>")
+    if not blocks:
+        return "<p>The plan covers no pool.</p>"
+    legend = ("Per broker, usage before the plan (light bars) and as planned after it (dark bars); the plan's "
+              "band is the dashed green lines. A broker before the plan is judged against the band of the current "
+              "placement, drawn as dotted grey lines where the replicas that must move (off a dead or drained "
+              "broker, or home to their pool) shift the mean. Orange bars, labelled “out”, are brokers outside "
+              "their band.")
+    return f"<p>{_esc(legend)}</p>" + "".join(blocks)
+
+
+def _render_moves(plan: PlanView) -> str:
+    only = "" if plan.leadership_only_changes is None else f", {plan.leadership_only_changes:,} of them leadership-only"
+    summary = (f"{plan.moves_total:,} partition(s) change: {plan.replica_moves:,} replica move(s), "
+               f"{plan.preferred_leader_changes:,} with a new preferred leader{only}; "
+               f"{human_bytes(plan.bytes_total)} to copy (the re-check of plan.json against the snapshot; the moves "
+               f"below are read from {plan.moves_source}).")
+    parts = [f'<p id="moves-summary" data-moves="{plan.moves_total}">{_esc(summary)}</p>']
+    for i, pool in enumerate(plan.pools):
+        if not pool.flows:
+            continue
+        caption = f"Pool {pool.broker_pool}: replicas copied from broker to broker, by bytes."
+        if pool.senders_grouped or pool.receivers_grouped:
+            caption += (f" The {SANKEY_BROKERS} brokers that send and the {SANKEY_BROKERS} that receive the most "
+                        f"are shown one by one; the other {pool.senders_grouped} sender(s) and "
+                        f"{pool.receivers_grouped} receiver(s) are summed as “others” ({pool.flows_total:,} "
+                        "broker-to-broker flows in all).")
+        fig = moves_sankey(f"{pool.broker_pool}: source broker → target broker", pool.flows)
+        height = max(300, 22 * max(len({f.source for f in pool.flows}), len({f.target for f in pool.flows})))
+        parts.append(f'<figure>{figure_html(fig, f"sankey-{i}", height)}<figcaption>{_esc(caption)}</figcaption>'
+                     "</figure>")
+    if not plan.moves:
+        parts.append("<p>The plan moves nothing.</p>")
+        return "".join(parts)
+    if plan.moves_total > len(plan.moves):
+        parts.append(f'<p class="truncated">showing the {len(plan.moves):,} largest of {plan.moves_total:,} moves; '
+                     "all of them in plan/plan.json</p>")
+    rows: list[list[Cell]] = [
+        [m.broker_pool, m.topic, (str(m.partition), m.partition), f"{list(m.old)} → {list(m.new)}",
+         (human_bytes(m.bytes_to_copy), m.bytes_to_copy), m.leadership_change] for m in plan.moves]
+    parts.append('<p><label>Filter <input id="moves-filter" type="search" data-filters="moves" '
+                 'placeholder="topic, broker, pool…"></label> <span id="moves-count"></span></p>')
+    parts.append(_table(["pool", "topic", ("partition", True), "replicas (old → new)", ("bytes to copy", True),
+                         "leader"], rows, table_id="moves", sortable=True))
+    return "".join(parts)
+
+
+def _render_bounds(plan: PlanView) -> str:
+    pool_rows: list[list[Cell]] = []
+    resource_rows: list[list[Cell]] = []
+    for pool in plan.pools:
+        if pool.partitions_changed is None:  # a summary without per-pool figures (a plan written by hand)
+            continue
+        pool_rows.append([pool.broker_pool, _number_cell(pool.partitions_changed), _number_cell(pool.replica_moves),
+                          _bytes_cell(pool.moved_bytes), _bytes_cell(pool.forced_bytes),
+                          _forced_reasons(pool.forced_bytes_by_reason), _bytes_cell(pool.forced_lower_bound_bytes),
+                          _ratio_cell(pool.forced_moved_over_lb), _bytes_cell(pool.balance_bytes),
+                          _bytes_cell(pool.lower_bound_bytes), _ratio_cell(pool.moved_over_lb)])
+        for r in pool.resources:
+            resource_rows.append([
+                pool.broker_pool, r.resource, _amount_cell(r.resource, r.forced_moved),
+                _forced_reasons(r.forced_moved_by_reason, lambda v, name=r.resource: _amount_cell(name, v)[0]),
+                _amount_cell(r.resource, r.forced_lower_bound), _ratio_cell(r.forced_moved_over_lb),
+                _amount_cell(r.resource, r.lower_bound), _amount_cell(r.resource, r.moved),
+                _ratio_cell(r.moved_over_lb),
+                (f"{len(r.out_of_band_before)} → {len(r.out_of_band_after)}", len(r.out_of_band_after)),
+                _number_cell(r.infeasible)])
+    if not pool_rows:
+        return "<p>plan/summary.json has no per-pool figures.</p>"
+    intro = ("Recomputed from plan.json and the snapshot. Forced moves take replicas off dead or draining brokers "
+             "and bring replicas home to their topic's pool; their LB is the bytes that must leave, so their "
+             "moved / LB is 1 when all of them are placed. Balance moves are the rest; their LB is the least any "
+             "plan must move to bring every broker of the current placement into its band (the larger of the excess "
+             "above and the room below the band), and moved / LB near 1 means the plan moves little more than it "
+             "must (below 1 when forced replicas filled brokers below the band).")
+    return (f"<p>{_esc(intro)}</p>"
+            + _table(["pool", ("partitions changed", True), ("replica moves", True), ("moved", True),
+                      ("forced", True), "forced: why", ("must leave", True), ("forced moved / LB", True),
+                      ("balance", True), ("balance LB", True), ("balance moved / LB", True)], pool_rows,
+                     sortable=True)
+            + "<h3>Per resource</h3>"
+            + _table(["pool", "resource", ("forced moved", True), "forced: why", ("must leave", True),
+                      ("forced moved / LB", True), ("balance LB", True), ("balance moved", True),
+                      ("balance moved / LB", True), ("out of band before → after", True), ("infeasible", True)],
+                     resource_rows, sortable=True))
+
+
+FORCED_REASON_WORDS = {"dead_broker": "dead broker", "draining_broker": "draining broker",
+                       "pool_isolation": "pool isolation"}
+
+
+def _forced_reasons(by_reason: dict[str, Any], amount: Callable[[Any], str] = human_bytes) -> Cell:
+    """What forced moves carried, by why they moved, largest first (`amount` writes it in its unit)."""
+    parts = sorted(((v, k) for k, v in by_reason.items() if v), reverse=True)
+    return "; ".join(f"{FORCED_REASON_WORDS.get(k, k)} {amount(v)}" for v, k in parts) or "-"
+
+
+def _render_notes(plan: PlanView) -> str:
+    """Per pool, the proofs that no plan brings some brokers into their band, and the planner's notes: why it left
+    a broker outside its band or target band, or a replica where it is."""
+    parts = []
+    for pool in plan.pools:
+        proofs = [(r.resource, proof) for r in pool.resources for proof in r.infeasibility_proofs]
+        if not proofs and not pool.notes:
+            continue
+        parts.append(f"<h3>Pool {_esc(pool.broker_pool)}</h3>")
+        if proofs:
+            parts.append("<p>No plan can bring all of these brokers into the band: at least “count” of them stay "
+                         "outside it, whatever moves.</p>")
+            parts.append(_table(["resource", "brokers", ("count", True), "proof"],
+                                [[resource, _broker_list([int(b) for b in proof.get("brokers") or []]),
+                                  _number_cell(proof.get("count")), str(proof.get("proof"))]
+                                 for resource, proof in proofs], sortable=True))
+        if pool.notes:
+            if pool.notes_total > len(pool.notes):
+                parts.append(f'<p class="truncated">showing {len(pool.notes):,} of {pool.notes_total:,} notes; all '
+                             "of them in plan/summary.json and plan/planner_notes.parquet</p>")
+            parts.append(_table(["resource", ("broker", True), "note"],
+                                [[n.resource, ("-", -1.0) if n.broker_id is None else (str(n.broker_id), n.broker_id),
+                                  n.note] for n in pool.notes], sortable=True))
+    if not parts:
+        return ("<p>The planner left no notes: it names the reason for every broker it leaves outside its band or "
+                "target band, and for every replica it could not move, and there are none.</p>")
+    return "".join(parts)
+
+
+def _render_skipped(plan: PlanView) -> str:
+    parts = []
+    if plan.skipped_by_reason:
+        parts.append(f"<p>{plan.skipped_total:,} partition(s) skipped by the planner.</p>")
+        parts.append(_table(["reason", ("partitions", True)],
+                            [[reason, (f"{n:,}", n)] for reason, n in sorted(plan.skipped_by_reason.items())],
+                            sortable=True))
+        if plan.skipped_total > len(plan.skipped):
+            parts.append(f'<p class="truncated">showing {len(plan.skipped):,} of {plan.skipped_total:,} skipped '
+                         "partitions; all of them in plan/skipped.parquet</p>")
+        parts.append(_table(["pool", "topic", ("partition", True), "reason"],
+                            [[str(s.get("broker_pool") or "-"), str(s.get("topic")),
+                              (str(s.get("partition")), float(s.get("partition") or 0)), str(s.get("reason"))]
+                             for s in plan.skipped], sortable=True))
+    else:
+        parts.append("<p>No partition skipped.</p>")
+    if plan.hot_partitions:
+        parts.append(f"<h3>Hot partitions ({plan.hot_total:,})</h3>")
+        for advice in dict.fromkeys(str(h.get("advice") or "") for h in plan.hot_partitions):
+            if advice:
+                parts.append(f'<p class="advice">{_esc(advice)}</p>')
+        parts.append(_table(["pool", "topic", ("partition", True), "resource", ("load", True), ("band width", True)],
+                            [[str(h.get("broker_pool")), str(h.get("topic")),
+                              (str(h.get("partition")), float(h.get("partition") or 0)), str(h.get("resource")),
+                              _amount_cell(str(h.get("resource")), h.get("load")),
+                              _amount_cell(str(h.get("resource")), h.get("band_width"))]
+                             for h in plan.hot_partitions], sortable=True))
+        if plan.hot_total > len(plan.hot_partitions):
+            parts.append(f'<p class="truncated">showing {len(plan.hot_partitions):,} of {plan.hot_total:,}; all of '
+                         "them in plan/hot_partitions.parquet</p>")
+    else:
+        parts.append("<p>No hot partition.</p>")
+    return "".join(parts)
+
+
+def _render_validation(data: RunReportData) -> str:
+    v = data.validation
+    if v is None:
+        return _unreadable(data, "validation") or _not_run("no validation/ stage in this run")
+    verdict = "passed" if v.success else f"FAILED ({len(v.failures)} expectation(s))"
+    checked = ", ".join(f"{n:,} {what}" for n, what in ((v.partitions_checked, "partitions"),
+                                                         (v.broker_resource_pairs_checked, "broker-resource pairs"))
+                        if n is not None)
+    parts = [f'<p class="{"ok" if v.success else "bad"}">Validation {verdict}'
+             + (f"; {v.expectations} expectations" if v.expectations is not None else "")
+             + (f" checked on {checked}" if checked else "") + ".</p>"]
+    if v.results:
+        parts.append(_table(["table", "expectation", "result", ("unexpected", True), ("rows", True)], [
+            [r.table, r.description, "pass" if r.success else "FAIL", _number_cell(r.unexpected_count),
+             _number_cell(r.element_count)] for r in v.results], sortable=True))
+        if v.expectations is not None and len(v.results) < v.expectations:
+            parts.append(f"<p>{v.expectations - len(v.results)} expectation(s) had no rows to check (an empty table "
+                         "passes).</p>")
+    for f in v.failures:
+        parts.append(f"<h3>Failed: {_esc(f.description)}</h3><p>{_esc(f.expectation)} on {_esc(f.table)}: "
+                     f"{_esc(f.unexpected_count)} row(s) broke it.</p>")
+        if f.rows:
+            columns = list(dict.fromkeys(k for row in f.rows for k in row))
+            parts.append(_table(columns, [[_plain(row.get(c)) for c in columns] for row in f.rows]))
+        if f.rows_total > len(f.rows):
+            parts.append(f'<p class="truncated">showing {len(f.rows)} of {f.rows_total:,} rows; all of them in '
+                         "validation/report.json</p>")
+    return "".join(parts)
+
+
+def _render_execution(data: RunReportData) -> str:
+    executions = data.executions
+    if executions is None:
+        return _unreadable(data, "execution") or _not_run(
+            "no execute/ stage in this run" + (f" (approval: {data.header.approval})"
+                                                if data.header.approval not in ("-", "?") else ""))
+    if not executions:
+        return "<p>The execute/ stage holds no pool.</p>"
+    parts = []
+    for i, pool in enumerate(executions):
+        parts.append(f'<h3>Pool {_esc(pool.broker_pool)}: <span class="state">{_esc(pool.state)}</span></h3>')
+        planned = None if pool.moves_planned is None else f"{pool.moves_planned:,}"
+        facts = [("moves planned", planned), ("moves done (log)", f"{pool.moves_done:,}"),
+                 ("bytes done (log)", human_bytes(pool.bytes_done)), ("log entries", f"{pool.log_entries:,}")]
+        parts.append('<table class="facts">' + "".join(
+            f"<tr><th>{_esc(k)}</th><td>{_esc(v)}</td></tr>" for k, v in facts if v is not None) + "</table>")
+        if pool.result is not None:
+            parts.append(_render_result(pool.result))
+        if pool.cancel is not None:
+            parts.append(_render_cancel(pool.cancel))
+        if pool.dry_run is not None:
+            parts.append("<p>Dry run (dry_run.json), what execute would do with each move:</p>" + _table(
+                ["verdict", ("moves", True)], [[k, (f"{n:,}", n)] for k, n in sorted(pool.dry_run.items())]))
+        if len(pool.progress) > 1 or pool.markers:
+            fig = execution_timeline(f"{pool.broker_pool}: progress", pool.progress, pool.markers)
+            caption = "Moves and bytes done over time; markers: the log's throttle, skip, cancel and other events."
+            if pool.markers_total > len(pool.markers):
+                caption += (f" Showing {len(pool.markers):,} of {pool.markers_total:,} events (at most "
+                            f"{MARKERS_SHOWN} of a kind); all of them in execute/{pool.broker_pool}/"
+                            "execution_log.jsonl.")
+            parts.append(f'<figure>{figure_html(fig, f"timeline-{i}", 380)}<figcaption>{_esc(caption)}'
+                         "</figcaption></figure>")
+    return "".join(parts)
+
+
+def _render_result(result: dict[str, Any]) -> str:
+    skipped = list(result.get("skipped") or [])
+    failed_elections = dict(result.get("leader_elections_failed") or {})
+    rate = result.get("throttle_bytes_per_s")
+    parts = [f"<p>result.json: {_esc(result.get('completed'))} of {_esc(result.get('moves'))} moves complete "
+             f"({_esc(result.get('completed_this_attempt'))} in the last attempt), {len(skipped)} skipped, "
+             f"{len(failed_elections)} failed leader election(s); throttle "
+             f"{_esc(human_bytes(rate) + '/s' if rate else 'none')}.</p>"]
+    if skipped:
+        parts.append(_table(["topic", ("partition", True), "reason"], [
+            [str(x.get("topic")), (str(x.get("partition")), float(x.get("partition") or 0)), str(x.get("reason"))]
+            for x in skipped[:SKIPPED_SHOWN]], sortable=True))
+    if failed_elections:
+        parts.append(_table(["partition", "leader election error"], [[k, str(v)] for k, v in failed_elections.items()]))
+    return "".join(parts) + _json_block("result.json", result)
+
+
+def _render_cancel(cancel: dict[str, Any]) -> str:
+    refused = dict(cancel.get("refused") or {})
+    in_progress = list(cancel.get("still_in_progress") or [])
+    line = (f"cancel.json: {len(cancel.get('cancelled') or [])} reassignment(s) cancelled, {len(refused)} refused, "
+            f"{len(in_progress)} still in progress; throttles "
+            f"{'cleared' if cancel.get('throttles_cleared') else 'NOT all cleared'}.")
+    css = ' class="bad"' if refused or in_progress else ""
+    return f"<p{css}>{_esc(line)}</p>" + _json_block("cancel.json", cancel)
+
+
+def _render_verification(data: RunReportData) -> str:
+    v = data.verification
+    if v is None:
+        return _unreadable(data, "verification") or _not_run("no verify/ stage in this run")
+    at_plan = f"All {v.partitions_planned} planned partitions are" if not v.not_at_plan_total else \
+        f"{v.not_at_plan_total:,} of {v.partitions_planned} planned partitions are NOT"
+    parts = [f'<p class="{"bad" if v.not_at_plan_total else "ok"}">{at_plan} at their planned replicas; brokers out '
+             f"of band: {v.out_of_band_before} before → {v.out_of_band_after} after (measured).</p>"]
+    rows: list[list[Cell]] = []
+    for pool, resources in sorted(v.pools.items()):
+        for resource, sides in sorted(resources.items()):
+            before, after = sides.get("out_of_band_before") or [], sides.get("out_of_band_after") or []
+            rows.append([pool, resource, (", ".join(map(str, before)) or "-", len(before)),
+                         (", ".join(map(str, after)) or "-", len(after))])
+    if rows:
+        parts.append(_table(["pool", "resource", ("out of band before", True), ("out of band after", True)], rows,
+                            sortable=True))
+    if v.not_at_plan:
+        parts.append(_table(["topic", ("partition", True), "planned", "current"], [
+            [str(p.get("topic")), (str(p.get("partition")), float(p.get("partition") or 0)), str(p.get("planned")),
+             str(p.get("current"))] for p in v.not_at_plan], sortable=True))
+        if v.not_at_plan_total > len(v.not_at_plan):
+            parts.append(f'<p class="truncated">showing {len(v.not_at_plan)} of {v.not_at_plan_total:,}; all of them '
+                         "in verify/summary.json</p>")
+    if v.report_text is not None:
+        more = " (cut short; the whole table is in verify/report.txt)" if v.report_text_truncated else ""
+        parts.append(f"<details><summary>verify/report.txt{more}</summary><pre>{_esc(v.report_text)}</pre>"
+                     "</details>")
+    return "".join(parts)
+
+
+def _section(name: str, title: str, body: str) -> str:
+    # Prefixed: the moves table owns the plain id "moves".
+    return f'<section id="section-{name}"><h2>{_esc(title)}</h2>{body}</section>'
+
+
+def _not_run(why: str) -> str:
+    return f'<p class="not-run">not run: {_esc(why)}</p>'
+
+
+def _unreadable(data: RunReportData, name: str) -> str:
+    problem = data.unreadable.get(name)
+    return f'<p class="unreadable">could not read this part of the run: {_esc(problem)}</p>' if problem else ""
+
+
+def _table(headers: list[str | tuple[str, bool]], rows: list[list[Cell]], table_id: str | None = None,
+           sortable: bool = False) -> str:
+    """A plain table; numeric columns (header given as (name, True)) sort by the number in their cells."""
+    ths = []
+    for h in headers:
+        name, numeric = h if isinstance(h, tuple) else (h, False)
+        kind = ' data-type="number"' if numeric else ""
+        ths.append(f"<th{kind}>{_esc(name)}</th>")
+    body = []
+    for row in rows:
+        cells = []
+        for cell in row:
+            if isinstance(cell, tuple):
+                cells.append(f'<td class="num" data-value="{_sort_value(cell[1])}">{_esc(cell[0])}</td>')
+            else:
+                cells.append(f"<td>{_esc(cell)}</td>")
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    attributes = (f' id="{table_id}"' if table_id else "") + (' class="sortable"' if sortable else "")
+    return f"<table{attributes}><thead><tr>{''.join(ths)}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _sort_value(value: float) -> str:
+    """The number as the table script's parseFloat reads it (it knows -Infinity, not Python's -inf)."""
+    value = float(value)
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return repr(value)
+
+
+def _json_block(name: str, value: Any) -> str:
+    return f"<details><summary>{_esc(name)}</summary><pre>{_esc(json.dumps(value, indent=2))}</pre></details>"
+
+
+def _esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def _plain(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+# Missing numbers sort first: -Infinity parses in the table script as a number.
+def _number_cell(value: float | None) -> Cell:
+    return ("-", float("-inf")) if value is None else (f"{value:,}", value)
+
+
+def _ratio_cell(value: float | None) -> Cell:
+    return ("-", float("-inf")) if value is None else (f"{value:.2f}", value)
+
+
+def _bytes_cell(value: float | None) -> Cell:
+    return ("-", float("-inf")) if value is None else (human_bytes(value), value)
+
+
+def _amount_cell(resource: str, value: float | None) -> Cell:
+    """An amount of a resource in its unit (bytes, bytes/s, cores, a count)."""
+    if value is None:
+        return "-", float("-inf")
+    known = RESOURCES.get(resource)
+    if known is None or known.is_count:
+        return f"{value:,.0f}", value
+    if known.unit == "bytes":
+        return human_bytes(value), value
+    if known.unit == "bytes/s":
+        return f"{human_bytes(value)}/s", value
+    return f"{value:,.2f} {known.unit}", value
+

@@ -1,0 +1,211 @@
+"""The records the run's page shows (report/index.html): what `collect` reads from a run folder and `render` draws,
+one record per section, and the caps that keep a large run's page small."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka_rebalancer.report.charts import BrokerUsage, Flow, LogMarker, ProgressPoint
+
+# What a page of a large run (1,000 brokers, 100,000 moves) still shows; the rest is in the artifacts it names.
+MOVES_SHOWN = 2_000
+BROKERS_SHOWN = 50  # per pool and resource
+SANKEY_BROKERS = 25  # per side of a pool's Sankey; the other senders and receivers are grouped
+PROGRESS_POINTS = 1_000  # per pool's timeline
+MARKERS_SHOWN = 200  # per pool and kind of event
+SKIPPED_SHOWN = 200
+NOTES_SHOWN = 500  # per pool
+FAILED_ROWS_SHOWN = 50  # per failed expectation
+NOT_AT_PLAN_SHOWN = 200
+VERIFY_TEXT_CHARS = 200_000
+
+
+@dataclass(frozen=True)
+class Header:
+    cluster: str
+    run_id: str
+    trigger: str  # scheduled | airflow | cli | ..., with the run id's prefix
+    action: str  # nightly, or the manual operation request.json asked for
+    requested_by: str | None
+    reason: str | None
+    mode: str  # dry-run | execute | -
+    status: str  # how far the run got
+    approval: str  # approved by X | auto-approved | dry run | rejected by X | timed out | -
+    decided_at: str | None
+    decision_why: list[str]
+    plan_hash: str | None
+    snapshot_taken_at: str | None
+
+
+@dataclass(frozen=True)
+class SnapshotView:
+    taken_at: str | None
+    rows: dict[str, int]
+    capture_seconds: float | None
+    content_hash: str | None
+    warnings: list[str]
+
+
+@dataclass(frozen=True)
+class ResourceView:
+    resource: str
+    is_count: bool
+    lower: float | None
+    upper: float | None  # capped by the capacity threshold, as band status counts it
+    before_band: tuple[float | None, float | None] | None  # the current placement's (lower, capped upper)
+    balanced: bool
+    note: str | None
+    brokers: list[BrokerUsage]  # the ones shown
+    brokers_total: int
+    out_of_band_before: list[int]
+    out_of_band_after: list[int]
+    fixed_outside_target_band: list[int]  # out of band before, short of the target band after
+    taken_outside_target_band: list[int]  # inside the band before, taken out of the target band (or further)
+    lower_bound: float | None  # of the balance part, against the band of the current placement
+    moved: float | None  # by balance moves
+    moved_over_lb: float | None
+    forced_moved: float | None  # by forced moves
+    forced_moved_by_reason: dict[str, float]
+    forced_lower_bound: float | None  # what must leave its broker
+    forced_moved_over_lb: float | None
+    infeasible: int
+    infeasibility_proofs: list[dict[str, Any]]  # brokers, count, proof
+
+
+@dataclass(frozen=True)
+class PlannerNote:
+    resource: str
+    broker_id: int | None
+    note: str
+
+
+@dataclass(frozen=True)
+class PoolPlanView:
+    broker_pool: str
+    partitions_changed: int | None
+    replica_moves: int | None
+    preferred_leader_changes: int | None
+    moved_bytes: int | None
+    forced_bytes: int | None
+    forced_bytes_by_reason: dict[str, int]
+    forced_lower_bound_bytes: float | None  # the bytes that must leave their brokers
+    forced_moved_over_lb: float | None
+    balance_bytes: int | None
+    lower_bound_bytes: float | None  # of the balance part
+    moved_over_lb: float | None  # balance bytes / its lower bound
+    resources: list[ResourceView]
+    flows: list[Flow]  # by sender and receiver, the ones past SANKEY_BROKERS grouped (broker None)
+    flows_total: int  # broker-to-broker pairs before grouping
+    senders_grouped: int
+    receivers_grouped: int
+    notes: list[PlannerNote]  # the first NOTES_SHOWN
+    notes_total: int
+
+
+@dataclass(frozen=True)
+class MoveRow:
+    broker_pool: str
+    topic: str
+    partition: int
+    old: tuple[int, ...]
+    new: tuple[int, ...]
+    size_bytes: int
+    bytes_to_copy: int  # the partition's size for each replica added
+
+    @property
+    def leadership_change(self) -> str:
+        old_leader, new_leader = (self.old[0] if self.old else None), (self.new[0] if self.new else None)
+        return "" if old_leader == new_leader else f"{old_leader} → {new_leader}"
+
+
+@dataclass(frozen=True)
+class PlanView:
+    totals: dict[str, Any]
+    budgets: dict[str, Any]
+    plan_seconds: float | None
+    pools: list[PoolPlanView]
+    moves: list[MoveRow]  # the largest MOVES_SHOWN, by bytes to copy
+    # The re-check's totals (plan.json against the snapshot); a summary older than them: counted from the moves.
+    moves_total: int  # partitions the plan changes
+    replica_moves: int
+    preferred_leader_changes: int
+    leadership_only_changes: int | None
+    bytes_total: int
+    moves_source: str  # where the moves listed were read from
+    skipped_by_reason: dict[str, int]
+    skipped: list[dict[str, Any]]
+    skipped_total: int
+    hot_partitions: list[dict[str, Any]]
+    hot_total: int
+
+
+@dataclass(frozen=True)
+class ExpectationResult:
+    table: str
+    expectation: str
+    description: str
+    success: bool
+    unexpected_count: int | None
+    element_count: int | None
+
+
+@dataclass(frozen=True)
+class FailedExpectation:
+    table: str
+    expectation: str
+    description: str
+    unexpected_count: int | None
+    rows: list[dict[str, Any]]  # the first FAILED_ROWS_SHOWN
+    rows_total: int
+
+
+@dataclass(frozen=True)
+class ValidationView:
+    success: bool
+    plan_hash: str | None
+    expectations: int | None
+    partitions_checked: int | None
+    broker_resource_pairs_checked: int | None
+    results: list[ExpectationResult]  # per expectation evaluated (validation/gx_results.json)
+    failures: list[FailedExpectation]
+
+
+@dataclass(frozen=True)
+class PoolExecutionView:
+    broker_pool: str
+    state: str
+    moves_planned: int | None
+    moves_done: int
+    bytes_done: int
+    result: dict[str, Any] | None  # result.json
+    cancel: dict[str, Any] | None  # cancel.json
+    dry_run: dict[str, int] | None  # dry_run.json: how many moves per verdict
+    progress: list[ProgressPoint]  # at most PROGRESS_POINTS
+    markers: list[LogMarker]  # at most MARKERS_SHOWN per kind
+    markers_total: int
+    log_entries: int
+
+
+@dataclass(frozen=True)
+class VerifyView:
+    plan_hash: str | None
+    partitions_planned: int | None
+    not_at_plan: list[dict[str, Any]]
+    not_at_plan_total: int
+    out_of_band_before: int | None
+    out_of_band_after: int | None
+    pools: dict[str, dict[str, dict[str, list[int]]]]
+    report_text: str | None
+    report_text_truncated: bool
+
+
+@dataclass(frozen=True)
+class RunReportData:
+    header: Header
+    snapshot: SnapshotView | None  # None: the stage did not run (or could not be read: see unreadable)
+    plan: PlanView | None
+    validation: ValidationView | None
+    executions: list[PoolExecutionView] | None
+    verification: VerifyView | None
+    unreadable: dict[str, str] = field(default_factory=dict)  # section -> what went wrong reading it
