@@ -18,6 +18,10 @@ import pendulum
 from airflow.sdk import DAG, Param
 from kafka_rebalancer_pipeline import execution_params, rebalance_tasks
 
+from kafka_rebalancer.operations.actions import ACTION_NAMES, MANUAL_ACTIONS
+
+POOL_CHANGING_ACTIONS = ", ".join(a.name for a in MANUAL_ACTIONS if a.changes_pools)
+
 with DAG(
     dag_id="kafka_rebalance_manual",
     description="Isolate topics, drain or add brokers, rebalance a pool, move leadership: reviewed and approved",
@@ -27,13 +31,8 @@ with DAG(
     tags=["kafka", "rebalance", "manual"],
     default_args={"retries": 2, "retry_delay": timedelta(minutes=1)},
     params={
-        "action": Param("rebalance-pool", enum=["isolate-topics", "drain-brokers", "add-brokers", "rebalance-pool",
-                                                "elect-leaders", "demote-brokers", "execute-reviewed"],
-                        description="isolate-topics: topics into broker_pool (new pool: with brokers); "
-                                    "drain-brokers: brokers give away every replica; add-brokers: empty brokers "
-                                    "join broker_pool; rebalance-pool: the nightly plan for broker_pool; "
-                                    "elect-leaders: preferred leader election; demote-brokers: leadership off "
-                                    "brokers; execute-reviewed: execute the plan of dry run run_id"),
+        "action": Param("rebalance-pool", enum=list(ACTION_NAMES),
+                        description="; ".join(f"{a.name}: {a.help}" for a in MANUAL_ACTIONS)),
         "mode": Param("dry-run", enum=["dry-run", "execute"],
                       description="dry-run: plan, validate, summarise, stop; execute: a person approves, then it "
                                   "executes"),
@@ -48,8 +47,7 @@ with DAG(
         "run_id": Param(None, type=["null", "string"],
                         description="execute-reviewed: the run id of the reviewed dry run (nightly or manual)"),
         "reason": Param("", type="string",
-                        description="Why (required for isolate-topics, drain-brokers, add-brokers; recorded with "
-                                    "the pool override)"),
+                        description=f"Why (required for {POOL_CHANGING_ACTIONS}; recorded with the pool override)"),
         **execution_params(),
     },
 ) as dag:

@@ -76,30 +76,16 @@ def dry_run_for(context: Any) -> bool:
 def snapshot_task(context: Any) -> str:
     """A manual run's request is checked and written first (a wrong parameter fails here, naming it, before the
     cluster is touched); then the cluster is captured with the run's pools."""
-    from kafka_rebalancer.operations.request import check_brokers_in_snapshot
-    from kafka_rebalancer.run_folder import RunFolder
-    from kafka_rebalancer.snapshot import take_snapshot
+    from kafka_rebalancer.snapshot.start import start_run
 
     params = context["params"]
-    base = _config(context)
-    run = RunFolder(base.run_dir(context["run_id"]))
-    if "action" in params:
-        from kafka_rebalancer.operations.request import make_request, write_request
-
-        request = make_request(base, action=params["action"], broker_pool=params.get("broker_pool"),
-                               brokers=params.get("brokers"), topics=params.get("topics"),
-                               reviewed_run_id=params.get("run_id"), reason=params.get("reason"),
-                               requested_by=_user(context))
-        if request.action == "execute-reviewed":
-            from kafka_rebalancer.snapshot.reviewed import adopt_reviewed_plan
-
-            write_request(run, adopt_reviewed_plan(base, run, request, _connection))
-            return str(run.path)
-        write_request(run, request)
-    config = _config(context, str(run.path))
-    take_snapshot(config, _connection(config), run)
-    check_brokers_in_snapshot(run)
-    return str(run.path)
+    request_params = None
+    if "action" in params:  # the manual DAG
+        request_params = {"action": params["action"], "broker_pool": params.get("broker_pool"),
+                          "brokers": params.get("brokers"), "topics": params.get("topics"),
+                          "reviewed_run_id": params.get("run_id"), "reason": params.get("reason"),
+                          "requested_by": _user(context)}
+    return str(start_run(params["config_path"], context["run_id"], request_params, _connection).path)
 
 
 def validate_task(context: Any, run_dir: str) -> list[str]:

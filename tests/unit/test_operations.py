@@ -3,9 +3,10 @@ and refused when they no longer fit, leadership-only plans, and the approval rul
 
 from __future__ import annotations
 
+import argparse
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pandas as pd
 import pytest
@@ -18,10 +19,14 @@ from kafka_rebalancer.approve.approval import (
     unattended_refusals,
     write_decision,
 )
+from kafka_rebalancer.cli.commands import COMMANDS, OPTIONS, add_parsers, request_params
 from kafka_rebalancer.config import load_config, parse_duration
 from kafka_rebalancer.errors import ConfigError, ExecutionError, RebalancerError
-from kafka_rebalancer.operations.overrides import OverrideStore, apply_overrides, layout
+from kafka_rebalancer.operations.actions import ACTION_NAMES, BY_NAME, MANUAL_ACTIONS, ManualAction
+from kafka_rebalancer.operations.overrides import OverrideKind, OverrideStore, apply_overrides, layout
 from kafka_rebalancer.operations.request import (
+    RESOLVERS,
+    ManualRequest,
     RequestError,
     check_brokers_in_cluster,
     make_request,
@@ -34,6 +39,7 @@ from kafka_rebalancer.operations.request import (
 from kafka_rebalancer.plan.balance.leadership import leadership_moves
 from kafka_rebalancer.plan.changes import partition_changes
 from kafka_rebalancer.run_folder import RunFolder
+from kafka_rebalancer.snapshot import start
 from tests.helpers import write_config
 
 BODY = {"cluster": {"name": "c1"}, "pools": {"a": {"brokers": [1, 2, 3]}, "b": {"brokers": [4, 5, 6]}},
@@ -98,6 +104,14 @@ def test_the_brokers_a_request_names_are_checked_against_the_snapshot(config_pat
             check_brokers_in_cluster(request, brokers)
 
 
+@pytest.mark.parametrize("action", MANUAL_ACTIONS, ids=ACTION_NAMES)
+def test_a_field_the_action_does_not_take_is_refused(config_path: Path, action: ManualAction) -> None:
+    for field, value in {"broker_pool": "a", "brokers": [1], "topics": ["t"], "reviewed_run_id": "r"}.items():
+        if field not in action.fields:
+            with pytest.raises(RequestError, match=re_escape(f"'{field}': not used by {action.name}")):
+                make_request(run_config(config_path), action=action.name, **{field: value})
+
+
 def re_escape(text: str) -> str:
     import re
 
@@ -117,6 +131,49 @@ def test_actions_turn_into_planner_scopes(config_path: Path) -> None:
     assert scope_of(isolate).balanced_pools == {"p", "a", "b"}
     assert scope_of(make_request(config, action="demote-brokers", brokers=[1])).leadership == "demote"
     assert make_request(config, action="rebalance-pool", broker_pool="a").override is None
+
+
+# -- the table of manual actions, and a run's start -------------------------------------------------------------
+def test_every_manual_action_is_defined_once_in_its_table() -> None:
+    """The request's actions, their functions, the pool overrides' kinds and the CLI's commands are the table's
+    (the manual DAG's `action` param: tests/dags)."""
+    assert len(BY_NAME) == len(COMMANDS) == len(MANUAL_ACTIONS)  # no name, no command twice
+    assert get_args(ManualRequest.model_fields["action"].annotation) == ("nightly", *ACTION_NAMES)
+    assert set(RESOLVERS) == {"nightly", *ACTION_NAMES}
+    assert get_args(OverrideKind) == tuple(a.name for a in MANUAL_ACTIONS if a.changes_pools)
+    sub = argparse.ArgumentParser().add_subparsers(dest="command")
+    add_parsers(sub, lambda p: p.add_argument("--config"))
+    assert set(sub.choices) == {*COMMANDS, "overrides", "pools"}
+    # Each command's options reach the request as its fields: (text given, value asked for); others: "x", "x".
+    typed = {"topics": ("t1,t2", ["t1", "t2"]), "brokers": ("7,8", [7, 8])}
+    for action in MANUAL_ACTIONS:
+        argv = ["--config", "c.yaml"]
+        expected: dict[str, Any] = {"action": action.name}
+        for field in action.fields:
+            text, expected[field] = typed.get(field, ("x", "x"))
+            argv += [f"--{OPTIONS[field].flag}", text]
+        assert request_params(action, sub.choices[action.command].parse_args(argv)) == expected
+
+
+def test_a_run_starts_with_its_request_then_its_snapshot_with_the_runs_pools(
+        config_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[Any] = []
+    monkeypatch.setattr(start, "take_snapshot", lambda config, connection, run: calls.append(
+        (connection, config.pools["a"].brokers, read_request(run).action)))
+    monkeypatch.setattr(start, "check_brokers_in_snapshot", lambda run: calls.append("brokers checked"))
+    run = start.start_run(config_path, "d1", {"action": "drain-brokers", "brokers": [2], "reason": "disk"},
+                          lambda config: "connection")
+    assert calls == [("connection", [1, 3], "drain-brokers"), "brokers checked"]
+    assert run.path == run_config(config_path).run_dir("d1")
+
+    def unreachable(config: Any) -> None:
+        raise AssertionError("a wrong request must fail before the cluster is touched")
+
+    with pytest.raises(RequestError, match="'brokers'"):
+        start.start_run(config_path, "d2", {"action": "drain-brokers", "reason": "disk"}, unreachable)
+    with pytest.raises(RebalancerError, match="no run 'nope'"):
+        start.start_run(config_path, "r1", {"action": "execute-reviewed", "reviewed_run_id": "nope"}, unreachable)
+    assert not run_config(config_path).run_dir("d2").exists() and not run_config(config_path).run_dir("r1").exists()
 
 
 # -- overrides -------------------------------------------------------------------------------------------------

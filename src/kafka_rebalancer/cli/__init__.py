@@ -250,7 +250,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return operations_cli.overrides_command(args)
     if args.command == "pools":
         return operations_cli.pools_command(args)
-    if args.command in (*COMMANDS, "execute-reviewed"):
+    if args.command in COMMANDS:
         return operations_cli.operate(args, lambda c: connection_for(c, args.bootstrap_servers), _plan_locally,
                                       _confirm)
     config = run_config(args.config)

@@ -1,25 +1,18 @@
-"""The manual operations' command-line arguments, kept apart from `operations.cli` (which runs them) so that
-building the CLI's parser imports nothing heavy: the CLI starts fast and `plan` starts its Spark JVM early."""
+"""The manual operations' command-line arguments, one command per row of the table of manual actions
+(operations/actions.py), kept apart from `cli.operations` (which runs them) so that building the CLI's parser
+imports nothing heavy: the CLI starts fast and `plan` starts its Spark JVM early."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# CLI command -> (action, the request fields it takes)
-COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "isolate": ("isolate-topics", ("topics", "pool", "brokers", "reason")),
-    "drain": ("drain-brokers", ("brokers", "reason")),
-    "add-brokers": ("add-brokers", ("brokers", "pool", "reason")),
-    "rebalance-pool": ("rebalance-pool", ("pool",)),
-    "elect-leaders": ("elect-leaders", ("pool", "topics")),
-    "demote": ("demote-brokers", ("brokers",)),
-}
-HELP = {"topics": "topic names or glob patterns, comma-separated (e.g. 'payments.*,ledger')",
-        "pool": "the broker pool", "brokers": "broker ids, comma-separated (e.g. 7,8)",
-        "reason": "why (required when pool membership changes; recorded with the override)"}
+from kafka_rebalancer.operations.actions import MANUAL_ACTIONS, ManualAction
+
+COMMANDS: dict[str, ManualAction] = {a.command: a for a in MANUAL_ACTIONS}
 
 
 def _ids(text: str) -> list[int]:
@@ -33,18 +26,50 @@ def _names(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+@dataclass(frozen=True)
+class Option:
+    """A request field's option on the command line."""
+
+    flag: str  # --<flag>
+    help: str
+    type: Callable[[str], Any] = str
+    required: bool = False  # by every command taking it; what each action needs is the request's check
+
+    @property
+    def dest(self) -> str:
+        return self.flag.replace("-", "_")
+
+
+# Request field -> its option: shorter names than the request's.
+OPTIONS: dict[str, Option] = {
+    "topics": Option("topics", "topic names or glob patterns, comma-separated (e.g. 'payments.*,ledger')", _names),
+    "broker_pool": Option("pool", "the broker pool"),
+    "brokers": Option("brokers", "broker ids, comma-separated (e.g. 7,8)", _ids),
+    "reason": Option("reason", "why (required when pool membership changes; recorded with the override)"),
+    "reviewed_run_id": Option("run-id", "the dry run whose plan is executed", required=True),
+}
+
+
+def request_params(action: ManualAction, args: argparse.Namespace) -> dict[str, Any]:
+    """What the command of `action` asks for, as `make_request`'s parameters."""
+    return {"action": action.name, **{field: getattr(args, OPTIONS[field].dest) for field in action.fields}}
+
+
+def _command_help(action: ManualAction) -> str:
+    # An action that plans stops at its dry run unless --apply; the other kind executes a plan already read.
+    if action.plans:
+        return f"manual operation {action.name} (dry run unless --apply)"
+    return "execute the plan of an earlier dry run after reading it"
+
+
 def add_parsers(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
-    for command, (action, fields) in COMMANDS.items():
-        p = sub.add_parser(command, help=f"manual operation {action} (dry run unless --apply)")
+    for command, action in COMMANDS.items():
+        p = sub.add_parser(command, help=_command_help(action))
         common(p)
-        for name in fields:
-            kind = {"brokers": _ids, "topics": _names}.get(name, str)
-            p.add_argument(f"--{name}", type=kind, help=HELP[name])
+        for field in action.fields:
+            option = OPTIONS[field]
+            p.add_argument(f"--{option.flag}", type=option.type, required=option.required, help=option.help)
         _apply_flags(p)
-    p = sub.add_parser("execute-reviewed", help="execute the plan of an earlier dry run after reading it")
-    common(p)
-    p.add_argument("--run-id", required=True, help="the dry run whose plan is executed")
-    _apply_flags(p)
     p = sub.add_parser("overrides", help="list or revert pool overrides")
     p.add_argument("--config", required=True, type=Path)
     p.add_argument("verb", choices=["list", "revert"])

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from kafka_rebalancer.cli.commands import COMMANDS
+from kafka_rebalancer.cli.commands import COMMANDS, request_params
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import RebalancerError
 from kafka_rebalancer.operations.overrides import CONFIG, OverrideStore, current_user, layout
-from kafka_rebalancer.operations.request import make_request, run_config, write_request
+from kafka_rebalancer.operations.request import run_config
 from kafka_rebalancer.run_folder import RunFolder
 
 
@@ -25,31 +25,19 @@ def operate(args: argparse.Namespace, connect: Callable[[RebalancerConfig], Any]
     """One manual operation end to end; returns the exit code."""
     from kafka_rebalancer.approve.approval import PlanFacts, approval_body, write_decision
     from kafka_rebalancer.execute.executor import run_execute
-    from kafka_rebalancer.operations.request import check_brokers_in_snapshot, record_override
-    from kafka_rebalancer.snapshot import take_snapshot
-    from kafka_rebalancer.snapshot.reviewed import adopt_reviewed_plan
+    from kafka_rebalancer.operations.request import record_override
+    from kafka_rebalancer.snapshot.start import start_run
     from kafka_rebalancer.validate.suite import validate_plan
     from kafka_rebalancer.verify.verification import verify_run
 
     if args.throttle_bytes_per_s is not None and args.throttle_bytes_per_s < 1:
         raise RebalancerError(f"--throttle-bytes-per-s must be a positive number of bytes, got "
                               f"{args.throttle_bytes_per_s}")
-    base = run_config(args.config)
-    if args.command == "execute-reviewed":
-        params: dict[str, Any] = {"action": "execute-reviewed", "reviewed_run_id": args.run_id}
-    else:
-        action, fields = COMMANDS[args.command]
-        params = {"action": action, **{("broker_pool" if f == "pool" else f): getattr(args, f) for f in fields}}
-    request = make_request(base, **params)
-    run_id = f"cli__{request.action}__{datetime.now(UTC).strftime('%Y-%m-%dT%H-%M-%SZ')}"
-    run = RunFolder(base.run_dir(run_id))
-    if request.action == "execute-reviewed":
-        request = adopt_reviewed_plan(base, run, request, connect)
-    write_request(run, request)
+    action = COMMANDS[args.command]
+    run_id = f"cli__{action.name}__{datetime.now(UTC).strftime('%Y-%m-%dT%H-%M-%SZ')}"
+    run = start_run(args.config, run_id, request_params(action, args), connect)
     config = run_config(args.config, run)
-    if request.action != "execute-reviewed":
-        take_snapshot(config, connect(config), run)
-        check_brokers_in_snapshot(run)
+    if action.plans:
         plan(config, run, args.spark_master)
     validate_plan(config, run)
     facts = PlanFacts.read(config, run, args.throttle_bytes_per_s)

@@ -1,10 +1,10 @@
 """A manual operation's request, and what it changes for the planner.
 
-A person asks for one action (`isolate-topics`, `drain-brokers`, ...). The request is checked against the config
-before anything runs (each missing or wrong field is named), written into the run folder as `request.json`, and
-from then on every step of the run reads it: the pool override it will record (applied on top of the config for
-this run only, until the run is approved), and the planning scope (which pools are planned and balanced, which
-brokers may receive or give replicas, leadership only).
+A person asks for one action (`isolate-topics`, `drain-brokers`, ...; their table: operations/actions.py). The
+request is checked against the config before anything runs (each missing or wrong field is named), written into
+the run folder as `request.json`, and from then on every step of the run reads it: the pool override it will
+record (applied on top of the config for this run only, until the run is approved), and the planning scope (which
+pools are planned and balanced, which brokers may receive or give replicas, leadership only).
 
 Each action is a small function from (effective config, request) to (pool override, planning scope); the
 planner, the validation, the executor and the artifacts are the nightly run's.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from kafka_rebalancer.config import RebalancerConfig, load_config
 from kafka_rebalancer.errors import RebalancerError, RunFolderError
 from kafka_rebalancer.model.schemas import BROKERS
+from kafka_rebalancer.operations.actions import ACTION_NAMES, BY_NAME
 from kafka_rebalancer.operations.overrides import (
     OverrideStore,
     PoolOverride,
@@ -31,11 +32,11 @@ from kafka_rebalancer.operations.overrides import (
 )
 from kafka_rebalancer.run_folder import SNAPSHOT, RunFolder, read_json, read_table, write_json
 
-Action = Literal["nightly", "isolate-topics", "drain-brokers", "add-brokers", "rebalance-pool", "elect-leaders",
-                 "demote-brokers", "execute-reviewed"]
-MANUAL_ACTIONS: tuple[str, ...] = ("isolate-topics", "drain-brokers", "add-brokers", "rebalance-pool",
-                                   "elect-leaders", "demote-brokers", "execute-reviewed")
-CHANGES_POOLS = ("isolate-topics", "drain-brokers", "add-brokers")
+if TYPE_CHECKING:
+    Action = str  # "nightly" (the scheduled run's) or a manual action's name (operations/actions.py)
+else:
+    # Built from the table, so pydantic names every accepted action when another is given.
+    Action = Literal[("nightly", *ACTION_NAMES)]
 REQUEST_FILE = "request.json"
 MAX_BROKER_ID = 2**31 - 1  # a Java int
 # Brokers that receive replicas must be running; those that give them away may be down (a dead broker is drained).
@@ -111,7 +112,7 @@ def _needs_reason(request: ManualRequest) -> None:
                     "recorded with the pool override)")
 
 
-def _unused(request: ManualRequest, *allowed: str) -> None:
+def _unused(request: ManualRequest, allowed: tuple[str, ...]) -> None:
     for name in ("broker_pool", "brokers", "topics", "reviewed_run_id"):
         if name not in allowed and getattr(request, name):
             raise _fail(request.action, name, f"not used by {request.action}; leave it empty")
@@ -131,7 +132,6 @@ Resolved = tuple[PoolOverride | None, PlanningScope]
 
 
 def _isolate_topics(r: ManualRequest, config: RebalancerConfig) -> Resolved:
-    _unused(r, "broker_pool", "brokers", "topics")
     if not r.topics:
         raise _fail(r.action, "topics", "at least one topic name or glob pattern is required")
     if not r.broker_pool:
@@ -154,7 +154,6 @@ def _isolate_topics(r: ManualRequest, config: RebalancerConfig) -> Resolved:
 
 
 def _drain_brokers(r: ManualRequest, config: RebalancerConfig) -> Resolved:
-    _unused(r, "brokers")
     _brokers_known(r.action, r.brokers, config)
     _needs_reason(r)
     pool_of = config.broker_pool_of()
@@ -169,7 +168,6 @@ def _drain_brokers(r: ManualRequest, config: RebalancerConfig) -> Resolved:
 
 
 def _add_brokers(r: ManualRequest, config: RebalancerConfig) -> Resolved:
-    _unused(r, "broker_pool", "brokers")
     pool = _pool_known(r.action, r.broker_pool, config)
     _brokers_known(r.action, r.brokers, config)
     _needs_reason(r)
@@ -182,25 +180,21 @@ def _add_brokers(r: ManualRequest, config: RebalancerConfig) -> Resolved:
 
 
 def _rebalance_pool(r: ManualRequest, config: RebalancerConfig) -> Resolved:
-    _unused(r, "broker_pool")
     pool = _pool_known(r.action, r.broker_pool, config)
     return None, PlanningScope(pools=frozenset({pool}))
 
 
 def _elect_leaders(r: ManualRequest, config: RebalancerConfig) -> Resolved:
-    _unused(r, "broker_pool", "topics")
     pools = frozenset({_pool_known(r.action, r.broker_pool, config)}) if r.broker_pool else None
     return None, PlanningScope(pools=pools, leadership="elect", topics=tuple(r.topics))
 
 
 def _demote_brokers(r: ManualRequest, config: RebalancerConfig) -> Resolved:
-    _unused(r, "brokers")
     _brokers_known(r.action, r.brokers, config)
     return None, PlanningScope(leadership="demote", demoted=frozenset(r.brokers))
 
 
 def _execute_reviewed(r: ManualRequest, config: RebalancerConfig) -> Resolved:
-    _unused(r, "reviewed_run_id")
     if not r.reviewed_run_id:
         raise _fail(r.action, "run_id", "the run id of the reviewed dry run is required")
     return None, PlanningScope()
@@ -210,7 +204,8 @@ def _nightly(r: ManualRequest, config: RebalancerConfig) -> Resolved:
     return None, PlanningScope()
 
 
-ACTIONS: dict[str, Callable[[ManualRequest, RebalancerConfig], Resolved]] = {
+# One per action of operations/actions.py, and the nightly run's.
+RESOLVERS: dict[str, Callable[[ManualRequest, RebalancerConfig], Resolved]] = {
     "nightly": _nightly, "isolate-topics": _isolate_topics, "drain-brokers": _drain_brokers,
     "add-brokers": _add_brokers, "rebalance-pool": _rebalance_pool, "elect-leaders": _elect_leaders,
     "demote-brokers": _demote_brokers, "execute-reviewed": _execute_reviewed}
@@ -226,7 +221,9 @@ def make_request(config: RebalancerConfig, **params: object) -> ManualRequest:
         first = exc.errors()[0]
         name = ".".join(map(str, first["loc"])) or "action"
         raise RequestError(f"parameter '{name}': {first['msg']} (got {first.get('input')!r})") from None
-    override, scope = ACTIONS[request.action](request, config)
+    if request.action in BY_NAME:  # a manual action's other fields must be empty (the nightly run has no row)
+        _unused(request, BY_NAME[request.action].fields)
+    override, scope = RESOLVERS[request.action](request, config)
     return request.model_copy(update={"override": override, "scope": scope})
 
 
