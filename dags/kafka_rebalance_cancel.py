@@ -34,7 +34,7 @@ with DAG(
 
     @task(retries=0)
     def cancel() -> dict:
-        from kafka_rebalancer_airflow import cancel_task
+        from kafka_rebalancer.airflow.tasks import cancel_task
 
         return cancel_task(get_current_context())
 

@@ -27,7 +27,7 @@ with DAG(
 
     @task(retries=0)
     def overrides() -> list[dict]:
-        from kafka_rebalancer_airflow import overrides_task
+        from kafka_rebalancer.airflow.tasks import overrides_task
 
         return overrides_task(get_current_context())
 

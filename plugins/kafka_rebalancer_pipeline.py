@@ -2,13 +2,12 @@
 
     snapshot -> plan (Spark) -> validate (great-expectations) -> approve -> execute[pool] -> verify -> report
 
-`approve` is the standard provider's ApprovalOperator (it shows up under the UI's required actions), taught to
-decide first: a dry run stops there (execute and verify are skipped), a scheduled run within the auto-approval
-limits and the execution window goes on unattended, anything else waits for a person, whose answer (or the
-timeout, which rejects) is recorded in the run folder with the plan hash it approves. `report` runs last
-whatever happened and writes the run's report/index.html.
+The tasks' bodies, the approval operator and the hook are kafka_rebalancer.airflow's; this module wires them, with
+where this checkout keeps the plan job, Spark's log config and the package zip. `approve` decides first (a dry run
+stops there, a scheduled run within the limits goes on unattended, anything else waits for a person); `report`
+runs last whatever happened and writes the run's report/index.html.
 
-Light at parse time: the kafka_rebalancer package is imported inside the tasks.
+Light at parse time: the task bodies (and with them the package's heavy imports) are imported inside the tasks.
 """
 
 from __future__ import annotations
@@ -16,14 +15,12 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import Param, get_current_context, task
 
+from kafka_rebalancer.airflow.operators import RUN_DIR, PlanApprovalOperator
 from kafka_rebalancer.spark_settings import plan_spark_conf
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,50 +30,8 @@ PACKAGE_ZIP = REPO / "dist" / "kafka_rebalancer.zip"  # built by make (tools/pac
 SPARK_CONNECTION = "spark_rebalancer"  # master URL: local[2] for the demo, spark://host:7077 for a cluster
 PYTHON = os.environ.get("PYSPARK_PYTHON", sys.executable)
 DEFAULT_CONFIG = os.environ.get("KAFKA_REBALANCER_CONFIG", str(REPO / "config" / "rebalancer.yaml"))
-RUN_DIR = "{{ ti.xcom_pull(task_ids='snapshot') }}"
-DEFAULT_RESPONSE_TIMEOUT = timedelta(hours=12)
 
 log = logging.getLogger(__name__)
-
-
-class PlanApprovalOperator(ApprovalOperator):
-    """Approval of exactly the validated plan (see the module docstring). Reject is also the answer on timeout."""
-
-    template_fields = (*ApprovalOperator.template_fields, "run_dir")
-
-    def __init__(self, *, run_dir: str = RUN_DIR, **kwargs: Any) -> None:
-        super().__init__(subject="Execute this Kafka rebalance plan?", body="(filled in from the validated plan)",
-                         defaults="Reject", response_timeout=DEFAULT_RESPONSE_TIMEOUT, **kwargs)
-        self.run_dir = run_dir
-
-    def execute(self, context: Any) -> Any:
-        from kafka_rebalancer_airflow import approval_decision
-
-        decision = approval_decision(context, self.run_dir)
-        if decision["state"] == "dry-run" or decision["state"] == "auto-approved":
-            if decision["state"] == "dry-run":
-                self.skip(ti=context["ti"], tasks=list(context["task"].get_direct_relatives(upstream=False)))
-            return decision
-        self.body = decision["body"]
-        self.subject = decision["subject"]
-        self.response_timeout = decision["response_timeout"]
-        return super().execute(context)
-
-    def skip(self, ti: Any, tasks: Any) -> None:
-        """Without an approval everything downstream that needs one is skipped here (execute and verify), not only
-        the next task, so no task's outcome depends on how the scheduler propagates a skip through the mapped
-        execute (CI once saw verify end upstream_failed); `report` (all_done) still runs."""
-        needs_approval = [t for t in self.get_flat_relatives(upstream=False) if t.trigger_rule == "all_success"]
-        super().skip(ti=ti, tasks=needs_approval)
-
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
-        from kafka_rebalancer_airflow import record_answer
-
-        timed_out = bool(event.get("timedout"))  # the scheduler applied the default answer, Reject
-        user = event.get("responded_by_user") or {}
-        record_answer(context, self.run_dir, approved=event["chosen_options"] == [self.APPROVE] and not timed_out,
-                      by=user.get("name") or user.get("id"), timed_out=timed_out)
-        return super().execute_complete(context, event)
 
 
 def config_param() -> Param:
@@ -101,7 +56,7 @@ def rebalance_tasks() -> None:
 
     @task
     def snapshot() -> str:
-        from kafka_rebalancer_airflow import snapshot_task
+        from kafka_rebalancer.airflow.tasks import snapshot_task
 
         return snapshot_task(get_current_context())
 
@@ -120,7 +75,7 @@ def rebalance_tasks() -> None:
 
     @task(retries=0)  # deterministic: a retry cannot turn a failed expectation into a pass
     def validate(run_dir: str) -> list[str]:
-        from kafka_rebalancer_airflow import validate_task
+        from kafka_rebalancer.airflow.tasks import validate_task
 
         return validate_task(get_current_context(), run_dir)
 
@@ -128,7 +83,7 @@ def rebalance_tasks() -> None:
 
     @task(map_index_template="{{ broker_pool }}")
     def execute(run_dir: str, broker_pool: str) -> dict:
-        from kafka_rebalancer_airflow import execute_task
+        from kafka_rebalancer.airflow.tasks import execute_task
 
         context = get_current_context()
         context["broker_pool"] = broker_pool  # type: ignore[typeddict-unknown-key]  # names the mapped task
@@ -136,13 +91,13 @@ def rebalance_tasks() -> None:
 
     @task
     def verify(run_dir: str) -> dict:
-        from kafka_rebalancer_airflow import verify_task
+        from kafka_rebalancer.airflow.tasks import verify_task
 
         return verify_task(get_current_context(), run_dir)
 
     @task(trigger_rule="all_done", retries=0)  # whatever happened upstream: it reports what exists
     def report() -> str | None:
-        from kafka_rebalancer_airflow import report_task
+        from kafka_rebalancer.airflow.tasks import report_task
 
         return report_task(get_current_context())
 

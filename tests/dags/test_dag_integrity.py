@@ -23,8 +23,10 @@ PROBE = textwrap.dedent("""
     import kafka_rebalance_nightly, kafka_rebalance_manual
     heavy = [n for n in ("pyspark", "pandas", "numpy", "great_expectations", "confluent_kafka", "kafka", "pyarrow")
              if n in sys.modules]
-    # The light modules of the package a DAG reads at parse time: the plan job's Spark settings, the manual actions.
-    light = ("kafka_rebalancer.spark_settings", "kafka_rebalancer.operations", "kafka_rebalancer.operations.actions")
+    # The light modules of the package a DAG reads at parse time: the plan job's Spark settings, the manual actions,
+    # the approval operator.
+    light = ("kafka_rebalancer.spark_settings", "kafka_rebalancer.operations", "kafka_rebalancer.operations.actions",
+             "kafka_rebalancer.airflow", "kafka_rebalancer.airflow.operators")
     heavy += [n for n in sys.modules if n.startswith("kafka_rebalancer.") and n not in light]
     from airflow.dag_processing.dagbag import DagBag
     bag = DagBag(dag_folder={dags!r})
@@ -38,7 +40,8 @@ PROBE = textwrap.dedent("""
                              "spark_conf": getattr(t, "conf", None)}} for t in dag.tasks}}
     tasks = tasks_of(dag)
     manual = bag.dags["kafka_rebalance_manual"]
-    from kafka_rebalancer_airflow import KafkaClusterHook, dry_run_for
+    from kafka_rebalancer.airflow.hooks import KafkaClusterHook
+    from kafka_rebalancer.airflow.tasks import dry_run_for
     connection = KafkaClusterHook("kafka_probe").get_conn()
     class Run:
         def __init__(self, run_type): self.run_type = run_type

@@ -182,7 +182,7 @@ def test_the_airflow_connection_extra_carries_the_sasl_settings(secured: dict[st
     code = textwrap.dedent(f"""
         import json, sys
         sys.path[:0] = [{str(REPO / "plugins")!r}]
-        from kafka_rebalancer_airflow import KafkaClusterHook
+        from kafka_rebalancer.airflow.hooks import KafkaClusterHook
         from kafka_rebalancer.kafka_admin import ClusterAdmin
         connection = KafkaClusterHook("kafka_secured", 20).get_conn()
         with ClusterAdmin(connection) as admin:

@@ -322,7 +322,7 @@ def test_the_overrides_dag_task_lists_and_reverts(config_path: Path, monkeypatch
     from tests.helpers import REPO
 
     monkeypatch.syspath_prepend(str(REPO / "plugins"))
-    from kafka_rebalancer_airflow import overrides_task
+    from kafka_rebalancer.airflow.tasks import overrides_task
 
     _, run = _request_run(config_path, "d1", action="drain-brokers", brokers=[2], reason="disk")
     record_override(run_config(config_path, run), run, "alice")

@@ -1,49 +1,17 @@
-"""Airflow glue for kafka-rebalancer: the Kafka connection from an Airflow connection, and the bodies of the
-DAG's Python tasks (thin: each calls the library step with the run's config, folder and connection).
-
-The Kafka connection uses the apache-kafka provider's connection type ("kafka"): its extra is a librdkafka
-config, e.g. {"bootstrap.servers": "broker1:9092,broker2:9092", "security.protocol": "SASL_SSL", ...}.
-"""
+"""The bodies of the DAGs' Python tasks (thin: each calls the library step with the run's config, folder and
+connection)."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from airflow.sdk import BaseHook
-
+from kafka_rebalancer.airflow.hooks import KafkaClusterHook
 from kafka_rebalancer.log_setup import quiet_libraries
 
 log = logging.getLogger(__name__)
-REPORTS_URL_PREFIX = "/kafka-rebalancer"  # the runs page and reports (kafka_rebalancer_ui.py), on the API server
+REPORTS_URL_PREFIX = "/kafka-rebalancer"  # the runs page and reports (ui.py), on the API server
 quiet_libraries()  # before the tasks import great-expectations, whose import alone logs dozens of lines
-
-
-class KafkaClusterHook(BaseHook):
-    """Connection settings for one Kafka cluster, from an Airflow connection of type kafka."""
-
-    conn_name_attr = "kafka_config_id"
-    default_conn_name = "kafka_default"
-    conn_type = "kafka"
-    hook_name = "Kafka cluster (kafka-rebalancer)"
-
-    def __init__(self, kafka_config_id: str = default_conn_name, request_timeout_s: float = 30.0) -> None:
-        super().__init__()
-        self.kafka_config_id = kafka_config_id
-        self.request_timeout_s = request_timeout_s
-
-    def get_conn(self) -> Any:
-        from kafka_rebalancer.errors import KafkaUnreachableError
-        from kafka_rebalancer.kafka_admin import KafkaConnection
-
-        conn = self.get_connection(self.kafka_config_id)
-        settings = dict(conn.extra_dejson)
-        if "bootstrap.servers" not in settings and conn.host:
-            settings["bootstrap.servers"] = f"{conn.host}:{conn.port}" if conn.port else conn.host
-        if "bootstrap.servers" not in settings:
-            raise KafkaUnreachableError(f"Airflow connection {self.kafka_config_id!r} has no bootstrap.servers "
-                                        "in its extra (nor a host)")
-        return KafkaConnection.from_settings(settings, self.request_timeout_s)
 
 
 def _config(context: Any, run_dir: str | None = None) -> Any:

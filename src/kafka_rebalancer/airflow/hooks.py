@@ -1,0 +1,36 @@
+"""The Kafka connection from an Airflow connection of the apache-kafka provider's type ("kafka"): its extra is a
+librdkafka config, e.g. {"bootstrap.servers": "broker1:9092,broker2:9092", "security.protocol": "SASL_SSL", ...}.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import BaseHook
+
+
+class KafkaClusterHook(BaseHook):
+    """Connection settings for one Kafka cluster, from an Airflow connection of type kafka."""
+
+    conn_name_attr = "kafka_config_id"
+    default_conn_name = "kafka_default"
+    conn_type = "kafka"
+    hook_name = "Kafka cluster (kafka-rebalancer)"
+
+    def __init__(self, kafka_config_id: str = default_conn_name, request_timeout_s: float = 30.0) -> None:
+        super().__init__()
+        self.kafka_config_id = kafka_config_id
+        self.request_timeout_s = request_timeout_s
+
+    def get_conn(self) -> Any:
+        from kafka_rebalancer.errors import KafkaUnreachableError
+        from kafka_rebalancer.kafka_admin import KafkaConnection
+
+        conn = self.get_connection(self.kafka_config_id)
+        settings = dict(conn.extra_dejson)
+        if "bootstrap.servers" not in settings and conn.host:
+            settings["bootstrap.servers"] = f"{conn.host}:{conn.port}" if conn.port else conn.host
+        if "bootstrap.servers" not in settings:
+            raise KafkaUnreachableError(f"Airflow connection {self.kafka_config_id!r} has no bootstrap.servers "
+                                        "in its extra (nor a host)")
+        return KafkaConnection.from_settings(settings, self.request_timeout_s)
