@@ -3,7 +3,7 @@ lands every broker's disk and replica count inside their bands. A MILP per pool,
 
 Variables: binary x[p, b], partition p has a replica on broker b, for every partition that may move and every
 broker of its topic's pool that may receive (alive, not excluded). Constraints, as the README's hard constraints
-and the validation suite (`quality/checks.py`) state them:
+and the validation suite (`validate/checks.py`) state them:
 
 - replication factor unchanged: sum_b x[p, b] = RF(p); no broker twice follows from x being binary;
 - targets in the topic's pool, alive and not excluded: only such brokers have a variable, so replicas on dead

@@ -1,4 +1,4 @@
-"""The re-check of a plan (quality/recheck.py) on hand-made clusters whose figures are known by hand, and the
+"""The re-check of a plan (plan/recheck.py) on hand-made clusters whose figures are known by hand, and the
 validation expectation that holds the planner's claim to it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The plain-text band table of task logs and `status` (report/tables.py)."""
+"""The plain-text band table of task logs and `status` (plan/balance/tables.py)."""
 
 from __future__ import annotations
 

@@ -358,7 +358,7 @@ def _log_account(job: _Job, inputs: _Inputs, summary: dict[str, Any]) -> None:
 def _out_of_band_now(load_pdf: pd.DataFrame, config: RebalancerConfig,
                      bands_pdf: pd.DataFrame) -> dict[str, dict[str, tuple[int, ...]]]:
     """Per pool and resource, the brokers outside the band of the current placement: the summary's "out of band
-    before" (quality.recheck), which the planner fixes as well as those outside the plan's band."""
+    before" (plan.recheck), which the planner fixes as well as those outside the plan's band."""
     out: dict[str, dict[str, tuple[int, ...]]] = {}
     fix = brokers_to_fix(load_pdf, placement_bands(load_pdf, config, bands_pdf))
     for (pool, name), group in fix.groupby(["broker_pool", "resource"], sort=True):

@@ -1,7 +1,7 @@
 """The plan summary: hash, counts, bytes (forced and balance), before and after usage per broker and resource,
 band status, the lower bounds and `moved / LB` per pool and resource, skipped partitions with reasons.
 
-Its figures are the re-check's (quality.recheck: plan.json against the snapshot), not the planner's bookkeeping;
+Its figures are the re-check's (plan.recheck: plan.json against the snapshot), not the planner's bookkeeping;
 what the planner predicted is kept beside them under `planner_claim`, so the two can be compared."""
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ def verify_run(config: RebalancerConfig, connection: KafkaConnection, run: RunFo
     after_tables, _ = read_snapshot(run, AFTER_SNAPSHOT)
 
     plan_bands = read_table(plan_dir, BANDS)
-    # Each placement against its own band, as the plan's re-check judges the one before (quality.recheck).
+    # Each placement against its own band, as the plan's re-check judges the one before (plan.recheck).
     before_load = read_table(plan_dir, BROKER_LOAD)
     before = band_status(before_load, placement_bands(before_load, config, plan_bands))
     after_load = broker_load_frame(after_tables.brokers, after_tables.replicas, config.resource_list())
