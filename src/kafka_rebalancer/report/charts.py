@@ -1,6 +1,6 @@
 """The run report's plotly figures, each rendered as an HTML fragment without plotly.js: the page inlines
 plotly.js once, so every chart opens offline and the page does not carry the library once per chart. A chart is
-drawn when it scrolls near the window (CHARTS_JS), so a report with dozens of charts opens at once."""
+drawn when it scrolls near the window (static/charts.js), so a report with dozens of charts opens at once."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ class LogMarker:
 
 
 def figure_html(fig: go.Figure, div_id: str, height: int) -> str:
-    """The chart's place (its height kept, so the page does not jump) and its figure as JSON, drawn by CHARTS_JS;
+    """The chart's place (its height kept, so the page does not jump) and its figure as JSON, drawn by static/charts.js;
     a fixed id keeps the page the same for the same run."""
     fig.update_layout(template=_TEMPLATE, height=height)
     # "</" inside a script element would end it early; JSON allows the escaped form.
@@ -78,24 +78,8 @@ def figure_html(fig: go.Figure, div_id: str, height: int) -> str:
             f'<script type="application/json" id="{div_id}-figure">{figure}</script>')
 
 
-CHARTS_JS = """
-(function () {
-  "use strict";
-  var config = PLOTLY_CONFIG;
-  function draw(div) {
-    var figure = JSON.parse(document.getElementById(div.id + "-figure").textContent);
-    Plotly.newPlot(div, figure.data, figure.layout, config);
-  }
-  var charts = document.querySelectorAll("div.chart");
-  if (!("IntersectionObserver" in window)) { Array.prototype.forEach.call(charts, draw); return; }
-  var watcher = new IntersectionObserver(function (entries) {
-    entries.forEach(function (entry) {
-      if (entry.isIntersecting) { watcher.unobserve(entry.target); draw(entry.target); }
-    });
-  }, {rootMargin: "300px"});
-  Array.prototype.forEach.call(charts, function (div) { watcher.observe(div); });
-})();
-""".replace("PLOTLY_CONFIG", json.dumps(_CONFIG))
+# What the page script draws the charts with (static/charts.js reads it as PLOTLY_CONFIG).
+PLOTLY_CONFIG_JSON = json.dumps(_CONFIG)
 
 
 def usage_bars(title: str, brokers: Sequence[BrokerUsage], lower: float | None, upper: float | None,

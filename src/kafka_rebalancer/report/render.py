@@ -15,7 +15,7 @@ import plotly.offline
 
 from kafka_rebalancer.model.resources import RESOURCES
 from kafka_rebalancer.model.units import human_bytes
-from kafka_rebalancer.report.charts import CHARTS_JS, execution_timeline, figure_html, moves_sankey, usage_bars
+from kafka_rebalancer.report.charts import PLOTLY_CONFIG_JSON, execution_timeline, figure_html, moves_sankey, usage_bars
 from kafka_rebalancer.report.views import MARKERS_SHOWN, SANKEY_BROKERS, SKIPPED_SHOWN, PlanView, RunReportData
 
 Cell = str | tuple[str, float]  # text, or text and the number it sorts by
@@ -48,7 +48,8 @@ def render(data: RunReportData) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">', f"<title>{title}</title>",
         f"<style>{_static('report.css')}</style>", f"<script>{plotly.offline.get_plotlyjs()}</script>", "</head>",
         "<body>", f"<nav>{nav}</nav>", *sections, f"<script>{_static('report.js')}</script>",
-        f"<script>{CHARTS_JS}</script>", "</body>", "</html>", ""])
+        f"<script>{_static('charts.js').replace('PLOTLY_CONFIG', PLOTLY_CONFIG_JSON)}</script>", "</body>",
+        "</html>", ""])
 
 
 def _static(name: str) -> str:
