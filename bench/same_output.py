@@ -3,7 +3,9 @@ compare plan.json, rollback.json, the plan's tables, summary.json and validation
 the report and the other text files with times, paths and great-expectations' random ids masked (a restructuring
 must not change what the product writes).
 
-    python -m bench.same_output --baseline ../other-checkout [--scales small,medium]
+    python -m bench.same_output --baseline ../other-checkout [--scales small,medium] [--run CONFIG:RUN_FOLDER]
+
+--run compares on the snapshot of any run folder (the demo's, say) planned with that config.
 """
 
 from __future__ import annotations
@@ -27,16 +29,16 @@ SIDES = ("new", "baseline")
 COMMANDS = (["plan", "--run-id", RUN_ID], ["validate", "--run-id", RUN_ID], ["report", RUN_ID])
 
 
-def side_run(scale: str, side: str) -> tuple[Path, Path]:
-    """The scale's config for one side and its run folder, holding a copy of the scale's snapshot only."""
-    config_path, run = prepare(SCALES[scale])
+def side_run(name: str, config_path: Path, snapshot: Path, side: str) -> tuple[Path, Path]:
+    """A config for one side (`config_path`'s, its runs under the side's folder; written beside it, so the paths it
+    gives relative to itself still hold) and its run folder, holding a copy of `snapshot` only."""
     body = yaml.safe_load(config_path.read_text())
-    folder = OUT / scale / "same-output" / side
+    folder = OUT / name / "same-output" / side
     body["run_root"] = str(folder / "runs")
     run_dir = folder / "runs" / body["cluster"]["name"] / RUN_ID
     shutil.rmtree(run_dir, ignore_errors=True)
-    shutil.copytree(run.stage_path("snapshot"), run_dir / "snapshot")
-    path = folder / "config.yaml"
+    shutil.copytree(snapshot, run_dir / "snapshot")
+    path = config_path.parent / f".same-output-{side}.yaml"
     path.write_text(yaml.safe_dump(body, sort_keys=False))
     return path, run_dir
 
@@ -67,11 +69,14 @@ def comparable(path: Path, run_dir: Path) -> bytes:
     return data
 
 
-def differences(scale: str, baseline: Path) -> list[str]:
+def differences(scale: str, config: Path, snapshot: Path, baseline: Path) -> list[str]:
     runs = {}
     for side, checkout in (("new", BENCH.parent), ("baseline", baseline)):
-        config_path, run_dir = side_run(scale, side)
-        run_side(checkout, config_path)
+        config_path, run_dir = side_run(scale, config, snapshot, side)
+        try:
+            run_side(checkout, config_path)
+        finally:
+            config_path.unlink()
         runs[side] = run_dir
     found = []
     for stage in ("plan", "validation", "report"):
@@ -89,13 +94,21 @@ def differences(scale: str, baseline: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--baseline", required=True, type=Path)
-    parser.add_argument("--scales", default="small,medium")
+    parser.add_argument("--scales", default="small,medium", help="bench scales; empty: none")
+    parser.add_argument("--run", action="append", default=[], help="CONFIG:RUN_FOLDER, a run's snapshot (repeatable)")
     args = parser.parse_args(argv)
+    inputs = []
+    for scale in filter(None, args.scales.split(",")):
+        config_path, run = prepare(SCALES[scale])
+        inputs.append((scale, config_path, run.stage_path("snapshot")))
+    for given in args.run:
+        config_path, run_dir = (Path(part).resolve() for part in given.split(":", 1))
+        inputs.append((run_dir.name.replace(":", "_"), config_path, run_dir / "snapshot"))
     found = []
-    for scale in args.scales.split(","):
-        print(f"[{scale}] plan, validate, report with both checkouts ...", flush=True)
-        found += differences(scale, args.baseline.resolve())
-        print(f"[{scale}] {'differences: ' + str(len(found)) if found else 'the same'}", flush=True)
+    for name, config_path, snapshot in inputs:
+        print(f"[{name}] plan, validate, report with both checkouts ...", flush=True)
+        found += differences(name, config_path, snapshot, args.baseline.resolve())
+        print(f"[{name}] {'differences: ' + str(len(found)) if found else 'the same'}", flush=True)
     for line in found:
         print(line)
     return 1 if found else 0
