@@ -111,10 +111,22 @@ def metrics_line(manifest: dict[str, Any]) -> str:
             f"{manifest['capture_seconds']:.1f}s")
 
 
+def revert_earlier_overrides(config: Any) -> list[str]:
+    """The demo's cluster is new every time: the pool overrides earlier demo runs recorded (a drain, an isolation)
+    were about the cluster they ran on, so they are reverted (kept in the store's history) and named, instead of
+    silently shaping this run's pools."""
+    from kafka_rebalancer.operations.overrides import OverrideStore
+
+    store = OverrideStore.of(config)
+    return [store.revert(o.id, "make demo (a new cluster)").describe() for o in store.active()]
+
+
 def main() -> int:
     from kafka_rebalancer.config import load_config
 
     config = load_config(CONFIG)
+    for override in revert_earlier_overrides(config):
+        print(f"reverted {override}: recorded by an earlier demo run on another cluster")
     cluster = LocalKafkaCluster("demo")
     prometheus = LocalPrometheus("demo")
     traffic: SteadyTraffic | None = None
