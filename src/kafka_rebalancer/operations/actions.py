@@ -37,3 +37,8 @@ MANUAL_ACTIONS: tuple[ManualAction, ...] = (
 )
 ACTION_NAMES: tuple[str, ...] = tuple(a.name for a in MANUAL_ACTIONS)
 BY_NAME: dict[str, ManualAction] = {a.name: a for a in MANUAL_ACTIONS}
+
+
+def plans(action: str) -> bool:
+    """Whether a run of this action plans (the nightly run does; execute-reviewed adopts a reviewed plan)."""
+    return BY_NAME[action].plans if action in BY_NAME else True

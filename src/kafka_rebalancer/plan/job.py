@@ -36,6 +36,7 @@ from kafka_rebalancer.model.schemas import (
     REPLICAS,
     SKIPPED,
 )
+from kafka_rebalancer.operations.actions import plans
 from kafka_rebalancer.operations.request import ManualRequest, PlanningScope, read_request, scope_of
 from kafka_rebalancer.plan.balance import per_broker
 from kafka_rebalancer.plan.balance.bands import Band
@@ -131,7 +132,7 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder,
     `release` (e.g. a `SessionStop`) is called once the job has no more use for Spark."""
     started = time.monotonic()
     request = read_request(run)
-    if request is not None and request.action == "execute-reviewed" and run.has(PLAN):
+    if request is not None and not plans(request.action) and run.has(PLAN):
         log.info("execute-reviewed: the reviewed run's plan is kept as it is (not planned again)")
         return read_json(run.require(PLAN) / "summary.json")
     # The re-check reads the snapshot in pandas and works out its plan-independent half beside the Spark work,
