@@ -71,12 +71,13 @@ def check_snapshot_tables(brokers: pd.DataFrame, replicas: pd.DataFrame, partiti
     brokers = _checked(brokers, BROKERS, sources["brokers"])
     _check_capacities(brokers, sources["brokers"], balanced)
     known = set(brokers["broker_id"].astype(int))
-    _check_replica_lists(partitions, sources, known)
+    listed = _flat_ids(partitions["replicas"])  # flattened once, for both checks of the replica lists
+    _check_replica_lists(partitions, sources, known, listed)
     unknown = np.flatnonzero(~replicas["broker_id"].astype(int).isin(known).to_numpy())
     if len(unknown):
         raise _row_error(sources["replicas"], replicas, "replicas", unknown[0],
                          f"broker_id is not in {sources['brokers']}", "a known broker")
-    _check_replica_lists_match(replicas, partitions, sources)
+    _check_replica_lists_match(replicas, partitions, sources, listed)
 
 
 def _check_capacities(brokers: pd.DataFrame, source: str, balanced: Iterable[str]) -> None:
@@ -93,8 +94,9 @@ def _check_capacities(brokers: pd.DataFrame, source: str, balanced: Iterable[str
                              f"a capacity > 0 ({name} is balanced on the broker's pool)")
 
 
-def _check_replica_lists(partitions: pd.DataFrame, sources: Mapping[str, str], known_brokers: set[int]) -> None:
-    if _replica_lists_look_right(partitions, known_brokers):
+def _check_replica_lists(partitions: pd.DataFrame, sources: Mapping[str, str], known_brokers: set[int],
+                         listed: tuple[np.ndarray, np.ndarray] | None) -> None:
+    if _replica_lists_look_right(partitions, known_brokers, listed):
         return
     source = sources["partitions"]
     for row, (replicas, isr) in enumerate(zip(partitions["replicas"], partitions["isr"], strict=True)):
@@ -127,9 +129,10 @@ def _flat_ids(values: pd.Series) -> tuple[np.ndarray, np.ndarray] | None:
     return flat.astype(np.int64, copy=False), lengths
 
 
-def _replica_lists_look_right(partitions: pd.DataFrame, known_brokers: set[int]) -> bool:
+def _replica_lists_look_right(partitions: pd.DataFrame, known_brokers: set[int],
+                              listed: tuple[np.ndarray, np.ndarray] | None) -> bool:
     """Every replica list non-empty, of distinct known brokers, every ISR a list of integers: whole columns at once."""
-    replicas, isr = _flat_ids(partitions["replicas"]), _flat_ids(partitions["isr"])
+    replicas, isr = listed, _flat_ids(partitions["isr"])
     if replicas is None or isr is None:
         return False
     flat, lengths = replicas
@@ -184,10 +187,10 @@ def _all_named(topics: pd.Series) -> bool:
     return pd.api.types.infer_dtype(topics, skipna=False) == "string" and not (topics == "").any()
 
 
-def _same_assignment(replicas: pd.DataFrame, partitions: pd.DataFrame) -> bool:
+def _same_assignment(replicas: pd.DataFrame, partitions: pd.DataFrame,
+                     flat: tuple[np.ndarray, np.ndarray] | None) -> bool:
     """Whether the replicas rows are exactly the (topic, partition, broker) of the partitions' replica lists, as
     one integer per replica compared in sorted order. Both tables have one row per key by now."""
-    flat = _flat_ids(partitions["replicas"])
     if flat is None:
         return False
     ids, lengths = flat
@@ -207,9 +210,10 @@ def _same_assignment(replicas: pd.DataFrame, partitions: pd.DataFrame) -> bool:
     return len(listed) == len(broker_row) and bool((listed == keys(topic_of_row, partition_row, broker_row)).all())
 
 
-def _check_replica_lists_match(replicas: pd.DataFrame, partitions: pd.DataFrame, sources: Mapping[str, str]) -> None:
+def _check_replica_lists_match(replicas: pd.DataFrame, partitions: pd.DataFrame, sources: Mapping[str, str],
+                               listed: tuple[np.ndarray, np.ndarray] | None) -> None:
     """Both tables describe the same assignment: one replicas row per broker in each partition's replica list."""
-    if _same_assignment(replicas, partitions):
+    if _same_assignment(replicas, partitions, listed):
         return
     listed = {(t, int(p), b) for t, p, ids in zip(partitions["topic"], partitions["partition"],
                                                   partitions["replicas"], strict=True) for b in _broker_ids(ids)}
