@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -52,3 +53,13 @@ def test_a_cli_dry_run_and_the_newest_first_listing(config_factory: Callable[...
         ("cli", "dry run", "dry-run")
     assert by_id["scheduled__2026-01-01"].trigger == "scheduled"
     assert by_id["scheduled__2026-01-01"].replica_moves is None  # the test plan's summary has no totals
+
+
+def test_snapshots_of_the_same_second_are_listed_by_when_they_were_written(tmp_path: Path) -> None:
+    # CI saw `show` (the newest run) pick "snap" over a "cli__..." run snapshotted in the same second.
+    for run_id, written_ns in (("snap", 1_000_000_000), ("cli__2026-11-26T22-10-04Z", 2_000_000_000)):
+        run = RunFolder(tmp_path / "c1" / run_id)
+        with run.stage("snapshot") as out:
+            write_json(out / "manifest.json", {"taken_at": "2026-11-26T22:10:04+00:00"})
+        os.utime(run.path / "snapshot", ns=(written_ns, written_ns))
+    assert [r.run_id for r in list_runs(tmp_path)] == ["cli__2026-11-26T22-10-04Z", "snap"]

@@ -100,9 +100,18 @@ def list_runs(run_root: Path, cluster: str | None = None) -> list[RunOverview]:
     """Every run folder under run_root (one cluster, or all), newest first."""
     clusters = [run_root / cluster] if cluster else sorted(p for p in run_root.iterdir() if p.is_dir()) \
         if run_root.is_dir() else []
-    runs = [_listed(RunFolder(folder)) for cluster_dir in clusters if cluster_dir.is_dir()
-            for folder in cluster_dir.iterdir() if folder.is_dir() and not folder.name.startswith(".")]
-    return sorted(runs, key=lambda r: (r.started_at, r.run_id), reverse=True)
+    folders = [folder for cluster_dir in clusters if cluster_dir.is_dir()
+               for folder in cluster_dir.iterdir() if folder.is_dir() and not folder.name.startswith(".")]
+    # Snapshots are timed to the second: two taken in the same second are told apart by when their folders were
+    # written (the run id's order is no guide: "snap" would come after "cli__...").
+    runs = [(_listed(RunFolder(folder)), _written_ns(folder)) for folder in folders]
+    return [r for r, _ in sorted(runs, key=lambda pair: (pair[0].started_at, pair[1], pair[0].run_id), reverse=True)]
+
+
+def _written_ns(run_dir: Path) -> int:
+    """When the run's snapshot was written (else the run folder): nanoseconds."""
+    snapshot = run_dir / SNAPSHOT
+    return (snapshot if snapshot.is_dir() else run_dir).stat().st_mtime_ns
 
 
 def _listed(run: RunFolder) -> RunOverview:
