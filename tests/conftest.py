@@ -38,7 +38,8 @@ def spark() -> Iterator[Any]:
 def kafka_cluster() -> Iterator[Any]:
     from tools.local_kafka import LocalKafkaCluster
 
-    cluster = LocalKafkaCluster("pytest")
+    # Another name lets two test sessions run side by side on one machine (each cluster has its own state folder).
+    cluster = LocalKafkaCluster(os.environ.get("KAFKA_REBALANCER_TEST_CLUSTER", "pytest"))
     cluster.stop(quiet=True)  # a cluster left behind by an interrupted session
     cluster.start()
     try:
