@@ -60,3 +60,8 @@ class PrometheusQueryError(RebalancerError):
 def one_line(exc: BaseException) -> str:
     """A library's error text on one line (pyarrow's span several), to quote inside a message of ours."""
     return " ".join(str(exc).split())
+
+
+class PromiseNotKept(RebalancerError):
+    """After execution, the cluster does not show what the run's action promised (a drained broker still holds
+    replicas, ...): the run is not verified."""

@@ -44,7 +44,7 @@ from tests.helpers import write_config
 
 BODY = {"cluster": {"name": "c1"}, "pools": {"a": {"brokers": [1, 2, 3]}, "b": {"brokers": [4, 5, 6]}},
         "topic_pools": [{"topics": "orders*", "pool": "a"}, {"topics": "clicks*", "pool": "b"}],
-        "resources": {"disk": {}, "replica_count": {}}}
+        "resources": {"disk": {}, "replica_count": {}}, "exclude": {"brokers": [8]}}
 
 
 @pytest.fixture
@@ -75,6 +75,7 @@ def _request_run(config_path: Path, name: str, **params: Any) -> tuple[Any, RunF
     ({"action": "rebalance-pool", "broker_pool": "a", "brokers": [1]}, "'brokers': not used"),
     ({"action": "demote-brokers", "brokers": [1, 1]}, "unique"),
     ({"action": "drain-brokers", "brokers": [-1], "reason": "x"}, "from 0 to 2147483647"),
+    ({"action": "drain-brokers", "brokers": [8], "reason": "x"}, "exclude.brokers"),
     ({"action": "demote-brokers", "brokers": [2**31]}, "from 0 to 2147483647"),
     ({"action": "execute-reviewed"}, "'run_id'"),
     ({"action": "explode"}, "'action'"),
@@ -322,8 +323,12 @@ def test_the_overrides_dag_task_lists_and_reverts(config_path: Path, monkeypatch
     from tests.helpers import REPO
 
     monkeypatch.syspath_prepend(str(REPO / "plugins"))
+    from kafka_rebalancer.airflow import tasks
     from kafka_rebalancer.airflow.tasks import overrides_task
 
+    uncordoned: list[list[int]] = []  # the cordon itself is the integration test's (test_cordon.py)
+    monkeypatch.setattr(tasks, "_uncordon_reverted", lambda config, reverted, active: uncordoned.append(
+        reverted.brokers))
     _, run = _request_run(config_path, "d1", action="drain-brokers", brokers=[2], reason="disk")
     record_override(run_config(config_path, run), run, "alice")
     dag_run = SimpleNamespace(triggering_user_name="bob")
@@ -333,5 +338,5 @@ def test_the_overrides_dag_task_lists_and_reverts(config_path: Path, monkeypatch
         overrides_task({"params": {"action": "revert", "config_path": str(config_path)}, "dag_run": dag_run})
     reverted = overrides_task({"params": {"action": "revert", "override_id": 1, "config_path": str(config_path)},
                                "dag_run": dag_run})
-    assert reverted[0]["state"] == "reverted" and reverted[0]["reverted_by"] == "bob"
+    assert reverted[0]["state"] == "reverted" and reverted[0]["reverted_by"] == "bob" and uncordoned == [[2]]
     assert run_config(config_path).pools["a"].brokers == [1, 2, 3]

@@ -169,6 +169,13 @@ INFEASIBLE = _t(
     ("broker_pool", "string"), ("resource", "string"), ("brokers", "list<int32>"), ("count", "int32"),
     ("proof", "string"),
 )
+# What a manual action promises, per broker (and partition where one breaks it), with the verdict on a placement
+# (plan.promises): kept, broken, cannot (the plan says why before approval), exempt (named, not owed).
+PROMISES = _t(
+    "promises",
+    ("action", "string"), ("promise", "string"), ("broker_id", "int32", True), ("topic", "string", True),
+    ("partition", "int32", True), ("verdict", "string"), ("detail", "string"),
+)
 # The plan as partition changes: the difference between the snapshot's assignment and the planned one.
 PARTITION_CHANGES = _t(
     "partition_changes",

@@ -156,6 +156,11 @@ def _isolate_topics(r: ManualRequest, config: RebalancerConfig) -> Resolved:
 def _drain_brokers(r: ManualRequest, config: RebalancerConfig) -> Resolved:
     _brokers_known(r.action, r.brokers, config)
     _needs_reason(r)
+    # An excluded broker's partitions are never touched: a drain of one could not keep its promise.
+    excluded = sorted(set(r.brokers) & set(config.exclude.brokers))
+    if excluded:
+        raise _fail(r.action, "brokers", f"broker(s) {excluded} are in the config's exclude.brokers (never touched); "
+                    "remove them from it to drain them")
     pool_of = config.broker_pool_of()
     for pool in {pool_of[b] for b in r.brokers if b in pool_of}:
         if set(config.pools[pool].brokers) <= set(r.brokers):

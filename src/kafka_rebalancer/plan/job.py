@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from kafka_rebalancer import terminal_progress
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.reassignment import dumps, parse_reassignment, plan_hash, reassignment_document
+from kafka_rebalancer.model.resources import resource
 from kafka_rebalancer.model.schemas import (
     BANDS,
     BROKER_LOAD,
@@ -73,7 +74,8 @@ from kafka_rebalancer.plan.recheck import (
 )
 from kafka_rebalancer.plan.summary import build_summary, planner_claim, totals_sentence
 from kafka_rebalancer.run_folder import PLAN, SNAPSHOT, RunFolder, read_json, read_table, write_json, write_table
-from kafka_rebalancer.snapshot.store import check_snapshot, read_snapshot, snapshot_topics
+from kafka_rebalancer.snapshot.evacuation import held_pools, leaving_brokers
+from kafka_rebalancer.snapshot.store import check_snapshot, cordoned_brokers, read_snapshot, snapshot_topics
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +224,11 @@ def _read_inputs(job: _Job) -> _Inputs:
     brokers_pdf = read_table(snap, BROKERS)
     topics = snapshot_topics(snap)
     # The checkpoint cuts the lineage: later queries start from this table instead of re-planning its inputs.
-    planner_input = planner_replicas(replicas, partitions, brokers, brokers_pdf, topics).localCheckpoint()
+    # The partitions no pool balances that a drain or demotion must still touch, with the pool that plans them.
+    held = (held_pools(read_table(snap, PARTITIONS), brokers_pdf, job.request)
+            if job.request is not None and job.request.action in ("drain-brokers", "demote-brokers") else None)
+    planner_input = planner_replicas(replicas, partitions, brokers, brokers_pdf, topics,
+                                     leaving_brokers(job.request), held).localCheckpoint()
     replicas_read = planner_input.count()
     on_driver = plans_on_driver(replicas_read)
     job.progress(f"{replicas_read} replicas read, each with its partition's state"
@@ -286,7 +292,8 @@ def _planning_settings(config: RebalancerConfig, scope: PlanningScope, bands_pdf
         resource_names=tuple(r.name for r in resources), bands=band_map,
         budgets=PlannerBudgets(config.budgets.max_replica_moves, config.budgets.max_moved_bytes,
                                config.budgets.max_moves_per_broker),
-        brokers=_with_roles(per_broker.pool_brokers(inputs.brokers_pdf, parts), scope), topics=tuple(inputs.topics),
+        brokers=_with_roles(per_broker.pool_brokers(inputs.brokers_pdf, parts), scope,
+                            cordoned_brokers(inputs.manifest)), topics=tuple(inputs.topics),
         out_of_band_now=_out_of_band_now(load_pdf, config, bands_pdf))
 
 
@@ -369,7 +376,15 @@ def _out_of_band_now(load_pdf: pd.DataFrame, config: RebalancerConfig,
 
 def _scoped_bands(bands_pdf: pd.DataFrame, scope: PlanningScope, action: str) -> pd.DataFrame:
     """A manual action balances only the pools it concerns: the others' bands are marked not balanced (with the
-    reason), so their planners make forced moves only and the checks and the summary say so."""
+    reason), so their planners make forced moves only and the checks and the summary say so. A demotion takes
+    leadership off its brokers whatever their leader count and the other role-dependent loads: those are not
+    balanced either (a demoted broker ends below any band)."""
+    if scope.leadership == "demote":
+        roles = bands_pdf["resource"].map(lambda name: resource(name).role_dependent).astype(bool)
+        bands_pdf = bands_pdf.copy()
+        bands_pdf.loc[roles & bands_pdf["balanced"], "note"] = (f"not balanced by this run ({action}: leadership "
+                                                                "leaves the demoted brokers)")
+        bands_pdf.loc[roles, "balanced"] = False
     if scope.balanced_pools is None:
         return bands_pdf
     outside = ~bands_pdf["broker_pool"].isin(scope.balanced_pools) & bands_pdf["balanced"]
@@ -394,13 +409,14 @@ def unbalanced_by_metrics(bands_pdf: pd.DataFrame, unbalanced: dict[str, dict[st
     return bands_pdf
 
 
-def _with_roles(brokers: dict[str, Any], scope: PlanningScope) -> dict[str, Any]:
-    """The pools the scope plans, each broker marked whether it may receive replicas and give them away."""
+def _with_roles(brokers: dict[str, Any], scope: PlanningScope, cordoned: frozenset[int]) -> dict[str, Any]:
+    """The pools the scope plans, each broker marked whether it may receive replicas (not a cordoned one: Kafka
+    still accepts reassignments onto it) and give them away."""
     out = {}
     for pool, frame in brokers.items():
         if scope.pools is not None and pool not in scope.pools:
             continue
-        out[pool] = frame.assign(receives=~frame["broker_id"].isin(scope.no_receive),
+        out[pool] = frame.assign(receives=~frame["broker_id"].isin(scope.no_receive | cordoned),
                                  gives=~frame["broker_id"].isin(scope.no_give))
     return out
 
@@ -408,7 +424,8 @@ def _with_roles(brokers: dict[str, Any], scope: PlanningScope) -> dict[str, Any]
 def _leadership_plan(planner_input: DataFrame, scope: PlanningScope) -> dict[str, Any]:
     """Leadership-only actions (elect-leaders, demote-brokers) instead of the planner's, on the partitions it may
     touch (skipped partitions keep their leaders)."""
-    first = planner_input.where((F.col("position") == 0) & (F.col("status") == "move")).join(
+    # "drain": a held partition a demotion takes leadership from (snapshot.evacuation), or one with a dead replica.
+    first = planner_input.where((F.col("position") == 0) & (F.col("status") != "skip")).join(
         homecoming_partitions(planner_input), ["topic", "partition"], "left_anti")
     partitions = first.select("topic", "partition", F.col("members").alias("replicas"), "leader",
                               F.col("topic_pool").alias("broker_pool")).toPandas()

@@ -41,6 +41,7 @@ from kafka_rebalancer.plan.balance.status import (
 )
 from kafka_rebalancer.plan.changes import replicas_of_changes, role_loads_of
 from kafka_rebalancer.snapshot.build import SnapshotTables
+from kafka_rebalancer.snapshot.evacuation import leaving_brokers
 
 EPS = 1e-9
 DEAD, DRAINING, POOL_ISOLATION, BALANCE = "dead_broker", "draining_broker", "pool_isolation", "balance"
@@ -66,9 +67,7 @@ def replicas_after(snapshot: SnapshotTables, plan: list[Reassignment]) -> pd.Dat
 
 def draining_brokers(request: ManualRequest | None) -> frozenset[int]:
     """The brokers a manual drain empties (their replicas leave them whatever the balance)."""
-    if request is None or request.action != "drain-brokers":
-        return frozenset()
-    return frozenset(request.brokers)
+    return frozenset(leaving_brokers(request))
 
 
 @dataclass(frozen=True)
@@ -315,15 +314,21 @@ def _replicas_with_facts(snapshot: SnapshotTables, resources: list[Resource],
     on_alive = out["broker_id"].isin(alive)
     blocking = out["broker_id"].isin(excluded) | (on_alive & ~out["in_isr"].astype(bool))
     by_partition = [out["topic"], out["partition"]]
-    # ISR safety: a partition with a replica on a dead broker is under-replicated, and only that replica may move.
+    # ISR safety: a partition with a replica on a dead broker is under-replicated, and only that replica (and a
+    # drained broker's) may move. A partition no pool balances moves only its drained brokers' replicas
+    # (snapshot.evacuation: the run's snapshot gives it the pool that takes them).
+    on_draining = out["broker_id"].isin(draining)
     on_dead_partition = (~on_alive).groupby(by_partition).transform("any")
-    out["movable"] = (~blocking.groupby(by_partition).transform("any") & (~on_dead_partition | ~on_alive)
-                      & (out["leader"] >= 0) & ~out["topic_excluded"].astype(bool) & out["broker_pool"].notna())
+    evacuated = out["topic_excluded"].astype(bool) & on_draining.groupby(by_partition).transform("any")
+    restricted = on_dead_partition | evacuated
+    out["movable"] = (~blocking.groupby(by_partition).transform("any") & (~restricted | ~on_alive | on_draining)
+                      & (out["leader"] >= 0) & (~out["topic_excluded"].astype(bool) | evacuated)
+                      & out["broker_pool"].notna())
     for r in resources:
         out[r.name] = out[r.replica_load_column].astype(float) if r.replica_load_column else 1.0
     home_pool = out["broker_id"].map(brokers["broker_pool"])
     out["reason"] = np.where(~on_alive, DEAD, np.where(
-        out["broker_id"].isin(draining), DRAINING,
+        on_draining, DRAINING,
         np.where(home_pool.isna() | (home_pool != out["broker_pool"]), POOL_ISOLATION, BALANCE)))
     out["size_bytes"] = out["size_bytes"].astype("int64")
     return out[out["broker_pool"].notna()]

@@ -438,7 +438,10 @@ def _verification(run: RunFolder) -> VerifyView | None:
         not_at_plan=not_at_plan[:NOT_AT_PLAN_SHOWN], not_at_plan_total=len(not_at_plan),
         out_of_band_before=summary.get("out_of_band_before"), out_of_band_after=summary.get("out_of_band_after"),
         pools=dict(summary.get("pools") or {}), report_text=text[:VERIFY_TEXT_CHARS] if text is not None else None,
-        report_text_truncated=text is not None and len(text) > VERIFY_TEXT_CHARS)
+        report_text_truncated=text is not None and len(text) > VERIFY_TEXT_CHARS,
+        # The unkept first (they are what the reader looks for), as many as the not-at-plan rows.
+        promises=sorted(summary.get("promises") or [],
+                        key=lambda p: p.get("verdict") not in ("broken", "cannot"))[:NOT_AT_PLAN_SHOWN])
 
 
 def _optional_json(path: Path) -> Any:

@@ -93,7 +93,11 @@ def run_status(run: RunFolder) -> str:
         return "dry run"
     if any(e["result"] is None for e in executed):
         return "executing or failed"
-    return "verified" if run.has(VERIFY) else "executed"
+    if not run.has(VERIFY):
+        return "executed"
+    verified = _json(run, f"{VERIFY}/summary.json") or {}
+    # A verify that found the action's promise not kept (a drained broker still holding replicas) is no verdict.
+    return "verified" if verified.get("promises_kept", True) else "promise not kept"
 
 
 def list_runs(run_root: Path, cluster: str | None = None) -> list[RunOverview]:

@@ -382,6 +382,15 @@ def _render_verification(data: RunReportData) -> str:
         f"{v.not_at_plan_total:,} of {v.partitions_planned} planned partitions are NOT"
     parts = [f'<p class="{"bad" if v.not_at_plan_total else "ok"}">{at_plan} at their planned replicas; brokers out '
              f"of band: {v.out_of_band_before} before → {v.out_of_band_after} after (measured).</p>"]
+    if v.promises:
+        broken = [p for p in v.promises if p.get("verdict") in ("broken", "cannot")]
+        parts.append(f'<p class="{"bad" if broken else "ok"}">'
+                     + ("Promises of the action NOT kept: the run is not verified (all in verify/promises.csv)."
+                        if broken else "Every promise of the action kept.") + "</p>")
+        parts.append(_table(["promise", ("broker", True), "verdict", "detail"], [
+            [str(p.get("promise")), (str(p.get("broker_id") if p.get("broker_id") is not None else "-"),
+                                     float(p.get("broker_id") or 0)), str(p.get("verdict")), str(p.get("detail"))]
+            for p in v.promises], sortable=True))
     rows: list[list[Cell]] = []
     for pool, resources in sorted(v.pools.items()):
         for resource, sides in sorted(resources.items()):

@@ -198,6 +198,8 @@ class VerifyView:
     pools: dict[str, dict[str, dict[str, list[int]]]]
     report_text: str | None
     report_text_truncated: bool
+    # What the run's action promised, with the verdict on the cluster after execution (plan.promises' rows).
+    promises: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

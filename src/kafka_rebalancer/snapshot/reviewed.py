@@ -56,7 +56,10 @@ def adopt_reviewed_plan(config: RebalancerConfig, run: RunFolder, request: Manua
                               f"{age / 3600:.1f} h old, older than execution.max_plan_age "
                               f"{config.execution.max_plan_age / 3600:.1f} h; plan again")
     reviewed_request = read_request(source)
-    adopted = request.model_copy(update={"override": reviewed_request.override if reviewed_request else None})
+    # Its scope too: what the reviewed plan was planned for (a drain's brokers, a demotion's) decides which pool
+    # executes its moves of partitions no pool balances (snapshot.evacuation).
+    adopted = request.model_copy(update={"override": reviewed_request.override if reviewed_request else None,
+                                         "scope": reviewed_request.scope if reviewed_request else request.scope})
     for stage in (SNAPSHOT, PLAN, VALIDATION):
         if not run.has(stage):
             with run.stage(stage) as out:

@@ -19,9 +19,11 @@ import pyarrow.parquet as pq
 from kafka_rebalancer.errors import RunFolderError, one_line
 from kafka_rebalancer.model.resources import RESOURCES
 from kafka_rebalancer.model.schemas import BROKERS, PARTITIONS, REPLICAS, SNAPSHOT_TABLES
+from kafka_rebalancer.operations.request import read_request
 from kafka_rebalancer.run_folder import SNAPSHOT, RunFolder, read_json, read_table, write_json, write_table
 from kafka_rebalancer.snapshot.build import SnapshotTables
 from kafka_rebalancer.snapshot.checks import check_snapshot_tables
+from kafka_rebalancer.snapshot.evacuation import as_planned
 
 _SORT_KEYS = {"brokers": ["broker_id"], "replicas": ["topic", "partition", "position"],
               "partitions": ["topic", "partition"]}
@@ -72,7 +74,8 @@ def write_snapshot(run: RunFolder, tables: SnapshotTables, manifest: dict[str, A
 def read_snapshot(run: RunFolder, stage: str = SNAPSHOT) -> tuple[SnapshotTables, dict[str, Any]]:
     """The snapshot stage, its files checked against their record (`RunFolder.require`). A snapshot written before
     records began is checked row by row as when it was built instead: it may have been edited since (SnapshotError
-    names the file and row)."""
+    names the file and row). The run's own snapshot comes as the run plans it: the partitions no pool balances that
+    a drain or demotion must touch carry the pool that plans them (`evacuation.as_planned`)."""
     folder = run.require(stage)
     manifest_file = folder / "manifest.json"
     manifest = read_json(manifest_file)
@@ -88,7 +91,15 @@ def read_snapshot(run: RunFolder, stage: str = SNAPSHOT) -> tuple[SnapshotTables
         check_snapshot_tables(tables.brokers, tables.replicas, tables.partitions,
                               {s.name: str(folder / f"{s.name}.parquet") for s in SNAPSHOT_TABLES}, balanced)
         run.rows_checked.add(stage)
+    if stage == SNAPSHOT:
+        tables.partitions = as_planned(tables.partitions, tables.brokers, read_request(run))
     return tables, manifest
+
+
+def cordoned_brokers(manifest: dict[str, Any]) -> frozenset[int]:
+    """The brokers the snapshot found cordoned (KIP-1066): Kafka places no new partition on them, and no plan may
+    move a replica onto them either."""
+    return frozenset(int(b) for b in manifest.get("cordoned_brokers") or [])
 
 
 def check_snapshot(run: RunFolder, stage: str = SNAPSHOT) -> None:

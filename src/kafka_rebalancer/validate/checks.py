@@ -26,6 +26,8 @@ class CheckTables:
     left_outside: pd.DataFrame = field(default_factory=pd.DataFrame)
     # one row per (pool, resource): the plan's band beside the band the re-check derives (recheck.band_rows)
     bands: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # one row per promise of the run's action, with its verdict on the plan's placement (plan.promises)
+    promises: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _distance(status: pd.DataFrame) -> pd.Series:
@@ -33,7 +35,11 @@ def _distance(status: pd.DataFrame) -> pd.Series:
 
 
 def build_checks(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[Reassignment],
-                 rollback: list[Reassignment], bands: pd.DataFrame) -> CheckTables:
+                 rollback: list[Reassignment], bands: pd.DataFrame, leaving: frozenset[int] = frozenset(),
+                 demoting: bool = False, cordoned: frozenset[int] = frozenset()) -> CheckTables:
+    """`snapshot`: the run's, as it plans it (`read_snapshot`); `leaving`: the brokers the run drains; `demoting`:
+    the run takes leadership off brokers (it may change an excluded topic's replica order); `cordoned`: the
+    brokers the snapshot found cordoned (none may receive a replica)."""
     # Duplicate rows are counted, not trusted: the suite flags them, and lookups take the first row.
     brokers = snapshot.brokers.drop_duplicates("broker_id").set_index("broker_id")
     rows_per_key = snapshot.partitions.groupby(["topic", "partition"]).size()
@@ -56,6 +62,9 @@ def build_checks(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[
         new, added = r.replicas, [b for b in r.replicas if b not in snap]
         isr = set(parts.at[key, "isr"]) if known else set()
         dead = {b for b in snap if b not in brokers.index or not bool(brokers.at[b, "alive"])}
+        # No pool balances it: only its replicas on drained brokers may leave (snapshot.evacuation).
+        held = config.topic_excluded(r.topic) or config.topic_pool(r.topic) is None
+        removed = set(snap) - set(new)
         required = min(len(snap), len(eligible_racks.get(pool, ())), racks(snap)) if known else 0
         rows.append({
             "topic": r.topic, "partition": r.partition, "broker_pool": pool, "in_snapshot": known,
@@ -67,13 +76,16 @@ def build_checks(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[
             # A replica outside the pool may stay where the partition is under-replicated: ISR safety lets the plan
             # replace only a dead broker's replica there, and that one must still be replaced.
             "targets_in_pool": pool is not None and all(b in pool_brokers.get(pool, set()) for b in added) and (
-                all(b in pool_brokers.get(pool, set()) for b in new) or bool(set(snap) - isr)),
-            "targets_alive": all(b in brokers.index and bool(brokers.at[b, "alive"]) for b in added),
+                held or all(b in pool_brokers.get(pool, set()) for b in new) or bool(set(snap) - isr)),
+            "targets_alive": all(b in brokers.index and bool(brokers.at[b, "alive"]) and b not in cordoned
+                                 for b in added),
             "racks_before": racks(snap), "racks_after": racks(new), "racks_required": required,
             # Every replica the plan keeps is in sync; only dead brokers' replicas may be out of it (and replaced).
             "isr_safe": known and set(new) & set(snap) <= isr and set(snap) - isr <= dead,
             "has_leader": known and int(parts.at[key, "leader"]) >= 0,
-            "topic_not_excluded": not config.topic_excluded(r.topic),
+            # An excluded topic's replicas leave drained brokers (and only those); a demotion may reorder them.
+            "topic_not_excluded": not config.topic_excluded(r.topic) or (
+                bool(removed) and removed <= leaving) or (demoting and set(new) == set(snap)),
             "no_excluded_broker": not any(b in config.exclude.brokers for b in set(snap) | set(new)),
             "moved_bytes": int(parts.at[key, "size_bytes"]) * len(added) if known else 0,
             "replica_moves": len(added),

@@ -14,9 +14,16 @@ from kafka_rebalancer.errors import RunFolderError, ValidationFailed
 from kafka_rebalancer.model.reassignment import parse_reassignment, plan_hash
 from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD_AFTER, INFEASIBLE, PLANNER_NOTES
 from kafka_rebalancer.operations.request import read_request, scope_of
+from kafka_rebalancer.plan.promises import (
+    VALID_VERDICTS,
+    excuses_of_run,
+    placement_after,
+    promise_lines,
+    promise_rows,
+)
 from kafka_rebalancer.plan.recheck import band_rows, claim_rows, draining_brokers, left_outside, recheck_plan
 from kafka_rebalancer.run_folder import PLAN, VALIDATION, RunFolder, read_json, read_table, write_json
-from kafka_rebalancer.snapshot.store import read_snapshot
+from kafka_rebalancer.snapshot.store import cordoned_brokers, read_snapshot
 from kafka_rebalancer.validate.checks import CheckTables, build_checks
 
 log = logging.getLogger(__name__)
@@ -34,7 +41,7 @@ SUITE: list[tuple[str, str, dict[str, Any], str]] = [
      "every replica on a broker of the topic's pool (one already outside it may stay only in an under-replicated "
      "partition, which the plan may not move but to replace a dead broker's replica)"),
     ("partitions", "ExpectColumnValuesToBeInSet", {"column": "targets_alive", **_TRUE},
-     "no replica moved to a dead or unknown broker"),
+     "no replica moved to a dead, unknown or cordoned broker"),
     ("partitions", "ExpectColumnPairValuesAToBeGreaterThanB",
      {"column_A": "racks_after", "column_B": "racks_before", "or_equal": True}, "rack diversity not reduced"),
     ("partitions", "ExpectColumnValuesToBeInSet", {"column": "isr_safe", **_TRUE},
@@ -44,7 +51,7 @@ SUITE: list[tuple[str, str, dict[str, Any], str]] = [
     ("partitions", "ExpectColumnValuesToBeInSet", {"column": "old_matches_snapshot", **_TRUE},
      "rollback (old assignment) equals the snapshot"),
     ("partitions", "ExpectColumnValuesToBeInSet", {"column": "topic_not_excluded", **_TRUE},
-     "excluded topics untouched"),
+     "excluded topics untouched, but for their replicas leaving a drained broker and a demotion's new leaders"),
     ("partitions", "ExpectColumnValuesToBeInSet", {"column": "no_excluded_broker", **_TRUE},
      "excluded brokers untouched"),
     ("brokers", "ExpectColumnValuesToBeInSet", {"column": "inside_or_closer", **_TRUE},
@@ -58,6 +65,10 @@ SUITE: list[tuple[str, str, dict[str, Any], str]] = [
      "every broker the plan leaves outside its band, fixes but leaves outside its target band, takes out of its "
      "target band (further from it than before), or leaves holding replicas that must leave it (dead, drained, "
      "outside their topic's pool), is listed with the planner's reason (a note or an infeasibility proof)"),
+    ("promises", "ExpectColumnValuesToBeInSet", {"column": "verdict", "value_set": list(VALID_VERDICTS)},
+     "what the action promises (a drained broker holds no replica, an added broker ends inside its band, isolated "
+     "topics only on their pool, a demoted broker leads nothing it can hand over) is kept, or the plan says why it "
+     "cannot be"),
     # The data itself, in case a bad snapshot slipped past the row checks: these would otherwise pass the plan on.
     ("partitions", "ExpectCompoundColumnsToBeUnique", {"column_list": ["topic", "partition"]},
      "one plan row per partition"),
@@ -78,6 +89,7 @@ SUITE: list[tuple[str, str, dict[str, Any], str]] = [
 _INDEX = {"partitions": ["topic", "partition"], "brokers": ["broker_id", "resource"], "totals": ["plan"],
           "claims": ["broker_id", "resource", "load_claimed", "load_rechecked", "inside_claimed", "inside_rechecked"],
           "left_outside": ["broker_id", "resource", "left"],
+          "promises": ["action", "broker_id", "topic", "partition", "detail"],
           "bands": ["broker_pool", "resource", "balanced_planned", "balanced_rechecked", "mean_planned",
                     "mean_rechecked", "lower_planned", "lower_rechecked", "upper_planned", "upper_rechecked"]}
 
@@ -107,7 +119,8 @@ def run_suite(checks: CheckTables, config: RebalancerConfig) -> tuple[bool, list
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
     source = context.data_sources.add_pandas("kafka_rebalancer_plan")
     frames = {"partitions": checks.partitions, "brokers": checks.brokers, "totals": checks.totals,
-              "claims": checks.claims, "left_outside": checks.left_outside, "bands": checks.bands}
+              "claims": checks.claims, "left_outside": checks.left_outside, "bands": checks.bands,
+              "promises": checks.promises}
     failures: list[dict[str, Any]] = []
     raw: list[dict] = []
     for table, frame in frames.items():
@@ -146,21 +159,32 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
     if digest != summary["plan_hash"]:
         raise RunFolderError(f"{plan_dir / 'plan.json'} does not match the plan summary's hash "
                              f"(edited after planning, or the config changed since): re-run the plan step")
-    snapshot, _ = read_snapshot(run)
+    snapshot, manifest = read_snapshot(run)
     plan = parse_reassignment(plan_text, str(plan_dir / "plan.json"))
     rollback = parse_reassignment((plan_dir / "rollback.json").read_text(), str(plan_dir / "rollback.json"))
     bands = read_table(plan_dir, BANDS)
-    checks = build_checks(config, snapshot, plan, rollback, bands)
     request = read_request(run)
-    recheck = recheck_plan(config, snapshot, plan, bands, draining_brokers(request))
+    draining = draining_brokers(request)
+    checks = build_checks(config, snapshot, plan, rollback, bands, draining,
+                          demoting=request is not None and request.action == "demote-brokers",
+                          cordoned=cordoned_brokers(manifest))
+    recheck = recheck_plan(config, snapshot, plan, bands, draining)
     checks.claims = claim_rows(read_table(plan_dir, BROKER_LOAD_AFTER), recheck, bands)
     checks.bands = band_rows(recheck, bands)
     checks.left_outside = left_outside(recheck, read_table(plan_dir, PLANNER_NOTES), read_table(plan_dir, INFEASIBLE),
                                        scope_of(request))
+    excuses = excuses_of_run(run, snapshot, request)
+    alive = snapshot.brokers.loc[snapshot.brokers["alive"].astype(bool), "broker_id"]
+    checks.promises = promise_rows(request, config, placement_after(snapshot.partitions, plan), recheck.after, alive,
+                                   excuses)
     success, failures, raw = run_suite(checks, config)
     report = {"success": success, "plan_hash": digest, "partitions_checked": len(checks.partitions),
               "broker_resource_pairs_checked": len(checks.brokers),
-              "expectations": len(SUITE) + len(_budget_expectations(config)), "failures": failures}
+              # Those on an empty table (no promises of the nightly run, no claims of a leadership-only plan) hold
+              # vacuously and are counted apart.
+              "expectations": sum(len(r.get("results", [])) for r in raw),
+              "expectations_vacuous": len(SUITE) + len(_budget_expectations(config))
+              - sum(len(r.get("results", [])) for r in raw), "failures": failures}
     with run.stage(VALIDATION) as out:
         write_json(out / "report.json", report)
         write_json(out / "gx_results.json", raw)
@@ -169,6 +193,7 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
         checks.claims.to_csv(out / "claim_checks.csv", index=False)
         checks.left_outside.to_csv(out / "left_outside_checks.csv", index=False)
         checks.bands.to_csv(out / "band_checks.csv", index=False)
+        checks.promises.to_csv(out / "promises.csv", index=False)
     if not success:
         lines = [f"- {f['description']} ({f['expectation']} on {f['table']}): {f['unexpected_count']} row(s), "
                  f"e.g. {f['rows'][:5]}" for f in failures]
@@ -176,6 +201,8 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
             log.error("validation failed: %s", line)
         raise ValidationFailed(f"plan {digest[:12]} failed {len(failures)} expectation(s); it will not be "
                                "executed:\n" + "\n".join(lines))
+    for line in promise_lines(checks.promises):
+        log.warning("promise not kept by this plan (%s); the run will not end verified", line)
     log.info("plan %s passed %d expectations on %d partitions and %d broker-resource pairs; results in %s",
              digest[:12], report["expectations"], len(checks.partitions), len(checks.brokers),
              run.stage_path(VALIDATION))

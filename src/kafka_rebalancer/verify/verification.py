@@ -6,14 +6,20 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import pandas as pd
+
 from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.errors import PromiseNotKept
 from kafka_rebalancer.kafka_admin import KafkaConnection
 from kafka_rebalancer.model.reassignment import read_reassignment
 from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD
+from kafka_rebalancer.operations.request import read_request
 from kafka_rebalancer.plan.balance.status import band_status, broker_load_frame, out_of_band, placement_bands
 from kafka_rebalancer.plan.balance.tables import band_table
+from kafka_rebalancer.plan.promises import excuses_of_run, promise_lines, promise_rows, unkept
 from kafka_rebalancer.run_folder import PLAN, VERIFY, RunFolder, read_json, read_table, write_json
 from kafka_rebalancer.snapshot import capture, read_snapshot, write_snapshot
+from kafka_rebalancer.snapshot.build import SnapshotTables
 
 log = logging.getLogger(__name__)
 AFTER_SNAPSHOT = "after_snapshot"
@@ -49,12 +55,16 @@ def verify_run(config: RebalancerConfig, connection: KafkaConnection, run: RunFo
                       after[(after["broker_pool"] == pool) & (after["resource"] == res)])["broker_id"])}
             for res in sorted(before["resource"].unique())}
     text = band_table(before, after)
+    promises = _promises_after(config, run, after_tables, after)
     summary = {"plan_hash": read_json(plan_dir / "summary.json")["plan_hash"],
                "partitions_planned": len(plan), "partitions_not_at_plan": not_applied, "pools": pools,
-               "out_of_band_before": len(out_of_band(before)), "out_of_band_after": len(out_of_band(after))}
+               "out_of_band_before": len(out_of_band(before)), "out_of_band_after": len(out_of_band(after)),
+               "promises_kept": unkept(promises).empty,
+               "promises": promises.astype(object).where(promises.notna(), None).to_dict("records")}
     with run.stage(VERIFY) as out:
         write_json(out / "summary.json", summary)
         (out / "report.txt").write_text(text)
+        promises.to_csv(out / "promises.csv", index=False)
     log.info("before -> after, per pool:\n%s", text)
     if not_applied:
         log.warning("%d planned partition(s) are not at their planned replicas: %s", len(not_applied),
@@ -62,4 +72,22 @@ def verify_run(config: RebalancerConfig, connection: KafkaConnection, run: RunFo
     log.info("verified plan %s: %d of %d planned partitions at their planned replicas; brokers out of band %d -> "
              "%d; fresh snapshot and summary in %s", summary["plan_hash"][:12], len(plan) - len(not_applied),
              len(plan), summary["out_of_band_before"], summary["out_of_band_after"], run.stage_path(VERIFY))
+    if not summary["promises_kept"]:
+        lines = promise_lines(promises)
+        for line in lines:
+            log.error("promise not kept: %s", line)
+        raise PromiseNotKept(f"the run is not verified: {len(unkept(promises))} promise(s) of its action not kept "
+                             f"on the cluster, e.g. {lines[0]} (all in {run.stage_path(VERIFY) / 'promises.csv'})")
     return summary
+
+
+def _promises_after(config: RebalancerConfig, run: RunFolder, after_tables: SnapshotTables,
+                    after_status: pd.DataFrame) -> pd.DataFrame:
+    """The action's promises on the cluster as it now is; a promise the plan said it cannot keep stays "cannot"
+    (the run is not verified either way)."""
+    request = read_request(run)
+    brokers = after_tables.brokers
+    alive = brokers.loc[brokers["alive"].astype(bool), "broker_id"]
+    parts = after_tables.partitions[["topic", "partition", "replicas", "leader", "isr"]]
+    return promise_rows(request, config, parts, after_status, alive, excuses_of_run(run, read_snapshot(run)[0],
+                                                                                    request))

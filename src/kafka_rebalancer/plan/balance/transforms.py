@@ -34,6 +34,7 @@ from kafka_rebalancer.model.schemas import (
 from kafka_rebalancer.plan.balance.bands import Band
 from kafka_rebalancer.plan.balance.model import PoolModel
 from kafka_rebalancer.plan.balance.planner import Budgets, Planner
+from kafka_rebalancer.snapshot.evacuation import NO_POOL
 
 EPS = 1e-9
 FRACTION_UNITS = 2.0**32
@@ -47,14 +48,18 @@ def conform(frame: DataFrame, schema: TableSchema) -> DataFrame:
 
 # -- partitions: which may move, and how ---------------------------------------------------------------------
 def planner_replicas(replicas: DataFrame, partitions: DataFrame, brokers: DataFrame, brokers_pdf: pd.DataFrame,
-                     topics: Sequence[str]) -> DataFrame:
+                     topics: Sequence[str], leaving: Iterable[int] = (),
+                     held: pd.DataFrame | None = None) -> DataFrame:
     """Every replica with its partition's facts and traffic, its broker's pool, and what may happen to it.
 
     ISR safety (seed 002): a partition without a leader, or with a live replica outside the ISR, is
-    never moved (`status` "skip", with `skip_reason`). Otherwise "drain" when replicas sit on dead brokers (only
-    those move), else "move". `movable`, `must_move` (a replica on a dead broker, or of a "move" partition on a
-    broker outside the topic's pool: it goes home) and `plan_pool` (the pool whose planner decides: the topic's,
-    or the broker's for a skipped partition) follow. The partitions that go home are `homecoming_partitions`.
+    never moved (`status` "skip", with `skip_reason`). Otherwise "drain" when replicas sit on dead brokers, or
+    when no pool balances the partition but the run's action must touch it (`held`: topic, partition, run_pool of
+    `snapshot.evacuation.held_pools`; only the replicas on dead or `leaving` brokers move), else "move".
+    `movable`, `must_move` (a replica on a dead or leaving broker of a "drain" partition, or of a "move" partition
+    on a broker outside the topic's pool: it goes home) and `plan_pool` (the pool whose planner decides: the
+    topic's, a held partition's run pool, or the broker's for a skipped partition) follow. The
+    partitions that go home are `homecoming_partitions`.
 
     No shuffle: a partition's flags are set operations on its replica list against the (small) sets of dead and
     excluded brokers, compiled by Spark (a lambda over the list per partition runs interpreted and cost twice as
@@ -69,12 +74,25 @@ def planner_replicas(replicas: DataFrame, partitions: DataFrame, brokers: DataFr
     dead = _broker_ids(brokers_pdf.loc[~brokers_pdf["alive"].astype(bool), "broker_id"])
     excluded = _broker_ids(brokers_pdf.loc[brokers_pdf["excluded"].astype(bool), "broker_id"])
     live = F.array_except("replicas", dead)
-    p = partitions.join(F.broadcast(_topic_ids(partitions.sparkSession, topics)), "topic").select(
-        "*", F.size(F.array_intersect("replicas", excluded)).alias("on_excluded"),
+    leaving_ids = [int(b) for b in leaving]
+    spark = partitions.sparkSession
+    p = partitions.join(F.broadcast(_topic_ids(spark, topics)), "topic")
+    if held is not None and held["run_pool"].notna().any():
+        pools = spark.createDataFrame(held.dropna(subset=["run_pool"]), "topic string, partition int, run_pool string")
+        p = p.join(F.broadcast(pools), ["topic", "partition"], "left")
+    else:
+        p = p.withColumn("run_pool", F.lit(None).cast("string"))
+    p = p.select(
+        *[c for c in p.columns if c != "topic_pool"], F.coalesce("run_pool", "topic_pool").alias("topic_pool"),
+        F.col("run_pool").isNotNull().alias("held"),
+        F.size(F.array_intersect("replicas", _broker_ids(leaving_ids))).alias("on_leaving"),
+        F.size(F.array_intersect("replicas", excluded)).alias("on_excluded"),
         (F.size("replicas") - F.size(live)).alias("on_dead"),
         F.size(F.array_except(live, "isr")).alias("live_out_of_isr"))
     reason = (
-        F.when(F.col("excluded"), F.lit("excluded topic (config exclude.topics)"))
+        F.when((F.col("on_leaving") > 0) & ~F.col("held") & (F.col("excluded") | F.col("topic_pool").isNull()),
+               F.lit(NO_POOL))
+        .when(F.col("excluded") & ~F.col("held"), F.lit("excluded topic (config exclude.topics)"))
         .when(F.col("topic_pool").isNull(), F.lit("topic matches no pool rule and there is no default_pool"))
         .when(F.col("leader") < 0, F.lit("no leader: the partition is offline"))
         .when(F.col("on_excluded") > 0, F.lit("a replica is on an excluded broker"))
@@ -82,7 +100,8 @@ def planner_replicas(replicas: DataFrame, partitions: DataFrame, brokers: DataFr
               F.concat(F.lit("under-replicated: ISR "), F.to_json("isr"), F.lit(" smaller than replicas "),
                        F.to_json("replicas")))
     )
-    status = F.when(reason.isNotNull(), "skip").when(F.col("on_dead") > 0, "drain").otherwise("move")
+    status = F.when(reason.isNotNull(), "skip").when((F.col("on_dead") > 0) | F.col("held"), "drain") \
+        .otherwise("move")
     facts = p.select(
         "topic", "partition", "topic_id", "topic_pool", "leader", "replication_factor", "bytes_in_per_s",
         "bytes_out_per_s", "cpu_leader_cores", "cpu_follower_cores", reason.alias("skip_reason"),
@@ -92,7 +111,9 @@ def planner_replicas(replicas: DataFrame, partitions: DataFrame, brokers: DataFr
          .join(F.broadcast(broker_facts), "broker_id", "left")
          .withColumn("broker_alive", F.coalesce("broker_alive", F.lit(False))))
     active = F.col("status") == "move"
-    dead_replica = (F.col("status") == "drain") & ~F.col("broker_alive")
+    # A drained broker's replica leaves a "drain" partition with the dead brokers' (it is going away too).
+    on_leaving = F.col("broker_id").isin(leaving_ids) if leaving_ids else F.lit(False)
+    dead_replica = (F.col("status") == "drain") & (~F.col("broker_alive") | on_leaving)
     outside_pool = F.col("broker_pool").isNull() | (F.col("broker_pool") != F.col("topic_pool"))
     return r.select(
         *r.columns, (active | dead_replica).alias("movable"),
