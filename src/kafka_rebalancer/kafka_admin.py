@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 
 BROKER_THROTTLE_CONFIGS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 TOPIC_THROTTLE_CONFIGS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+CORDON_CONFIG = "cordoned.log.dirs"  # KIP-1066: a broker's log dirs that take no new partitions; "*" for all
 
 # librdkafka setting -> kafka-python keyword, for the settings that decide whether a connection works at all.
 _KAFKA_PYTHON_KEYS = {
@@ -98,6 +99,22 @@ class PartitionInfo:
     replicas: list[int]
     isr: list[int]
     leader: int  # -1 when the partition has no leader
+
+
+@dataclass(frozen=True)
+class BrokerCordon:
+    """A broker's cordon: its cordoned.log.dirs config, and how many of its log dirs the broker itself reports
+    cordoned (DescribeLogDirs), which it tells the controller at once, in a heartbeat."""
+
+    broker_id: int
+    config: str | None  # the config's value; None when not set
+    cordoned_dirs: int
+    log_dirs: int
+
+    @property
+    def confirmed(self) -> bool:
+        """The broker reports every log dir cordoned: the controller places no new partition on it."""
+        return 0 < self.log_dirs == self.cordoned_dirs
 
 
 def _error_code(exc: Exception) -> Any:
@@ -196,6 +213,11 @@ class ClusterAdmin:
         metadata = self._admin.list_topics(timeout=self.connection.request_timeout_s)
         return sorted(metadata.topics)
 
+    def live_broker_ids(self) -> frozenset[int]:
+        """The brokers the cluster's metadata lists now: a dead one drops out once the controller fences it. From
+        any broker: describe_cluster waits for the controller the cached metadata names, which may be the dead one."""
+        return frozenset(self._admin.list_topics(timeout=self.connection.request_timeout_s).brokers)
+
     def describe_partitions(self, topics: Iterable[str] | None = None) -> list[PartitionInfo]:
         from confluent_kafka import KafkaError, KafkaException, TopicCollection
 
@@ -229,6 +251,38 @@ class ClusterAdmin:
                     topic=name, partition=p.id, replicas=[r.id for r in p.replicas], isr=[r.id for r in p.isr],
                     leader=p.leader.id if p.leader is not None else -1))
         return sorted(out, key=lambda p: (p.topic, p.partition))
+
+    def min_insync_replicas(self, topics: Iterable[str]) -> dict[str, int]:
+        """Each topic's min.insync.replicas in effect: the topic's own, else the brokers' default (Kafka's: 1)."""
+        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka.admin import ConfigResource, ResourceType
+
+        names = sorted(set(topics))
+        if not names:
+            return {}
+
+        def describe() -> dict[str, Any]:
+            futures = self._admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in names],
+                                                   request_timeout=self.connection.request_timeout_s)
+            entries, denied = {}, []
+            for resource, future in futures.items():
+                try:
+                    entries[resource.name] = future.result().get("min.insync.replicas")
+                except KafkaException as exc:
+                    if _error_code(exc) != KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                        raise
+                    denied.append(resource.name)
+            if denied:
+                raise self._denied(Need("DESCRIBE_CONFIGS", TOPIC, "to read min.insync.replicas of partitions short "
+                                        "of in-sync replicas", tuple(sorted(denied))))
+            return entries
+
+        try:
+            entries = describe()
+        except KafkaException as exc:  # as describe_partitions: the cached controller may be the dead broker
+            self._renew_client(exc)
+            entries = describe()
+        return {t: int(e.value) if e is not None and e.value else 1 for t, e in entries.items()}
 
     def authorized_operations(self, topics: Iterable[str]) -> tuple[
             frozenset[str] | None, dict[str, frozenset[str] | None]]:
@@ -380,9 +434,85 @@ class ClusterAdmin:
                     out[f"{resource.restype.name.lower()} {resource.name}"] = found
         return out
 
+    # -- cordons (KIP-1066) ----------------------------------------------------------------------------
+    def metadata_version(self) -> int | None:
+        """The cluster's finalized metadata.version feature level (None when the brokers report none)."""
+        features = self._legacy_call(lambda client: client.describe_features(),
+                                     Need("DESCRIBE", CLUSTER, "to read the cluster's metadata.version"))
+        finalized = features.get("metadata.version", {}).get("finalized")
+        return int(finalized[1]) if finalized else None
+
+    def cordon(self, broker_ids: Iterable[int]) -> dict[int, str]:
+        """Cordon every log dir of these brokers (cordoned.log.dirs=*); returns the brokers it failed on, with why
+        (a broker that is down cannot take it: the config goes to the broker itself)."""
+        return self._alter_cordon(broker_ids, "*")
+
+    def uncordon(self, broker_ids: Iterable[int]) -> dict[int, str]:
+        """Remove these brokers' cordoned.log.dirs; returns the brokers it failed on, with why."""
+        return self._alter_cordon(broker_ids, None)
+
+    def _alter_cordon(self, broker_ids: Iterable[int], value: str | None) -> dict[int, str]:
+        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+        op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
+        resources = [ConfigResource(ResourceType.BROKER, str(b), incremental_configs=[
+            ConfigEntry(CORDON_CONFIG, value, incremental_operation=op)]) for b in sorted(set(broker_ids))]
+        # One broker resource per call (librdkafka's rule), all sent before the first answer is awaited.
+        futures = [f for resource in resources for f in self._admin.incremental_alter_configs(
+            [resource], request_timeout=self.connection.request_timeout_s).items()]
+        failed: dict[int, str] = {}
+        for resource, future in futures:
+            try:
+                future.result()
+            except KafkaException as exc:
+                if _error_code(exc) == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+                    raise self._denied(Need("ALTER_CONFIGS", CLUSTER, "to cordon and uncordon drained brokers")) \
+                        from exc
+                failed[int(resource.name)] = str(exc)
+        return failed
+
+    def cordoned_brokers(self, broker_ids: Iterable[int] | None = None) -> dict[int, BrokerCordon]:
+        """The running brokers (of broker_ids; default: all) with a cordon: set in their config, or reported by
+        the broker. A broker that is down, or does not answer, is left out (logged): only the broker itself
+        answers for its config."""
+        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka.admin import ConfigResource, ResourceType
+
+        live = self.live_broker_ids()
+        ids = sorted(live & set(broker_ids) if broker_ids is not None else live)
+        if not ids:
+            return {}
+        futures = [f for b in ids for f in self._admin.describe_configs(
+            [ConfigResource(ResourceType.BROKER, str(b))], request_timeout=self.connection.request_timeout_s).items()]
+        configs: dict[int, str | None] = {}
+        for resource, future in futures:
+            try:
+                entry = future.result().get(CORDON_CONFIG)
+            except KafkaException as exc:
+                if _error_code(exc) == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+                    raise self._denied(Need("DESCRIBE_CONFIGS", CLUSTER, "to read which brokers are cordoned")) \
+                        from exc
+                log.warning("broker %s did not tell its config (%s): its cordon is not known", resource.name, exc)
+                continue
+            configs[int(resource.name)] = entry.value if entry is not None and entry.value else None
+        if not configs:
+            return {}
+        # No topics asked: the answer is the log dirs alone, not every replica's size.
+        raw = self._legacy_call(lambda client: client.describe_log_dirs(topic_partitions={}, brokers=sorted(configs)),
+                                Need("DESCRIBE", CLUSTER, "to read which log dirs the brokers report cordoned"))
+        out: dict[int, BrokerCordon] = {}
+        for entry in raw:
+            broker = int(entry["broker"])
+            dirs = [d for d in entry["log_dirs"] if not d.get("error_code", 0)]
+            cordoned = sum(1 for d in dirs if d.get("is_cordoned"))
+            if configs.get(broker) is not None or cordoned:
+                out[broker] = BrokerCordon(broker, configs.get(broker), cordoned, len(dirs))
+        return out
+
     # -- the three calls confluent-kafka lacks (kafka-python) ---------------------------------------
     def describe_log_dirs(self, broker_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
-        """Per broker: {"replicas": {(topic, partition): size_bytes}, "total_bytes", "usable_bytes"}."""
+        """Per broker: {"replicas": {(topic, partition): size_bytes}, "total_bytes", "usable_bytes", "cordoned"}."""
         raw = self._kafka_python().describe_log_dirs(brokers=list(broker_ids))
         # Refused, a broker answers with no log dir at all (kafka-python drops the error code), while it always
         # has one otherwise, offline ones included.
@@ -402,8 +532,11 @@ class ClusterAdmin:
                         if not p.get("is_future_key"):  # an intra-broker move in progress is not load yet
                             key = (topic["name"], p["partition_index"])
                             sizes[key] = sizes.get(key, 0) + int(p["partition_size"])
+            healthy = [d for d in entry["log_dirs"] if not d.get("error_code", 0)]
             out[int(entry["broker"])] = {"replicas": sizes, "total_bytes": total or None,
-                                         "usable_bytes": usable or None}
+                                         "usable_bytes": usable or None,
+                                         # KIP-1066: with every log dir cordoned the broker takes no new partition
+                                         "cordoned": bool(healthy) and all(d.get("is_cordoned") for d in healthy)}
         return out
 
     def _legacy_call(self, call: Callable[[Any], Any], need: Need) -> Any:

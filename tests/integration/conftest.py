@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +11,14 @@ import pytest
 import yaml
 
 from tests.helpers import REPO, write_config
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.3) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
+        time.sleep(poll_s)
 
 
 def delete_topics(bootstrap: str, names: list[str], timeout_s: float = 60.0) -> None:

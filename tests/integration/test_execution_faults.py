@@ -15,7 +15,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
 from kafka_rebalancer.run_folder import RunFolder
 from kafka_rebalancer.snapshot import take_snapshot
 from tests.helpers import REPO, write_validated_plan
-from tests.integration.conftest import delete_topics, demo_config
+from tests.integration.conftest import delete_topics, demo_config, wait_until
 from tests.live_traffic import LiveTraffic
 from tools.demo_workload import TopicSpec, create_topics, produce
 
@@ -78,13 +78,6 @@ class Scenario:
         with ClusterAdmin(KafkaConnection(self.bootstrap)) as admin:
             return {p.partition: p.replicas for p in admin.describe_partitions([self.topic])}
 
-
-def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
-        time.sleep(0.2)
 
 
 def assert_clean(bootstrap: str, topic: str) -> None:

@@ -47,6 +47,8 @@ class FakeCluster:
         self.topic_throttle: dict[str, tuple[str, str]] = {}
         self.throttle_calls = 0
         self.on_list: Callable[[FakeCluster], None] = lambda cluster: None
+        self.dead: set[int] = set()  # brokers 1 to 9 run unless listed here
+        self.min_isr: dict[str, int] = {}  # topic -> min.insync.replicas (Kafka's default: 1)
 
     def list_reassignments(self) -> dict[Key, dict[str, list[int]]]:
         self.on_list(self)
@@ -56,9 +58,15 @@ class FakeCluster:
                 self.replicas[key] = self.isr[key] = self.ongoing.pop(key)
         return {k: {"replicas": v, "adding_replicas": [], "removing_replicas": []} for k, v in self.ongoing.items()}
 
+    def live_broker_ids(self) -> frozenset[int]:
+        return frozenset(range(1, 10)) - self.dead
+
     def describe_partitions(self, topics: Iterable[str] | None = None) -> list[PartitionInfo]:
         return [PartitionInfo(t, p, list(r), list(self.isr[(t, p)]), self.leader[(t, p)])
                 for (t, p), r in sorted(self.replicas.items()) if topics is None or t in topics]
+
+    def min_insync_replicas(self, topics: Iterable[str]) -> dict[str, int]:
+        return {t: self.min_isr.get(t, 1) for t in topics}
 
     def alter_reassignments(self, targets: Mapping[Key, list[int] | None]) -> dict[Key, str]:
         for key, target in targets.items():

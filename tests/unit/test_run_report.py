@@ -152,6 +152,9 @@ class FakeCluster:
         self.ongoing: dict[Key, list[int]] = {}
         self.stuck = stuck
 
+    def live_broker_ids(self) -> frozenset[int]:
+        return frozenset(b for r in self.replicas.values() for b in r)  # every broker holding a replica runs
+
     def describe_partitions(self, topics: Iterable[str] | None = None) -> list[PartitionInfo]:
         wanted = None if topics is None else set(topics)
         return [PartitionInfo(t, p, list(r), list(r), self.leader[(t, p)]) for (t, p), r in self.replicas.items()

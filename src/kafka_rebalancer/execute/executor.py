@@ -5,7 +5,10 @@ refuses too while a reassignment it did not start is in progress. Leadership-onl
 of their own; data moves follow in the configured order, at most N in flight per broker and M in the cluster,
 under a replication throttle that is removed whatever happens. Right before a partition starts, its replicas
 must still equal the plan's old replicas and its ISR must be complete; otherwise it is skipped and recorded,
-never overwritten. No new batch starts while the pool has other under-replicated partitions. A move is complete
+never overwritten. The one exception is a replica lost with its broker: a partition whose only replicas out of
+sync are on dead or drained brokers that its move removes may move, if min.insync.replicas still holds (a drain
+of a dead broker restores what it held). No new batch starts while the pool has other under-replicated
+partitions, replicas out of sync on those replaced brokers aside. A move is complete
 when the partition has left ListPartitionReassignments, its replicas equal the target and every target replica
 is in the ISR; then a preferred leader election runs for the moved partitions. Every action is appended to the
 execution log; a rerun continues from it and from the reassignments in progress, and `cancel` stops it.
@@ -16,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -29,16 +33,21 @@ from kafka_rebalancer.execute.moves import (
     Limits,
     PartitionMove,
     PoolPlan,
+    SyncFacts,
     load_pool_plan,
     order_moves,
+    out_of_sync_reason,
     pick_batch,
     read_pool_plan,
     reassignment_target,
+    replaced_brokers,
 )
 from kafka_rebalancer.execute.throttle import Throttle, throttle_for
 from kafka_rebalancer.kafka_admin import PartitionInfo
 from kafka_rebalancer.model.reassignment import Key, leadership_only
+from kafka_rebalancer.operations.request import read_request
 from kafka_rebalancer.run_folder import EXECUTE, PLAN, RunFolder, read_json, write_json
+from kafka_rebalancer.snapshot.evacuation import leaving_brokers
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +57,9 @@ CANCEL_MARKER = "cancel_requested.json"
 class Cluster(Protocol):
     """The admin calls the executor needs (ClusterAdmin in production, a fake in unit tests)."""
 
+    def live_broker_ids(self) -> frozenset[int]: ...
     def describe_partitions(self, topics: Iterable[str] | None = None) -> list[PartitionInfo]: ...
+    def min_insync_replicas(self, topics: Iterable[str]) -> dict[str, int]: ...
     def list_reassignments(self) -> dict[Key, dict[str, list[int]]]: ...
     def alter_reassignments(self, targets: Mapping[Key, list[int] | None]) -> dict[Key, str]: ...
     def elect_preferred_leaders(self, partitions: Iterable[Key]) -> dict[Key, str | None]: ...
@@ -99,14 +110,17 @@ class _PoolExecution:
     """One attempt at one pool's moves; the state lives in the execution log and the cluster."""
 
     def __init__(self, config: RebalancerConfig, cluster: Cluster, pool: str, plan: PoolPlan, xlog: ExecutionLog,
-                 throttle: Throttle, marker: Path, sleep: Callable[[float], None], clock: Callable[[], float]) -> None:
+                 throttle: Throttle, drained: frozenset[int], marker: Path, sleep: Callable[[float], None],
+                 clock: Callable[[], float]) -> None:
         self.cluster, self.pool, self.plan, self.xlog, self.throttle = cluster, pool, plan, xlog, throttle
+        self.drained = drained
         self.limits = Limits.of(config)
         self.marker, self.sleep, self.clock = marker, sleep, clock
         self.by_key = {m.key: m for m in plan.moves}
         self.order = config.execution.order
         self.started_at = clock()
         self.urp_since: float | None = None
+        self.replaced_noted: frozenset[int] = frozenset()  # replaced brokers whose lost replicas the gate ignores
         self.unexpected: dict[Key, tuple[int, ...] | None] = {}  # in-flight partitions in a state seen once
         self.completed_now: list[Key] = []
 
@@ -225,14 +239,19 @@ class _PoolExecution:
 
     def _pool_healthy(self) -> bool:
         """False while partitions of the pool outside the plan are under-replicated (fails after a while): moving
-        replicas then would lower durability further. Partitions of the plan are judged one by one as they start."""
+        replicas then would lower durability further. Partitions of the plan are judged one by one as they start.
+        Replicas out of sync on brokers the run replaces (dead ones the plan moves replicas off, drained ones) do
+        not count: waiting would not bring them back, the plan does."""
         try:
             infos = self.cluster.describe_partitions(self.plan.pool_topics)
+            out_of_sync = {(i.topic, i.partition): set(i.replicas) - set(i.isr) for i in infos
+                           if len(i.isr) < len(i.replicas) and (i.topic, i.partition) not in self.by_key}
+            replaced = self._replaced_brokers() if out_of_sync else frozenset()
         except Exception as exc:  # noqa: BLE001  # as in _loop: the next poll reads again
             self._read_failed(exc)
             return False
-        urps = [(i.topic, i.partition) for i in infos
-                if len(i.isr) < len(i.replicas) and (i.topic, i.partition) not in self.by_key]
+        urps = [k for k, brokers in out_of_sync.items() if brokers - replaced]
+        self._note_replaced([k for k, brokers in out_of_sync.items() if not brokers - replaced], replaced)
         if not urps:
             if self.urp_since is not None:
                 self.xlog.append("isr_recovered")
@@ -249,13 +268,22 @@ class _PoolExecution:
                                  f"{self.limits.urp_wait_timeout_s:.0f}s, no new moves started: {_names(urps)[:20]}")
         return False
 
+    def _replaced_brokers(self) -> frozenset[int]:
+        return replaced_brokers(self.plan.moves, self.cluster.live_broker_ids(), self.drained)
+
+    def _note_replaced(self, ignored: list[Key], replaced: frozenset[int]) -> None:
+        """Record (once per set of brokers) that the gate does not wait for the replicas lost with them."""
+        if ignored and replaced != self.replaced_noted:
+            self.replaced_noted = replaced
+            self.xlog.append("under_replicated_by_replaced_brokers", brokers=sorted(replaced), count=len(ignored),
+                             partitions=_names(ignored)[:50])
+
     def _start(self, batch: list[PartitionMove], pending: list[PartitionMove], in_flight: dict[Key, float]) -> None:
-        current = _describe(self.cluster, [m.key for m in batch])
+        current, reasons = _start_check(self.cluster, batch, self.drained)
         targets: dict[Key, list[int]] = {}
         for move in batch:
             pending.remove(move)
-            info = current.get(move.key)
-            reason = _drift_reason(move, info)
+            info, reason = current.get(move.key), reasons[move.key]
             if reason == "already at target":
                 self.xlog.append("completed", move.key, replicas=list(move.new), detail=reason)
                 self.progress.done(move)
@@ -343,8 +371,9 @@ def _execute_locked(config: RebalancerConfig, cluster: Cluster, run: RunFolder, 
         marker.unlink()
         xlog.append("cancel_cleared", detail="execution resumed after a cancel")
     rate = throttle_bytes_per_s or config.execution.throttle_bytes_per_s
-    throttle = throttle_for(plan.moves, rate) if rate else Throttle(None)
-    result = _PoolExecution(config, cluster, pool, plan, xlog, throttle, marker, sleep, clock).run()
+    throttle = _on_live_brokers(throttle_for(plan.moves, rate), cluster) if rate else Throttle(None)
+    drained = frozenset(leaving_brokers(read_request(run)))
+    result = _PoolExecution(config, cluster, pool, plan, xlog, throttle, drained, marker, sleep, clock).run()
     write_json(out_dir / "result.json", result)
     log.info("%s: %d of %d moves complete, %d skipped; execution log and result in %s", pool, result["completed"],
              len(plan.moves), len(result["skipped"]), out_dir)
@@ -425,8 +454,27 @@ def _describe(cluster: Cluster, keys: Iterable[Key]) -> dict[Key, PartitionInfo]
     return {(i.topic, i.partition): i for i in infos if (i.topic, i.partition) in keys}
 
 
+def _on_live_brokers(throttle: Throttle, cluster: Cluster) -> Throttle:
+    """The throttle without the rate on dead brokers (a drain of a dead broker): a broker's config change goes to
+    that broker, so it would fail, and a dead broker copies nothing."""
+    return replace(throttle, brokers=throttle.brokers & cluster.live_broker_ids()) if not throttle.empty else throttle
+
+
+def _start_check(cluster: Cluster, moves: list[PartitionMove],
+                 drained: frozenset[int]) -> tuple[dict[Key, PartitionInfo], dict[Key, str | None]]:
+    """The moves' partitions now, and why each must not start (None: it may). The live brokers and the topics'
+    min.insync.replicas are read only when a partition is short of in-sync replicas."""
+    current = _describe(cluster, [m.key for m in moves])
+    reasons = {m.key: _drift_reason(m, current.get(m.key)) for m in moves}
+    short = [m for m in moves if reasons[m.key] is None and len(current[m.key].isr) < len(current[m.key].replicas)]
+    if short:
+        facts = SyncFacts(cluster.live_broker_ids(), drained, cluster.min_insync_replicas({m.topic for m in short}))
+        reasons.update({m.key: out_of_sync_reason(m, current[m.key].isr, facts) for m in short})
+    return current, reasons
+
+
 def _drift_reason(move: PartitionMove, info: PartitionInfo | None) -> str | None:
-    """Why a move must not start now (None: it may)."""
+    """Why a move must not start now, its ISR aside (None: it may)."""
     if info is None:
         return "drifted: the partition no longer exists"
     if tuple(info.replicas) == move.new:
@@ -435,8 +483,6 @@ def _drift_reason(move: PartitionMove, info: PartitionInfo | None) -> str | None
         return f"drifted: replicas are {info.replicas}, the plan expected {list(move.old)}"
     if info.leader < 0:
         return "no leader now"
-    if len(info.isr) < len(info.replicas):
-        return f"under-replicated now: ISR {info.isr} of replicas {info.replicas}"
     return None
 
 
@@ -444,9 +490,9 @@ def dry_run_pool(config: RebalancerConfig, cluster: Cluster, run: RunFolder, poo
     """What execute would do now, without changing anything: each move with its drift status."""
     plan = load_pool_plan(config, run, pool)
     moves = order_moves(plan.moves, config.execution.order, plan.disk_utilisation)
-    current = _describe(cluster, [m.key for m in moves])
+    _, reasons = _start_check(cluster, moves, frozenset(leaving_brokers(read_request(run))))
     rows = [{"topic": m.topic, "partition": m.partition, "old": list(m.old), "new": list(m.new),
-             "bytes": m.bytes_to_copy, "would": _drift_reason(m, current.get(m.key)) or "start"} for m in moves]
+             "bytes": m.bytes_to_copy, "would": reasons[m.key] or "start"} for m in moves]
     result = {"pool": pool, "plan_hash": plan.digest, "dry_run": True, "moves": rows}
     out_dir = run.stage_path(f"{EXECUTE}/{pool}")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -481,6 +527,11 @@ def run_execute(config: RebalancerConfig, connection: Any, run: RunFolder, pool:
         rate = throttle_bytes_per_s or config.execution.throttle_bytes_per_s
         throttle = throttle_for(plan.moves, rate) if rate else Throttle(None)
         check_permissions(admin, execution_needs(plan.moves, plan.pool_topics, throttle), f"to execute {pool}")
+        out_dir = run.stage_path(f"{EXECUTE}/{pool}")
+        if resume_cancelled or not (out_dir / CANCEL_MARKER).exists():  # a cancelled pool refuses below: no cordon
+            from kafka_rebalancer.execute.cordon import cordon_drained
+
+            cordon_drained(config, admin, run, ExecutionLog(out_dir / "execution_log.jsonl", pool, plan.digest))
         return _execute_locked(config, admin, run, pool, throttle_bytes_per_s, resume_cancelled, time.sleep,
                                time.monotonic)
 
@@ -488,9 +539,19 @@ def run_execute(config: RebalancerConfig, connection: Any, run: RunFolder, pool:
 def run_cancel(config: RebalancerConfig, connection: Any, run: RunFolder, pool: str) -> dict[str, Any]:
     """Cancel one pool's execution on the cluster behind `connection`; its run's files are read as they are, even
     if changed since they were written (a warning): the brake must work."""
+    from kafka_rebalancer.execute.cordon import uncordon_drained
     from kafka_rebalancer.kafka_admin import ClusterAdmin
 
     run = RunFolder(run.path, strict=False)
     with ClusterAdmin(connection) as admin:
         admin.check_reachable()
-        return cancel_pool(config, admin, run, pool)
+        result = cancel_pool(config, admin, run, pool)
+        xlog = ExecutionLog(run.stage_path(f"{EXECUTE}/{pool}") / "execution_log.jsonl", pool,
+                            result["plan_hash"] or "")
+        try:
+            result["uncordoned"] = uncordon_drained(admin, run, xlog)
+        except Exception as exc:  # noqa: BLE001  # the moves are stopped already: a failed uncordon must not hide it
+            xlog.append("uncordon_failed", error=str(exc))
+            log.error("%s: cancelled, but uncordoning the drained brokers failed (%s); they stay cordoned", pool, exc)
+            result["uncordoned"] = []
+        return result

@@ -4,7 +4,7 @@ the pools a run covers."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +70,44 @@ class PoolPlan:
     targets: dict[Key, tuple[int, ...]]  # every pool's targets: reassignments a sibling pool task started
     pool_topics: list[str]
     disk_utilisation: dict[int, float]
+
+
+@dataclass(frozen=True)
+class SyncFacts:
+    """What decides whether a partition short of in-sync replicas may move: the cluster's live brokers now, the
+    brokers this run drains, and each moving topic's min.insync.replicas."""
+
+    live: frozenset[int]
+    drained: frozenset[int]
+    min_isr: Mapping[str, int]
+
+    def replaced(self, broker: int) -> bool:
+        """A dead or drained broker: its replicas are the ones the run restores elsewhere."""
+        return broker not in self.live or broker in self.drained
+
+
+def out_of_sync_reason(move: PartitionMove, isr: Sequence[int], facts: SyncFacts) -> str | None:
+    """Why a move of a partition whose ISR lacks some of its replicas must not start (None: it may). It may when
+    every replica out of sync is on a dead or drained broker and the move removes it: the move restores the lost
+    copy elsewhere, and every replica it keeps is in sync. Kafka's min.insync.replicas must still hold."""
+    removed = set(move.old) - set(move.new)
+    held = [b for b in move.old if b not in isr and (b not in removed or not facts.replaced(b))]
+    if held:
+        return (f"under-replicated now: ISR {list(isr)} of replicas {list(move.old)}; replica(s) {held} out of sync "
+                "are not on a dead or drained broker the move removes")
+    live_isr = [b for b in isr if b in facts.live]
+    if len(live_isr) < facts.min_isr[move.topic]:
+        return (f"under-replicated now: {len(live_isr)} live in-sync replica(s) {live_isr}, fewer than the topic's "
+                f"min.insync.replicas {facts.min_isr[move.topic]}")
+    return None
+
+
+def replaced_brokers(moves: Iterable[PartitionMove], live: Iterable[int], drained: frozenset[int]) -> frozenset[int]:
+    """The brokers whose replicas missing from an ISR the pool's gate does not wait for: dead ones the plan moves
+    replicas off, and the run's drained ones. Only the plan brings those replicas back."""
+    up = set(live)
+    sources = {b for m in moves for b in set(m.old) - set(m.new)}
+    return frozenset(b for b in sources if b not in up) | drained
 
 
 def pick_batch(pending: list[PartitionMove], in_flight: Iterable[PartitionMove], limits: Limits) -> list[PartitionMove]:
