@@ -224,12 +224,15 @@ def overrides_task(context: Any) -> list[dict[str, Any]]:
     from kafka_rebalancer.operations.overrides import OverrideStore
 
     params = context["params"]
-    store = OverrideStore.of(_config(context))  # also checks that every stored override still fits the config
+    config = _config(context)
+    store = OverrideStore.of(config)  # also checks that every stored override still fits the config
     if params["action"] == "revert":
         if params.get("override_id") is None:
             raise RebalancerError("action revert: parameter 'override_id' is required")
         reverted = store.revert(int(params["override_id"]), _user(context))
         log.info("reverted %s; the next run plans with the config's pools for it", reverted.describe())
+        if reverted.kind == "drain-brokers":
+            _uncordon_reverted(config, reverted, store.active())
     overrides = store.read()
     for o in overrides:
         log.info("%s [%s] by %s, %s, run %s: %s", o.describe(), o.state, o.requested_by, o.created_at, o.run_id,
@@ -237,6 +240,19 @@ def overrides_task(context: Any) -> list[dict[str, Any]]:
     if not overrides:
         log.info("no pool overrides in %s", store.path)
     return [o.model_dump(mode="json") for o in overrides]
+
+
+def _uncordon_reverted(config: Any, reverted: Any, active: list[Any]) -> None:
+    """A reverted drain's brokers take new partitions again; the override is reverted even if this fails."""
+    from kafka_rebalancer.execute.cordon import uncordon_hint, uncordon_reverted
+    from kafka_rebalancer.kafka_admin import ClusterAdmin
+
+    try:
+        with ClusterAdmin(_connection(config)) as admin:
+            log.info("%s", uncordon_reverted(admin, reverted, active))
+    except Exception as exc:  # noqa: BLE001  # the revert stands; say how to finish it by hand
+        log.warning("broker(s) %s may still be cordoned (%s); later: %s", reverted.brokers, exc,
+                    uncordon_hint(reverted.brokers))
 
 
 def verify_task(context: Any, run_dir: str) -> dict[str, Any]:

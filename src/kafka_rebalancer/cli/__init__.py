@@ -8,7 +8,8 @@
     kafka-rebalancer cancel   --config C [--run-id ID] [--pool P]
                                                            stop the run's reassignments, clear throttles
     kafka-rebalancer verify   --config C [--run-id ID]     fresh snapshot, band status before/after
-    kafka-rebalancer status   --config C                   band status of the cluster now, reassignments
+    kafka-rebalancer status   --config C                   band status of the cluster now, reassignments,
+                                                           cordoned brokers
     kafka-rebalancer runs     --config C [--limit N]       the cluster's runs (CLI and Airflow), newest first
     kafka-rebalancer show     --config C [RUN]             a run's summary: bands, largest moves, validation, execution
     kafka-rebalancer report   --config C [RUN]             (re)build the run's report/index.html, print its path
@@ -27,7 +28,7 @@ confirming on the terminal or with --yes):
     kafka-rebalancer execute-reviewed --config C --run-id ID  the plan of an earlier dry run
     kafka-rebalancer overrides      --config C list | revert ID
     kafka-rebalancer pools          --config C             effective pools, and where each broker and rule
-                                                           comes from (config or an override)
+                                                           comes from (config or an override); cordoned brokers
 
 Without --run-id, every step after `snapshot` works on the cluster's latest run whose snapshot completed; `cancel`
 works on the runs whose reassignments are in flight (else the run that executed last, for its throttles).
@@ -247,9 +248,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "assign":
         return _assign(args)
     if args.command == "overrides":
-        return operations_cli.overrides_command(args)
+        return operations_cli.overrides_command(args, lambda c: connection_for(c, args.bootstrap_servers))
     if args.command == "pools":
-        return operations_cli.pools_command(args)
+        return operations_cli.pools_command(args, lambda c: connection_for(c, args.bootstrap_servers))
     if args.command in COMMANDS:
         return operations_cli.operate(args, lambda c: connection_for(c, args.bootstrap_servers), _plan_locally,
                                       _confirm)
@@ -388,6 +389,7 @@ def _confirm(question: str) -> bool:
 
 
 def _status(config: RebalancerConfig, connection: KafkaConnection) -> None:
+    from kafka_rebalancer.execute.cordon import cordon_report
     from kafka_rebalancer.kafka_admin import ClusterAdmin
     from kafka_rebalancer.plan.balance.status import band_status, bands_frame, broker_load_frame
     from kafka_rebalancer.plan.balance.tables import band_table
@@ -398,9 +400,11 @@ def _status(config: RebalancerConfig, connection: KafkaConnection) -> None:
     print(band_table(band_status(load, bands_frame(load, config))))
     with ClusterAdmin(connection) as admin:
         ongoing = admin.list_reassignments()
+        cordons = cordon_report(admin)
     print(f"reassignments in progress: {len(ongoing)}")
     for (topic, partition), state in sorted(ongoing.items()):
         print(f"  {topic}-{partition}: adding {state['adding_replicas']}, removing {state['removing_replicas']}")
+    print(cordons)
 
 
 if __name__ == "__main__":

@@ -74,8 +74,12 @@ def add_parsers(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> 
     p.add_argument("--config", required=True, type=Path)
     p.add_argument("verb", choices=["list", "revert"])
     p.add_argument("id", nargs="?", type=int, help="revert: the override's id")
-    p = sub.add_parser("pools", help="effective brokers and topic rules of every pool, with where each comes from")
+    p.add_argument("--bootstrap-servers", help="overrides cluster.bootstrap_servers (revert uncordons a drain's "
+                   "brokers)")
+    p = sub.add_parser("pools", help="effective brokers and topic rules of every pool, with where each comes from, "
+                       "and the cordoned brokers")
     p.add_argument("--config", required=True, type=Path)
+    p.add_argument("--bootstrap-servers", help="overrides cluster.bootstrap_servers")
 
 
 def _apply_flags(p: argparse.ArgumentParser) -> None:

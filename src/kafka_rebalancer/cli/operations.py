@@ -18,6 +18,8 @@ from kafka_rebalancer.operations.overrides import CONFIG, OverrideStore, current
 from kafka_rebalancer.operations.request import run_config
 from kafka_rebalancer.run_folder import RunFolder
 
+_CLUSTER_CHECK_TIMEOUT_S = 10.0  # `pools` and `overrides revert` do their own work first: a dead cluster is a line
+
 
 def operate(args: argparse.Namespace, connect: Callable[[RebalancerConfig], Any],
             plan: Callable[[RebalancerConfig, RunFolder, str], None],
@@ -70,7 +72,7 @@ def operate(args: argparse.Namespace, connect: Callable[[RebalancerConfig], Any]
     return 0
 
 
-def overrides_command(args: argparse.Namespace) -> int:
+def overrides_command(args: argparse.Namespace, connect: Callable[[RebalancerConfig], Any]) -> int:
     config = run_config(args.config)  # also checks that every stored override still fits
     store = OverrideStore.of(config)
     if args.verb == "revert":
@@ -78,6 +80,12 @@ def overrides_command(args: argparse.Namespace) -> int:
             raise RebalancerError("overrides revert needs the override's id (see: kafka-rebalancer overrides list)")
         reverted = store.revert(args.id, current_user())
         print(f"reverted {reverted.describe()}; the next run plans with the config's pools for these brokers")
+        if reverted.kind == "drain-brokers":
+            from kafka_rebalancer.execute.cordon import uncordon_hint, uncordon_reverted
+
+            print(_on_cluster(config, connect, lambda admin: uncordon_reverted(admin, reverted, store.active()),
+                              f"broker(s) {', '.join(map(str, reverted.brokers))} may still be cordoned: the "
+                              f"cluster could not be asked; later: {uncordon_hint(reverted.brokers)}"))
         return 0
     overrides = store.read()
     if not overrides:
@@ -89,8 +97,9 @@ def overrides_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def pools_command(args: argparse.Namespace) -> int:
+def pools_command(args: argparse.Namespace, connect: Callable[[RebalancerConfig], Any]) -> int:
     from kafka_rebalancer.config import load_config
+    from kafka_rebalancer.execute.cordon import cordon_report
 
     base = load_config(args.config)
     result = layout(base, OverrideStore.of(base).active())
@@ -105,4 +114,21 @@ def pools_command(args: argparse.Namespace) -> int:
             print(f"  topics (default)       {CONFIG}")
     for b, source in sorted(result.drained.items()):
         print(f"drained: broker {b} ({source}; in no pool)")
+    print(_on_cluster(base, connect, cordon_report, "cordoned brokers: not shown"))
     return 0
+
+
+def _on_cluster(config: RebalancerConfig, connect: Callable[[RebalancerConfig], Any],
+                read: Callable[[Any], str], failed: str) -> str:
+    """`read(admin)` on the config's cluster, for a command whose own work needs no cluster: a cluster that
+    cannot be reached is one line (`failed`, and why), not an error."""
+    from kafka_rebalancer.kafka_admin import ClusterAdmin
+
+    try:
+        with ClusterAdmin(connect(config)) as admin:
+            admin.check_reachable(timeout_s=_CLUSTER_CHECK_TIMEOUT_S)
+            return read(admin)
+    except RebalancerError as exc:  # unreachable, no bootstrap servers set, a permission missing
+        return f"{failed} ({exc})"
+    except Exception as exc:  # noqa: BLE001 - a broker's error answer; the command's own work stands
+        return f"{failed} ({type(exc).__name__}: {exc})"

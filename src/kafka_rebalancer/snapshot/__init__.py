@@ -66,7 +66,12 @@ def capture(config: RebalancerConfig, connection: KafkaConnection,
                 "bootstrap_servers": connection.bootstrap_servers,
                 "config_fingerprint": config.fingerprint(),
                 # read_snapshot checks these resources' capacities (the tables alone do not say which are balanced)
-                "balanced_resources": [r.name for r in config.resource_list()]}
+                "balanced_resources": [r.name for r in config.resource_list()],
+                # KIP-1066: Kafka places no new partition on these, but accepts reassignments onto them, so the
+                # planner must not target them either
+                "cordoned_brokers": sorted(b for b, dirs in log_dirs.items() if dirs.get("cordoned"))}
+    if manifest["cordoned_brokers"]:
+        log.info("cordoned brokers (no new partitions): %s", manifest["cordoned_brokers"])
     if measured is not None:  # so prometheus and its client are set
         manifest |= _prometheus_manifest(prometheus, prometheus_client, measured, tables)  # type: ignore[arg-type]
     manifest["capture_seconds"] = round(time.monotonic() - started, 3)
