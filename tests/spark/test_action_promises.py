@@ -11,11 +11,12 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from kafka_rebalancer.approve.approval import PlanFacts, approval_body
 from kafka_rebalancer.model.reassignment import read_reassignment
 from kafka_rebalancer.operations.request import make_request, run_config, write_request
 from kafka_rebalancer.plan.job import run_plan
 from kafka_rebalancer.plan.promises import CANNOT, KEPT, placement_after
-from kafka_rebalancer.run_folder import PLAN, VALIDATION, RunFolder, read_json
+from kafka_rebalancer.run_folder import PLAN, VALIDATION, RunFolder
 from kafka_rebalancer.snapshot import read_snapshot, write_snapshot
 from kafka_rebalancer.snapshot.build import SnapshotTables
 from kafka_rebalancer.snapshot.synthetic import SyntheticSpec, generate
@@ -121,8 +122,10 @@ def test_a_replica_no_pool_can_take_is_named_before_approval(spark: Any, tmp_pat
                                  & [broker in list(r) for r in tables.partitions["replicas"]]]
     assert set(cannot["topic"]) == {ORPHAN, INTERNAL} and len(cannot) > len(orphaned) > 0
     assert cannot["detail"].str.contains("no pool can take").all()
-    summary = read_json(run.stage_path(PLAN) / "summary.json")
-    assert summary["skipped"]["by_reason"]
+    # The approval body leads with it: the person deciding reads it before anything else.
+    body = approval_body(config, run, PlanFacts.read(config, run), []).splitlines()
+    assert body[2] == "**This plan cannot keep what the action promises; the run will not end verified:**"
+    assert f"still has a replica on broker {broker}" in body[3] and "no pool can take" in body[3]
 
 
 def test_a_demotion_takes_leadership_of_excluded_topics_too(spark: Any, tmp_path: Path) -> None:
