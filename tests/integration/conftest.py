@@ -14,10 +14,19 @@ from tests.helpers import REPO, write_config
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.3) -> None:
+    """Until `condition` holds; an error it raises counts as not yet (a broker that has not seen a new topic's
+    metadata answers UNKNOWN_TOPIC_OR_PART for a moment) and is named if time runs out."""
     deadline = time.monotonic() + timeout_s
-    while not condition():
+    last_error: Exception | None = None
+    while True:
+        try:
+            if condition():
+                return
+        except Exception as exc:  # noqa: BLE001 - retried until the deadline, then reported
+            last_error = exc
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}"
+                                 + (f" (last error: {last_error})" if last_error else ""))
         time.sleep(poll_s)
 
 

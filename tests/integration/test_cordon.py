@@ -100,11 +100,12 @@ def env(kafka_cluster: Any, tmp_path: Path) -> Any:
         delete_topics(bootstrap, [*(t.name for t in DATA), *created])
 
 
-def cli(env: Any, command: str, *args: str) -> str:
+def cli(env: Any, command: str, *args: str, expect: int = 0) -> str:
+    """The command's output (with its errors where it is expected to fail)."""
     result = subprocess.run([str(Path(sys.executable).parent / "kafka-rebalancer"), command, "--config",
                              str(env["config_path"]), *args], capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    return result.stdout
+    assert result.returncode == expect, result.stdout[-4000:] + result.stderr[-4000:]
+    return result.stdout + (result.stderr if expect else "")
 
 
 def run_id(output: str) -> str:
@@ -120,8 +121,11 @@ def test_a_drained_broker_is_cordoned_until_cancel_or_revert_and_takes_no_new_to
     # The reviewed plan is executed while topics are being created (created before the plan, they would be in it).
     with TopicCreator(bootstrap, "fresh") as creator:
         time.sleep(3)
-        output = cli(env, "execute-reviewed", "--run-id", dry, "--apply", "--yes")
+        # The topics created between the review and the cordon land on the broker: the run says it is not
+        # verified (exit 2), naming them.
+        output = cli(env, "execute-reviewed", "--run-id", dry, "--apply", "--yes", expect=2)
         time.sleep(5)  # more topics while the cordon holds
+    assert "the run is not verified" in output and f"still has a replica on broker {DRAINED}" in output
     env["created"] += [name for name, _ in creator.created]
     assert creator.errors == []
     drain = run_id(output)
@@ -147,6 +151,13 @@ def test_a_drained_broker_is_cordoned_until_cancel_or_revert_and_takes_no_new_to
     cli(env, "snapshot", "--run-id", "after-drain")
     assert read_json(env["run_root"] / "after-drain" / "snapshot" / "manifest.json")["cordoned_brokers"] == [DRAINED]
 
+    # A second drain takes those off; the cordon holds meanwhile, so the broker ends empty and the run verified.
+    cli(env, "drain", "--brokers", str(DRAINED), "--reason", "what landed before the cordon", "--apply", "--yes")
+    with ClusterAdmin(KafkaConnection(bootstrap)) as admin:
+        assert [(p.topic, p.partition) for p in admin.describe_partitions() if DRAINED in p.replicas] == []
+    statuses = cli(env, "runs")
+    assert "promise not kept" in statuses and "verified" in statuses
+
     cli(env, "cancel", "--run-id", drain)
     assert cordons(bootstrap) == {}
     assert "uncordoned" in [e["action"] for e in ExecutionLog(
@@ -155,8 +166,11 @@ def test_a_drained_broker_is_cordoned_until_cancel_or_revert_and_takes_no_new_to
     with ClusterAdmin(KafkaConnection(bootstrap)) as admin:  # cordoned again, for the revert to undo
         assert admin.cordon([DRAINED]) == {}
     wait_until(lambda: DRAINED in cordons(bootstrap) and cordons(bootstrap)[DRAINED].confirmed, 30, "the cordon")
-    override = re.search(r"#(\d+) drain-brokers", cli(env, "overrides", "list")).group(1)  # type: ignore[union-attr]
-    reverted = cli(env, "overrides", "revert", override)
+    # The later override first: it was made on top of the earlier one (which it needs to fit the config).
+    first, second = re.findall(r"#(\d+) drain-brokers", cli(env, "overrides", "list"))
+    held = cli(env, "overrides", "revert", second)
+    assert f"broker(s) {DRAINED} stay cordoned: another active drain holds them" in held
+    reverted = cli(env, "overrides", "revert", first)
     assert f"uncordoned broker(s) {DRAINED}: new partitions may land on them again" in reverted
     assert cordons(bootstrap) == {}
     time.sleep(2)  # the broker's heartbeat tells the controller

@@ -85,7 +85,8 @@ def planner_replicas(replicas: DataFrame, partitions: DataFrame, brokers: DataFr
     p = p.select(
         *[c for c in p.columns if c != "topic_pool"], F.coalesce("run_pool", "topic_pool").alias("topic_pool"),
         F.col("run_pool").isNotNull().alias("held"),
-        F.size(F.array_intersect("replicas", _broker_ids(leaving_ids))).alias("on_leaving"),
+        (F.size(F.array_intersect("replicas", _broker_ids(leaving_ids))) if leaving_ids else F.lit(0))
+        .alias("on_leaving"),
         F.size(F.array_intersect("replicas", excluded)).alias("on_excluded"),
         (F.size("replicas") - F.size(live)).alias("on_dead"),
         F.size(F.array_except(live, "isr")).alias("live_out_of_isr"))
