@@ -1,6 +1,6 @@
 """Cordoning a drain's brokers (KIP-1066) against a fake admin: before the moves, confirmed by the brokers, a dead
 broker or an old metadata.version recorded and passed over, idempotent, undone by cancel and by reverting the
-drain's override (the real cluster is in tests/integration/test_cordon.py)."""
+drain's override (the real cluster is in tests/integration/test_cordoned_drain.py)."""
 
 from __future__ import annotations
 

@@ -326,7 +326,7 @@ def test_the_overrides_dag_task_lists_and_reverts(config_path: Path, monkeypatch
     from kafka_rebalancer.airflow import tasks
     from kafka_rebalancer.airflow.tasks import overrides_task
 
-    uncordoned: list[list[int]] = []  # the cordon itself is the integration test's (test_cordon.py)
+    uncordoned: list[list[int]] = []  # the cordon itself is the integration test's (test_cordoned_drain.py)
     monkeypatch.setattr(tasks, "_uncordon_reverted", lambda config, reverted, active: uncordoned.append(
         reverted.brokers))
     _, run = _request_run(config_path, "d1", action="drain-brokers", brokers=[2], reason="disk")
