@@ -11,7 +11,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export KAFKA_REBALANCER_JVM_ARCHIVE := $(abspath .cache/jvm/plan-driver.jsa)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv kafka-jars jvm-archive browser prometheus demo test test-unit lint bench bench-optimum bench-vs cluster-up cluster-down airflow-up airflow-down cluster-status spark-up spark-down \
+.PHONY: help venv kafka-jars jvm-archive browser prometheus demo test test-unit lint bench bench-optimum bench-vs bench-shapes cluster-up cluster-down airflow-up airflow-down cluster-status spark-up spark-down \
 	clean distclean
 PACKAGE_ZIP := dist/kafka_rebalancer.zip
 
@@ -68,6 +68,9 @@ bench-vs: $(STAMP) jvm-archive ## plan speed as a ratio against another checkout
 	@test -n "$(BASELINE)" || { echo "make bench-vs: set BASELINE to a checkout of the code to compare against" >&2; exit 2; }
 	$(PY) -m bench.side_by_side --baseline "$(BASELINE)" $(if $(SCALES),--scales $(SCALES)) $(if $(RUNS),-n $(RUNS)) $(if $(WARMUPS),--warm-ups $(WARMUPS)) \
 		$(if $(TAG),--tag $(TAG) --target $(TARGET)) $(if $(WITHOUT_RECORD),--without-record)
+
+bench-shapes: $(STAMP) jvm-archive ## the planner on many cluster shapes, one factor at a time around a base (QUICK=1: 12-broker rows only); writes bench/shapes-results.json and BENCHMARKS.md
+	$(PY) -m bench.shapes $(if $(QUICK),--quick)
 
 cluster-up: $(STAMP) kafka-jars ## start the local demo cluster and leave it running
 	$(PY) -m tools.local_kafka start --name demo

@@ -5,10 +5,17 @@ partition sizes follow it (size ~ bytes in x retention); the initial placement i
 "hot" brokers, and a scale-out can add empty brokers. Some partitions are under-replicated, one broker can be
 dead (its replicas out of the ISR), and some replicas can sit outside their topic's pool. Hardware is
 heterogeneous but every rack of a pool has the same total capacity, as real deployments are built.
+
+Shape factors for benchmarks of many shapes (issue 36), each off by default so that an existing spec generates the
+same cluster byte for byte: partition sizes drawn apart from the traffic (uniform, log-normal, Pareto, a few giant
+partitions), racks of unequal broker counts, a share of each pool as new empty brokers, and disk capacities that
+differ per broker. Each factor draws from its own generator (seeded from the spec's seed), so turning one on leaves
+the rest of the cluster as it was.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +31,14 @@ from kafka_rebalancer.snapshot.build import SnapshotTables
 from kafka_rebalancer.snapshot.store import write_snapshot
 
 ALL_RESOURCES = ["disk", "network_in", "network_out", "cpu", "replica_count", "leader_count"]
+SIZE_DISTRIBUTIONS = ("zipf-traffic", "uniform", "lognormal", "pareto", "giants")
+LOGNORMAL_SIGMA = 1.0  # sizes over about two orders of magnitude, as the partitions of a real cluster
+PARETO_SHAPE = 1.5  # tail index: the largest of 10,000 partitions is some 150 times the mean
+GIANT_PARTITIONS = 3  # "giants": this many partitions ...
+GIANT_SHARE = 0.3  # ... each this share of a broker's mean disk load (the rest log-normal, GIANT_BODY_SIGMA)
+GIANT_BODY_SIGMA = 0.5
+# Seeds of the shape factors' own generators, next to the spec's seed.
+_SIZES_STREAM, _CAPACITY_STREAM = 1, 2
 
 
 @dataclass(frozen=True)
@@ -48,6 +63,16 @@ class SyntheticSpec:
     target_usage: float = 0.45
     mixed_hardware: bool = False  # every second broker of a rack has twice the capacity (racks stay equal)
     seed: int = 0
+    size_distribution: str = "zipf-traffic"  # zipf-traffic: size ~ bytes in x retention; else drawn apart
+    rack_weights: tuple[float, ...] | None = None  # relative broker counts of the n_racks racks (None: equal)
+    empty_broker_fraction: float = 0.0  # more empty brokers: this share of each pool, rounded up
+    capacity_spread: float = 0.0  # disk capacity per broker x uniform(1 - spread, 1 + spread), pool total kept
+
+    def __post_init__(self) -> None:
+        if self.size_distribution not in SIZE_DISTRIBUTIONS:
+            raise ValueError(f"size_distribution {self.size_distribution!r}: one of {', '.join(SIZE_DISTRIBUTIONS)}")
+        if self.rack_weights is not None and len(self.rack_weights) != self.n_racks:
+            raise ValueError(f"rack_weights has {len(self.rack_weights)} racks, n_racks is {self.n_racks}")
 
 
 def _place(rng: np.random.Generator, weights: np.ndarray, racks: np.ndarray, n: int, rf: int,
@@ -129,7 +154,7 @@ def _placed(rng: np.random.Generator, spec: SyntheticSpec) -> tuple[_Layout, dic
     ones empty); also each pool's hot brokers."""
     rf, n_parts = spec.replication_factor, spec.n_partitions
     broker_ids = np.arange(1, spec.n_brokers + 1)
-    racks = np.array([f"rack-{i % spec.n_racks}" for i in range(spec.n_brokers)])
+    racks = _racks(spec)
     pool_names = [f"pool-{i}" for i in range(spec.n_pools)]
     # Contiguous blocks of brokers per pool; ids alternate racks, so every pool spans the racks.
     broker_pool = np.array([pool_names[min(i * spec.n_pools // spec.n_brokers, spec.n_pools - 1)]
@@ -145,7 +170,8 @@ def _placed(rng: np.random.Generator, spec: SyntheticSpec) -> tuple[_Layout, dic
         weights = np.ones(len(members))
         shuffled = rng.permutation(len(members))
         hot = shuffled[:spec.hot_brokers_per_pool]
-        empty = shuffled[spec.hot_brokers_per_pool:spec.hot_brokers_per_pool + spec.empty_brokers_per_pool]
+        n_empty = spec.empty_brokers_per_pool + math.ceil(spec.empty_broker_fraction * len(members) - 1e-9)
+        empty = shuffled[spec.hot_brokers_per_pool:spec.hot_brokers_per_pool + n_empty]
         weights[hot] = spec.hot_weight
         weights[empty] = 0.0
         hot_of_pool[pool] = members[hot]
@@ -155,6 +181,20 @@ def _placed(rng: np.random.Generator, spec: SyntheticSpec) -> tuple[_Layout, dic
         partition_no[part_idx] = j % spec.partitions_per_topic
         topic_pool[part_idx] = pool
     return _Layout(broker_ids, racks, pool_names, broker_pool, replicas, topics, partition_no, topic_pool), hot_of_pool
+
+
+def _racks(spec: SyntheticSpec) -> np.ndarray:
+    """Each broker's rack: ids alternate racks, so every contiguous pool spans the racks; with rack_weights each rack
+    gets its share of the brokers (largest remainder), spread evenly along the ids."""
+    if spec.rack_weights is None:
+        return np.array([f"rack-{i % spec.n_racks}" for i in range(spec.n_brokers)])
+    share = np.asarray(spec.rack_weights, dtype=float)
+    share = share / share.sum() * spec.n_brokers
+    counts = np.floor(share).astype(int)
+    counts[np.argsort(counts - share, kind="stable")[:spec.n_brokers - counts.sum()]] += 1
+    rack_of = np.repeat(np.arange(spec.n_racks), counts)
+    along = np.concatenate([(np.arange(c) + 0.5) / c for c in counts])  # where a rack's k-th broker falls
+    return np.array([f"rack-{r}" for r in rack_of[np.argsort(along, kind="stable")]])
 
 
 def _skew_leaders(rng: np.random.Generator, spec: SyntheticSpec, replicas: np.ndarray,
@@ -188,9 +228,31 @@ def _traffic(rng: np.random.Generator, spec: SyntheticSpec) -> _Traffic:
     fanout = rng.integers(1, 4, n_parts)  # consumer groups per topic-ish
     bytes_out = bytes_in * fanout
     sizes = (bytes_in * spec.retention_s * rng.lognormal(0.0, 0.3, n_parts)).astype(np.int64)
+    if spec.size_distribution != "zipf-traffic":
+        sizes = _drawn_sizes(spec)
     cpu = CpuModel()
     return _Traffic(bytes_in, bytes_out, sizes, cpu.leader(bytes_in, bytes_out), cpu.follower(bytes_in),
                     rng.random(n_parts) < spec.under_replicated_fraction)
+
+
+def _drawn_sizes(spec: SyntheticSpec) -> np.ndarray:
+    """Partition sizes apart from the traffic (retention, not rate, makes a partition big), with zipf-traffic's
+    mean: mean bytes in x retention."""
+    rng = np.random.default_rng([spec.seed, _SIZES_STREAM])
+    n, mean = spec.n_partitions, spec.mean_bytes_in_per_s * spec.retention_s
+    if spec.size_distribution == "uniform":
+        sizes = rng.uniform(0.0, 2.0, n)
+    elif spec.size_distribution == "lognormal":
+        sizes = rng.lognormal(0.0, LOGNORMAL_SIGMA, n)
+    elif spec.size_distribution == "pareto":
+        sizes = rng.pareto(PARETO_SHAPE, n) + 1.0
+    else:  # giants
+        sizes = rng.lognormal(0.0, GIANT_BODY_SIGMA, n)
+    sizes = sizes / sizes.mean() * mean
+    if spec.size_distribution == "giants":
+        broker_load = mean * n * spec.replication_factor / spec.n_brokers
+        sizes[rng.choice(n, size=min(GIANT_PARTITIONS, n), replace=False)] = GIANT_SHARE * broker_load
+    return sizes.astype(np.int64)
 
 
 def _replica_tables(spec: SyntheticSpec, layout: _Layout, traffic: _Traffic,
@@ -231,8 +293,10 @@ def _replica_tables(spec: SyntheticSpec, layout: _Layout, traffic: _Traffic,
 def _brokers_table(spec: SyntheticSpec, layout: _Layout, replicas_df: pd.DataFrame, flat_broker: np.ndarray,
                    current: np.ndarray, dead_index: int) -> pd.DataFrame:
     """Capacities such that each pool's mean usage is target_usage (with mixed hardware, twice as much on every
-    second broker of a rack)."""
+    second broker of a rack; with a capacity spread, disks of differing sizes)."""
     racks, broker_pool = layout.racks, layout.broker_pool
+    disk_spread = (np.random.default_rng([spec.seed, _CAPACITY_STREAM])
+                   .uniform(1.0 - spec.capacity_spread, 1.0 + spec.capacity_spread, spec.n_brokers))
     load = {"disk": np.bincount(flat_broker, weights=replicas_df["size_bytes"], minlength=spec.n_brokers),
             "nw_in": np.bincount(flat_broker, weights=current[:, 0], minlength=spec.n_brokers),
             "nw_out": np.bincount(flat_broker, weights=current[:, 1], minlength=spec.n_brokers),
@@ -243,7 +307,8 @@ def _brokers_table(spec: SyntheticSpec, layout: _Layout, replicas_df: pd.DataFra
         rank_in_rack = np.array([np.sum(racks[members][:i] == racks[members][i]) for i in range(len(members))])
         factor = np.where((rank_in_rack % 2 == 1) & spec.mixed_hardware, 2.0, 1.0)
         for k in load:
-            capacity[k][members] = load[k][members].sum() / spec.target_usage * factor / factor.sum()
+            share = factor * disk_spread[members] if k == "disk" and spec.capacity_spread else factor
+            capacity[k][members] = load[k][members].sum() / spec.target_usage * share / share.sum()
     return pd.DataFrame({
         "broker_id": layout.broker_ids.astype(np.int32), "rack": racks, "broker_pool": broker_pool,
         "alive": np.arange(spec.n_brokers) != dead_index, "excluded": False, "host": "synthetic", "port": 9092,

@@ -1,0 +1,116 @@
+"""The synthetic generator's shape factors (issue 36): each changes what it claims, and a spec that sets none of
+them generates the same cluster as before they existed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from kafka_rebalancer.snapshot.synthetic import SyntheticSpec, generate
+
+BASE = SyntheticSpec(n_brokers=24, n_racks=3, n_pools=1, n_partitions=4_000, hot_brokers_per_pool=1, seed=36)
+
+
+def digest(spec: SyntheticSpec) -> str:
+    tables, config = generate(spec)
+    h = hashlib.sha256()
+    for frame in (tables.brokers, tables.replicas, tables.partitions):
+        h.update(frame.to_csv(index=False).encode())
+    h.update(json.dumps(config, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    (SyntheticSpec(), "56791cdf7f39a84e8cadbf365a3eb07a40b6b8f02e0b081a24c947a15c29d2cf"),
+    (SyntheticSpec(n_brokers=30, n_racks=4, n_pools=2, n_partitions=2000, hot_brokers_per_pool=2, hot_weight=1.6,
+                   empty_brokers_per_pool=1, leader_skew=0.2, out_of_pool_fraction=0.01, dead_broker=True,
+                   mixed_hardware=True, seed=7),
+     "47c4c2c5a95599e34d5aa67be7c0cdcc96d190f2829bf970352bee32892f42a6"),
+])
+def test_specs_without_the_new_factors_generate_what_they_did(spec: SyntheticSpec, expected: str) -> None:
+    # The hashes were taken with the generator before the shape factors were added (synthetic.py as of cc04657).
+    assert digest(spec) == expected
+
+
+def sizes(spec: SyntheticSpec) -> np.ndarray:
+    return generate(spec)[0].partitions["size_bytes"].to_numpy(dtype=float)
+
+
+def tail(values: np.ndarray) -> float:
+    """The top 1 % of the values' share of their sum."""
+    top = np.sort(values)[-max(1, len(values) // 100):]
+    return float(top.sum() / values.sum())
+
+
+def test_size_distributions_keep_the_mean_and_differ_in_the_tail() -> None:
+    drawn = {d: sizes(replace(BASE, size_distribution=d)) for d in ("uniform", "lognormal", "pareto", "giants")}
+    mean = BASE.mean_bytes_in_per_s * BASE.retention_s
+    for d, values in drawn.items():
+        assert values.mean() == pytest.approx(mean, rel=0.2 if d == "giants" else 1e-3), d
+    assert values.min() >= 0
+    assert tail(drawn["uniform"]) < tail(drawn["lognormal"]) < tail(drawn["pareto"])
+    assert drawn["uniform"].max() <= 2 * mean
+
+
+def test_giants_are_a_few_partitions_far_larger_than_the_rest() -> None:
+    values = np.sort(sizes(replace(BASE, size_distribution="giants")))
+    mean = BASE.mean_bytes_in_per_s * BASE.retention_s  # the mean of the others, before the giants are set
+    broker_load = mean * BASE.n_partitions * BASE.replication_factor / BASE.n_brokers
+    assert values[-3:] / broker_load == pytest.approx([0.3] * 3, rel=0.1)
+    assert values[-4] < values[-3] / 20
+
+
+def test_only_the_sizes_change_with_the_size_distribution() -> None:
+    (zipf, _), (pareto, _) = generate(BASE), generate(replace(BASE, size_distribution="pareto"))
+    assert (zipf.partitions["replicas"] == pareto.partitions["replicas"]).all()
+    assert (zipf.partitions["isr"] == pareto.partitions["isr"]).all()
+    assert not (zipf.partitions["size_bytes"] == pareto.partitions["size_bytes"]).all()
+
+
+def test_uneven_racks_have_unequal_broker_counts_and_every_pool_spans_them() -> None:
+    spec = replace(BASE, n_brokers=48, n_racks=5, n_pools=2, rack_weights=(1.5, 1.25, 1.0, 0.75, 0.5))
+    brokers = generate(spec)[0].brokers
+    counts = brokers["rack"].value_counts().sort_index().tolist()
+    assert counts == [14, 12, 10, 7, 5]
+    assert (brokers.groupby("broker_pool")["rack"].nunique() == 5).all()
+
+
+def test_rack_weights_must_name_every_rack() -> None:
+    with pytest.raises(ValueError, match="rack_weights"):
+        SyntheticSpec(n_racks=3, rack_weights=(1.0, 2.0))
+
+
+@pytest.mark.parametrize("rf", [2, 3, 4])
+def test_replication_factor(rf: int) -> None:
+    tables, _ = generate(replace(BASE, replication_factor=rf))
+    assert (tables.partitions["replicas"].map(len) == rf).all()
+    assert (tables.replicas.groupby(["topic", "partition"]).size() == rf).all()
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.01, 0.04, 0.10])
+def test_empty_broker_fraction(fraction: float) -> None:
+    spec = replace(BASE, n_brokers=100, n_pools=2, empty_broker_fraction=fraction)
+    brokers = generate(spec)[0].brokers
+    empty = brokers[brokers["disk_used_bytes"] == 0].groupby("broker_pool").size()
+    assert empty.reindex(["pool-0", "pool-1"], fill_value=0).tolist() == [math.ceil(fraction * 50)] * 2
+
+
+def test_a_dead_broker_is_dead_and_out_of_every_isr() -> None:
+    tables, _ = generate(replace(BASE, dead_broker=True))
+    dead = tables.brokers.loc[~tables.brokers["alive"], "broker_id"].tolist()
+    assert len(dead) == 1
+    on_dead = tables.replicas[tables.replicas["broker_id"] == dead[0]]
+    assert len(on_dead) > 0 and not on_dead["in_isr"].any()
+
+
+def test_capacity_spread_varies_disks_only_and_keeps_the_pool_total() -> None:
+    (even, _), (spread, _) = generate(BASE), generate(replace(BASE, capacity_spread=0.3))
+    ratio = spread.brokers["disk_capacity_bytes"] / even.brokers["disk_capacity_bytes"]
+    assert ratio.max() / ratio.min() > 1.3
+    assert spread.brokers["disk_capacity_bytes"].sum() == pytest.approx(even.brokers["disk_capacity_bytes"].sum())
+    assert (spread.brokers["cpu_capacity_cores"] == even.brokers["cpu_capacity_cores"]).all()
