@@ -20,7 +20,7 @@ from kafka_rebalancer.errors import ExecutionError
 from kafka_rebalancer.model.units import human_bytes
 from kafka_rebalancer.operations.overrides import now_iso
 from kafka_rebalancer.operations.request import read_request
-from kafka_rebalancer.plan.promises import promise_lines
+from kafka_rebalancer.plan.promises import validation_promise_lines
 from kafka_rebalancer.run_folder import APPROVAL, PLAN, VALIDATION, RunFolder, read_json, write_json
 
 APPROVED_STATES = ("approved", "auto-approved")
@@ -113,7 +113,7 @@ def approval_body(config: RebalancerConfig, run: RunFolder, facts: PlanFacts, wa
     lines = [f"**Plan `{facts.plan_hash[:12]}`** for cluster `{s['cluster']}`"
              + (f", manual action **{request.action}** asked by {request.requested_by}" if request else ", nightly"),
              ""]
-    unkept = _promises_not_kept(run)
+    unkept = validation_promise_lines(run.completed(VALIDATION))
     if unkept:
         lines += ["**This plan cannot keep what the action promises; the run will not end verified:**",
                   *[f"- {line}" for line in unkept], ""]
@@ -150,20 +150,6 @@ def approval_body(config: RebalancerConfig, run: RunFolder, facts: PlanFacts, wa
     lines += ["", f"Plan hash: `{facts.plan_hash}` (approving executes this plan and no other)",
               f"Artifacts: `{run.path}` (plan/plan.json, plan/summary.json, validation/report.json)"]
     return "\n".join(lines)
-
-
-def _promises_not_kept(run: RunFolder) -> list[str]:
-    """The validation's lines for the action's promises the plan cannot keep (a drained broker left holding a
-    replica no broker can take, ...), with why."""
-    folder = run.completed(VALIDATION)
-    path = folder / "promises.csv" if folder is not None else None
-    if path is None or not path.exists() or path.stat().st_size == 0:
-        return []
-    try:
-        promises = pd.read_csv(path)
-    except pd.errors.EmptyDataError:
-        return []
-    return promise_lines(promises) if "verdict" in promises else []
 
 
 def write_decision(run: RunFolder, plan_hash: str, state: str, by: str | None, why: list[str] | str) -> dict:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -254,3 +255,16 @@ def promise_lines(promises: pd.DataFrame, limit: int = 10) -> list[str]:
     if len(rows) > limit:
         lines.append(f"... and {len(rows) - limit} more (promises.csv)")
     return lines
+
+
+def validation_promise_lines(validation_folder: Path | None) -> list[str]:
+    """`promise_lines` of a validation stage's promises.csv (none: no stage, no file, or a run validated before
+    promises were checked)."""
+    path = validation_folder / "promises.csv" if validation_folder is not None else None
+    if path is None or not path.exists() or path.stat().st_size == 0:
+        return []
+    try:
+        promises = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return []
+    return promise_lines(promises) if "verdict" in promises else []

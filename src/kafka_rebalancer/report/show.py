@@ -11,7 +11,7 @@ from rich.table import Table
 
 from kafka_rebalancer.model.schemas import PARTITION_CHANGES
 from kafka_rebalancer.model.units import human_bytes
-from kafka_rebalancer.plan.promises import promise_lines
+from kafka_rebalancer.plan.promises import validation_promise_lines
 from kafka_rebalancer.report.overview import RunOverview, run_overview
 from kafka_rebalancer.run_folder import EXECUTE, PLAN, VALIDATION, RunFolder, read_json, read_table
 
@@ -169,8 +169,7 @@ def _validation(console: Console, run: RunFolder) -> None:
     report = read_json(folder / "report.json")
     if report["success"]:
         console.print(f"validation: passed {report['expectations']} expectations")
-        promises = folder / "promises.csv"
-        for line in promise_lines(pd.read_csv(promises)) if promises.exists() and promises.stat().st_size else []:
+        for line in validation_promise_lines(folder):
             console.print(f"  promise not kept by this plan: {line}")
         return
     console.print(f"validation: FAILED {len(report['failures'])} of {report['expectations']} expectations")
