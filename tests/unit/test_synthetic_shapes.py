@@ -4,6 +4,7 @@ them generates the same cluster as before they existed."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 from dataclasses import replace
@@ -11,6 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from kafka_rebalancer.assignment import rack_alternated_broker_list
 from kafka_rebalancer.snapshot.synthetic import SyntheticSpec, generate
 
 BASE = SyntheticSpec(n_brokers=24, n_racks=3, n_pools=1, n_partitions=4_000, hot_brokers_per_pool=1, seed=36)
@@ -114,3 +116,27 @@ def test_capacity_spread_varies_disks_only_and_keeps_the_pool_total() -> None:
     assert ratio.max() / ratio.min() > 1.3
     assert spread.brokers["disk_capacity_bytes"].sum() == pytest.approx(even.brokers["disk_capacity_bytes"].sum())
     assert (spread.brokers["cpu_capacity_cores"] == even.brokers["cpu_capacity_cores"]).all()
+
+
+def test_kafka_placement_is_kafkas_rack_aware_assignment_over_the_brokers_that_are_not_new() -> None:
+    spec = replace(BASE, placement="kafka", hot_brokers_per_pool=0, empty_broker_fraction=0.1)
+    tables, _ = generate(spec)
+    brokers, partitions = tables.brokers, tables.partitions
+    new = set(brokers.loc[brokers["disk_used_bytes"] == 0, "broker_id"])
+    assert len(new) == math.ceil(0.1 * spec.n_brokers)
+    rack_of = dict(zip(brokers["broker_id"], brokers["rack"], strict=True))
+    old = {b: r for b, r in rack_of.items() if b not in new}
+    # Every topic is one call of Kafka's algorithm: the brokers in the rack-alternated order, walked round robin
+    # from the topic's start index, so consecutive partitions lead on consecutive brokers of that order.
+    order = rack_alternated_broker_list(old)
+    for _, topic in partitions.groupby("topic"):
+        leaders = [order.index(int(r[0])) for r in topic.sort_values("partition")["replicas"]]
+        assert all((b - a) % len(order) == 1 for a, b in itertools.pairwise(leaders))
+    assert all(len({rack_of[b] for b in r}) == spec.n_racks for r in partitions["replicas"])
+    preferred = partitions["replicas"].map(lambda r: int(r[0])).value_counts()
+    assert preferred.max() - preferred.min() <= spec.n_partitions / len(old) * 0.2
+
+
+def test_placement_must_be_known() -> None:
+    with pytest.raises(ValueError, match="placement"):
+        SyntheticSpec(placement="cruise-control")

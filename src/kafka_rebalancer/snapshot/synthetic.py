@@ -8,14 +8,17 @@ heterogeneous but every rack of a pool has the same total capacity, as real depl
 
 Shape factors for benchmarks of many shapes (issue 36), each off by default so that an existing spec generates the
 same cluster byte for byte: partition sizes drawn apart from the traffic (uniform, log-normal, Pareto, a few giant
-partitions), racks of unequal broker counts, a share of each pool as new empty brokers, and disk capacities that
-differ per broker. Each factor draws from its own generator (seeded from the spec's seed), so turning one on leaves
-the rest of the cluster as it was.
+partitions), racks of unequal broker counts, a share of each pool as new empty brokers, disk capacities that differ
+per broker, and Kafka's own placement (`placement="kafka"`: every topic placed by
+`assignment.assign_replicas_to_brokers`, rack-aware, over the pool's brokers that are not new, as a cluster whose
+topics Kafka created looks before a scale-out). Each factor draws from its own generator (seeded from the spec's
+seed), so turning one on leaves the rest of the cluster as it was.
 """
 
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from kafka_rebalancer.assignment import assign_replicas_to_brokers
 from kafka_rebalancer.model.resources import CPU, NETWORK_IN, NETWORK_OUT, CpuModel, role_loads
 from kafka_rebalancer.model.schemas import BROKERS, PARTITIONS, REPLICAS
 from kafka_rebalancer.run_folder import RunFolder
@@ -38,7 +42,8 @@ GIANT_PARTITIONS = 3  # "giants": this many partitions ...
 GIANT_SHARE = 0.3  # ... each this share of a broker's mean disk load (the rest log-normal, GIANT_BODY_SIGMA)
 GIANT_BODY_SIGMA = 0.5
 # Seeds of the shape factors' own generators, next to the spec's seed.
-_SIZES_STREAM, _CAPACITY_STREAM = 1, 2
+_SIZES_STREAM, _CAPACITY_STREAM, _PLACEMENT_STREAM = 1, 2, 3
+PLACEMENTS = ("weighted", "kafka")
 
 
 @dataclass(frozen=True)
@@ -67,10 +72,13 @@ class SyntheticSpec:
     rack_weights: tuple[float, ...] | None = None  # relative broker counts of the n_racks racks (None: equal)
     empty_broker_fraction: float = 0.0  # more empty brokers: this share of each pool, rounded up
     capacity_spread: float = 0.0  # disk capacity per broker x uniform(1 - spread, 1 + spread), pool total kept
+    placement: str = "weighted"  # weighted: sampled, hot brokers likelier; kafka: Kafka's rack-aware assignment
 
     def __post_init__(self) -> None:
         if self.size_distribution not in SIZE_DISTRIBUTIONS:
             raise ValueError(f"size_distribution {self.size_distribution!r}: one of {', '.join(SIZE_DISTRIBUTIONS)}")
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"placement {self.placement!r}: one of {', '.join(PLACEMENTS)}")
         if self.rack_weights is not None and len(self.rack_weights) != self.n_racks:
             raise ValueError(f"rack_weights has {len(self.rack_weights)} racks, n_racks is {self.n_racks}")
 
@@ -175,12 +183,29 @@ def _placed(rng: np.random.Generator, spec: SyntheticSpec) -> tuple[_Layout, dic
         weights[hot] = spec.hot_weight
         weights[empty] = 0.0
         hot_of_pool[pool] = members[hot]
-        replicas[part_idx] = members[_place(rng, weights, racks[members], len(part_idx), rf)]
+        if spec.placement == "kafka":
+            replicas[part_idx] = _kafka_placed(spec, members[weights > 0], racks, len(part_idx))
+        else:
+            replicas[part_idx] = members[_place(rng, weights, racks[members], len(part_idx), rf)]
         j = np.arange(len(part_idx))
         topics[part_idx] = [f"{pool}.topic-{t:04d}" for t in j // spec.partitions_per_topic]
         partition_no[part_idx] = j % spec.partitions_per_topic
         topic_pool[part_idx] = pool
     return _Layout(broker_ids, racks, pool_names, broker_pool, replicas, topics, partition_no, topic_pool), hot_of_pool
+
+
+def _kafka_placed(spec: SyntheticSpec, members: np.ndarray, racks: np.ndarray, n: int) -> np.ndarray:
+    """n partitions' replicas (broker indexes) as Kafka places them: topic by topic of partitions_per_topic
+    partitions, rack-aware, each topic with its own random start index and shift (seeded apart)."""
+    draws = random.Random(spec.seed * 1_000 + _PLACEMENT_STREAM)
+    rack_of = {int(b): str(racks[b]) for b in members}
+    out = np.empty((n, spec.replication_factor), dtype=np.int64)
+    for start in range(0, n, spec.partitions_per_topic):
+        count = min(spec.partitions_per_topic, n - start)
+        placed = assign_replicas_to_brokers(sorted(rack_of), count, spec.replication_factor, racks=rack_of,
+                                            rng=draws)
+        out[start:start + count] = [placed[p] for p in range(count)]
+    return out
 
 
 def _racks(spec: SyntheticSpec) -> np.ndarray:
