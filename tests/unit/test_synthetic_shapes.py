@@ -92,6 +92,9 @@ def test_replication_factor(rf: int) -> None:
     tables, _ = generate(replace(BASE, replication_factor=rf))
     assert (tables.partitions["replicas"].map(len) == rf).all()
     assert (tables.replicas.groupby(["topic", "partition"]).size() == rf).all()
+    rack_of = dict(zip(tables.brokers["broker_id"], tables.brokers["rack"], strict=True))
+    spans = tables.partitions["replicas"].map(lambda r: len({rack_of[b] for b in r}))
+    assert (spans == min(rf, BASE.n_racks)).all()  # more replicas than racks: every rack holds one
 
 
 @pytest.mark.parametrize("fraction", [0.0, 0.01, 0.04, 0.10])

@@ -85,26 +85,30 @@ class SyntheticSpec:
 
 def _place(rng: np.random.Generator, weights: np.ndarray, racks: np.ndarray, n: int, rf: int,
            chunk: int = 50_000) -> np.ndarray:
-    """n replica lists of rf distinct brokers on distinct racks (when there are enough), weighted sampling
-    without replacement by the Gumbel-top-k trick, vectorised."""
+    """n replica lists of rf distinct brokers on distinct racks (with more replicas than racks: on every rack, as
+    Kafka's rack-aware placement puts them), weighted sampling without replacement by the Gumbel-top-k trick,
+    vectorised."""
     rack_ids = np.unique(racks)
     log_w = np.log(np.where(weights > 0, weights, 1e-300))
     out = np.empty((n, rf), dtype=np.int64)
     for start in range(0, n, chunk):
         m = min(chunk, n - start)
         keys = log_w[None, :] + rng.gumbel(size=(m, len(weights)))
-        if rf <= len(rack_ids):
-            best = np.empty((m, len(rack_ids)), dtype=np.int64)
-            best_key = np.empty((m, len(rack_ids)))
-            for i, rack in enumerate(rack_ids):
-                cols = np.flatnonzero(racks == rack)
-                pick = np.argmax(keys[:, cols], axis=1)
-                best[:, i] = cols[pick]
-                best_key[:, i] = keys[np.arange(m), cols[pick]]
-            order = np.argsort(-best_key, axis=1)[:, :rf]
-            out[start:start + m] = np.take_along_axis(best, order, axis=1)
-        else:
+        if len(rack_ids) == 1:
             out[start:start + m] = np.argsort(-keys, axis=1)[:, :rf]
+            continue
+        best = np.empty((m, len(rack_ids)), dtype=np.int64)
+        best_key = np.empty((m, len(rack_ids)))
+        for i, rack in enumerate(rack_ids):
+            cols = np.flatnonzero(racks == rack)
+            pick = np.argmax(keys[:, cols], axis=1)
+            best[:, i] = cols[pick]
+            best_key[:, i] = keys[np.arange(m), cols[pick]]
+        order = np.argsort(-best_key, axis=1)[:, :rf]
+        out[start:start + m, :order.shape[1]] = np.take_along_axis(best, order, axis=1)
+        if rf > len(rack_ids):  # one on every rack, the rest the best of the other brokers
+            np.put_along_axis(keys, best, -np.inf, axis=1)
+            out[start:start + m, len(rack_ids):] = np.argsort(-keys, axis=1)[:, :rf - len(rack_ids)]
     return out
 
 

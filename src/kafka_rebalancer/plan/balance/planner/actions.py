@@ -202,24 +202,31 @@ class ReplicaMove(Action):
         # brokers holding the most replicas often hold the smallest, and sit at another resource's lower edge
         # (at 1,000 brokers every one of the first 24 did, and 39 new brokers stayed short of the count band).
         candidates = givers[self.budget.brokers_left()[givers] & (self._cannot_give[givers, k] != m.changes[givers])]
-        tried = 0
+        # Givers none of whose replicas the placement rules allow on t count apart, with a larger allowance: with
+        # as many racks as replicas, only t's own rack can give, a third of the most used givers or fewer (at 200
+        # brokers placed by Kafka, new brokers stayed short of every band while their rack still had room).
+        tried = barred = 0
         # For a size resource: the first giver's placed replica, and the one that reaches need with the least load.
         first: tuple[int, int] | None = None
         best: tuple[float, int, int] = (np.inf, -1, -1)
         compared = 0
         for s in candidates:
-            if tried == self.candidate_limit // 2:
+            if tried == self.candidate_limit // 2 or barred == 2 * self.candidate_limit:
                 break
+            if not self.placement.reaches(int(s), t):
+                continue
             fitting = self._fitting(int(s), k, most)
             if self._cannot_give[s, k] == m.changes[s]:
                 continue
-            tried += 1
             rs, loads, costs = self.ranking.replicas(*fitting, k, need, giver=int(s), receiver=t)
             accepted = self.constraints.accepted(rs, int(s), t, loads)
             ok, costs = rs[accepted], costs[accepted]
             at = self._first_placed(ok, int(s), t)
             if at is None:
+                barred += bool(len(ok))
+                tried += not len(ok)
                 continue
+            tried += 1
             chosen = int(ok[at])
             if m.resources[k].is_count:  # every replica weighs 1: the first giver's
                 self.state.apply([(chosen, t)], k)

@@ -87,6 +87,7 @@ class Placement:
 
     def __init__(self, model: PoolModel) -> None:
         self.model = model
+        self._reached: dict[int, tuple[int, np.ndarray]] = {}
 
     def targets(self, r: int, s: int, spread: bool = False, undo: bool = False) -> np.ndarray:
         """Mask over brokers that may hold replica r instead of s: alive, not excluded, not already holding the
@@ -135,6 +136,41 @@ class Placement:
             distinct = ((ordered[:, 1:] != ordered[:, :-1]) & (ordered[:, 1:] >= 0)).sum(axis=1) + (ordered[:, 0] >= 0)
             allowed[alone] = distinct > m.n_racks
         return allowed
+
+    def reaches(self, s: int, t: int) -> bool:
+        """Whether some replica on s may move to t's rack under the rack rule alone: a cheap filter of the brokers
+        a search pairs (where every partition has one replica per rack, only s's own rack), before each move is
+        checked in full. Worked out from s's replicas and kept until s changes (the others' moves can change it,
+        rarely)."""
+        m = self.model
+        kept = self._reached.get(s)
+        if kept is None or kept[0] != m.changes[s]:
+            kept = (int(m.changes[s]), self._racks_reached(s))
+            self._reached[s] = kept
+        return bool(kept[1][m.rack[t]])
+
+    def _racks_reached(self, s: int) -> np.ndarray:
+        m = self.model
+        reached = np.zeros(int(m.rack.max()) + 1 if len(m.rack) else 0, dtype=bool)
+        reached[m.rack[s]] = True  # a move within the rack keeps every partition's racks
+        rs = m.replicas_on(s)
+        rs = rs[m.r_movable[rs]]
+        if not len(rs):
+            return reached
+        rows, valid = m.partition_row_matrix(rs)
+        others = valid & (rows != rs[:, None])
+        held = np.zeros((len(rs), len(reached)), dtype=bool)
+        i, j = np.nonzero(others)
+        held[i, m.rack[m.r_broker[rows[i, j]]]] = True
+        with_own = held.copy()
+        with_own[:, m.rack[s]] = True
+        # As `_racks_required`: a replica whose other replicas already span the racks required may go anywhere.
+        required = np.minimum(np.minimum(valid.sum(axis=1), m.n_racks), with_own.sum(axis=1))
+        if (held.sum(axis=1) >= required).any():
+            reached[:] = True
+        else:
+            reached |= (~held).any(axis=0)
+        return reached
 
     def short_of_racks(self) -> np.ndarray:
         """Mask over partitions: its replicas are on fewer racks than min(RF, racks in the pool)."""

@@ -185,7 +185,7 @@ class Planner:
         takers = takers[np.argsort(usage[takers], kind="stable")]
         # A swap lands a replica on the taker and takes one from it: brokers a manual operation keeps from either
         # are left out before the cut, so they do not crowd out the others (leadership goes anywhere eligible).
-        swap_takers = takers[m.receives[takers] & m.gives[takers]][: self.candidate_limit // 4]
+        swap_takers = self._exchange_partners(s, takers[m.receives[takers] & m.gives[takers]])
         takers = takers[: self.candidate_limit // 4]
         if m.resources[k].role_dependent:
             if self.leadership.hand_over(s, k, need, most):
@@ -235,13 +235,26 @@ class Planner:
         if self.replica_move.take(t, k, need, most, givers):
             return True
         if m.resources[k].is_count:
-            return self.exchanges and any(self.exchange.exchange(int(s), t, k)
-                                          for s in givers[: self.candidate_limit // 4])
-        for s in givers[: self.candidate_limit // 4]:
+            return self.exchanges and any(self.exchange.exchange(s, t, k) for s in self._exchange_partners(t, givers))
+        for s in self._exchange_partners(t, givers):
             spare = m.load[s, k] - lower[s] * m.capacity[s, k]
             if self.swap.swap(int(s), t, k, need, min(most, spare)):
                 return True
         return False
+
+    def _exchange_partners(self, b: int, brokers: np.ndarray) -> list[int]:
+        """The first `candidate_limit // 4` of `brokers`, in their order, that b can exchange replicas with under the
+        rack rule (each reaches the other's rack): where every partition has a replica on every rack, only b's own
+        rack, and a cut before this filter left two thirds of the partners useless (mixed hardware: brokers stayed
+        over the disk band that a swap within their rack would have fixed)."""
+        placement = self.constraints.placement
+        partners: list[int] = []
+        for x in map(int, brokers):
+            if placement.reaches(b, x) and placement.reaches(x, b):
+                partners.append(x)
+                if len(partners) == self.candidate_limit // 4:
+                    break
+        return partners
 
     # -- 3. explaining ---------------------------------------------------------------------------------
     def _could_move(self, b: int, k: int, gives: bool) -> np.ndarray:
