@@ -59,17 +59,20 @@ SCENARIOS: dict[str, tuple[str, SyntheticSpec]] = {
 }
 
 
-def prepare(name: str, spec: SyntheticSpec) -> tuple[Path, RunFolder]:
-    """The scenario's snapshot and config (generated once per spec and resources; the generator is seeded)."""
+def prepare(name: str, spec: SyntheticSpec,
+            resources: dict[str, dict[str, Any]] | None = None) -> tuple[Path, RunFolder]:
+    """The scenario's snapshot and config (generated once per spec and resources; the generator is seeded).
+    `resources`: the config's resources (RESOURCES when None)."""
+    resources = RESOURCES if resources is None else resources
     folder = OUT / f"optimum-{name}"
-    key = hashlib.sha256(json.dumps([asdict(spec), RESOURCES], sort_keys=True).encode()).hexdigest()[:16]
+    key = hashlib.sha256(json.dumps([asdict(spec), resources], sort_keys=True).encode()).hexdigest()[:16]
     run = RunFolder(folder / "run")
     config_path = folder / "config.yaml"
     if (folder / "spec.key").exists() and (folder / "spec.key").read_text() == key and run.has("snapshot"):
         return config_path, run
     print(f"[{name}] generating the cluster ...", flush=True)
     tables, body = generate(spec)
-    body["resources"] = RESOURCES
+    body["resources"] = resources
     body["budgets"] = {"max_replica_moves": 10 * spec.n_partitions}  # no budget binds: the MILP has none
     config_path, run = write_cluster(folder, tables, body)
     (folder / "spec.key").write_text(key)

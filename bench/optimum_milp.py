@@ -1,34 +1,59 @@
-"""The exact optimum of a plan (issue 15): the least data any plan must copy that keeps the placement rules and
-lands every broker's disk and replica count inside their bands. A MILP per pool, solved by HiGHS (`highspy`).
+"""The exact optimum of a plan (issues 15, 36): the least data any plan must copy that keeps the placement rules
+and lands every broker inside the band of every balanced resource. A MILP per pool, solved by HiGHS (`highspy`).
 
 Variables: binary x[p, b], partition p has a replica on broker b, for every partition that may move and every
-broker of its topic's pool that may receive (alive, not excluded). Constraints, as the README's hard constraints
-and the validation suite (`validate/checks.py`) state them:
+broker of its topic's pool that may receive (alive, not excluded); and, only when a balanced resource depends on
+the replica's role (leader_count, network_out, cpu: `Resource.role_dependent`), l[p, b], b leads p after the
+plan. Constraints, as the README's hard constraints and the validation suite (`validate/checks.py`) state
+them:
 
 - replication factor unchanged: sum_b x[p, b] = RF(p); no broker twice follows from x being binary;
 - targets in the topic's pool, alive and not excluded: only such brokers have a variable, so replicas on dead
   brokers and outside the pool must move (the constraints force them, nothing else does);
 - rack diversity never below min(RF, racks among the pool's eligible brokers, racks the partition spans now):
   at most one replica per rack when that is RF, else indicator y[p, r] <= sum_{b in r} x[p, b], sum_r y >= need;
-- bands, for every eligible broker of the pool and balanced resource: lower <= usage <= min(upper, capacity
-  threshold), usage = load / capacity for disk and the replica count itself for replica_count, the load being the
-  fixed replicas' plus sum_p size(p) x[p, b]. The bands are the planner's (`bands.parquet`) or `bands_frame`'s.
+- leadership (with l): exactly one leader, on one of the partition's replicas after the plan: l[p, b] <= x[p, b],
+  sum_b l[p, b] = 1. When leader_count is the only role-dependent resource balanced, l is continuous: with x
+  fixed, the leaders are a flow from partitions to brokers within whole leader-count edges (count edges are
+  rounded inwards to whole numbers), whose polytope is integral, so the optimum is the same and HiGHS branches on
+  x alone (it proved the 12-broker cluster of issue 36 several times faster); whole leaders for the optimum's x
+  are found after (`_whole_leaders`). Network out and CPU weigh leaders unequally: with them l is binary;
+- bands, for every eligible broker of the pool and balanced resource k: lower <= usage <= min(upper, capacity
+  threshold), usage = load / capacity (counts: capacity 1; a broker of capacity 0 is not constrained, its usage
+  is 0 as band_status counts it), load = fixed load + sum_p follow_k(p) x[p, b] + (lead_k(p) - follow_k(p))
+  l[p, b], lead and follow being a replica's load as leader and as follower (`role_loads`, as the planner's
+  model and the re-check count them: disk the size and replica_count 1 in either role, leader_count 1 and 0,
+  network_in the bytes in either role, network_out the bytes out plus the replication to RF - 1 followers and
+  0, cpu the leader's and the follower's estimate). The bands are the planner's (`bands.parquet`) or
+  `bands_frame`'s.
 - target band for the brokers a plan fixes: a broker outside the band of a resource before the plan (the
   re-check's judgement, `held_brokers`) must end inside the narrower target band of that resource, as the planner
   holds it (hysteresis) and as the summary's `fixed_outside_target_band` checks it; any other broker inside its
   target band widened to its usage before (no plan takes a broker out of its target band, nor further from it:
-  the re-check's `end_edges`).
+  the re-check's `end_edges`). Every balanced resource alike.
 
 Partitions the planner must not touch (ISR safety: no leader, a live replica outside the ISR; an excluded topic
-or broker; no pool) keep their replicas and count as fixed load, as do every replica of other pools' partitions
-that stay where they are.
+or broker; no pool) keep their replicas and their leader and count as fixed load (each replica in the role it has
+now), as do every replica of other pools' partitions that stay where they are.
 
 Objective: bytes copied, sum of size(p) x[p, b] over brokers b that do not hold p now (as the summary and the
-bench count them: each added replica copies the partition once).
+bench count them: each added replica copies the partition once). Leadership changes are free: l has no cost and
+no tie-break, so the optimum's plan may hand leadership over where no band needs it (its bytes are the optimum's).
 
-Not modelled: budgets (moves, bytes, moves per broker) and resources whose load depends on the replica's role
-(leader count, network out, CPU) or on traffic; the optimum is asked for configs that balance disk and replica
-count only, so the planner and the MILP answer the same question. The planner additionally spreads partitions
+The plan read back: a partition changes when its replicas or (with l) its leader do; its new replica list keeps
+the kept replicas' positions, the added ones take the freed positions, and the leader after the plan is put first
+(swapping places with the first replica), as the executor's preferred leader election makes the first replica
+lead. A start plan (`start`, e.g. the planner's plan.json) is read the same way: a planned partition's first
+replica leads, any other partition keeps its leader; whether it keeps every constraint is checked here
+(`start_feasible`) before HiGHS gets it. A start is no speed-up: on the 12-broker cluster of issue 36 (disk,
+replica and leader count) HiGHS, given the planner's plan, restarted its root early and stopped at 120 s every
+time, where without it it proved the optimum in 14 to 34 s.
+
+Not modelled: budgets (moves, bytes, moves per broker); resources whose load is not fixed by the replica's role
+(none today: every resource's `role_loads` is); the planner's rule that a partition with a replica on a dead broker
+moves only that replica and keeps its leader (the MILP may move its other replicas and hand its leadership over:
+a relaxation); a replica's own size as the snapshot found it (the MILP counts every free partition's replicas at
+the partition's size, as the re-check counts planned partitions). The planner additionally spreads partitions
 short of racks; the MILP asks only for the bands and the rules above, so it is a lower bound on any plan that
 keeps them, which is what `moved / optimum` compares against.
 
@@ -38,6 +63,7 @@ then `moved / bound` is an upper bound on the true ratio.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -47,10 +73,15 @@ import pandas as pd
 
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.reassignment import Reassignment
+from kafka_rebalancer.model.resources import Resource, resource
+from kafka_rebalancer.plan.changes import role_loads_of
 from kafka_rebalancer.plan.recheck import current_placement, end_edges
 from kafka_rebalancer.snapshot.build import SnapshotTables
 
-SUPPORTED = ("disk", "replica_count")
+# Every resource whose replica load is its partition's as leader or as follower (`role_loads`): all of them.
+SUPPORTED = ("disk", "replica_count", "leader_count", "network_in", "network_out", "cpu")
+USAGE_SLACK = 1e-9  # band_status' slack on usage (EPS): a start within it keeps the bands
+WHOLE = 1e-6  # a leadership value this close to 0 or 1 is whole
 
 
 @dataclass(frozen=True)
@@ -66,6 +97,9 @@ class PoolOptimum:
     rows: int
     free_partitions: int  # partitions the MILP may move
     placement: dict[tuple[str, int], list[int]] = field(default_factory=dict)  # the partitions that change
+    leaders: bool = False  # the model has leadership variables (a balanced resource is role-dependent)
+    # The start plan keeps every constraint of the model (checked here, row by row): None when no start was given.
+    start_feasible: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +126,12 @@ class Optimum:
     @property
     def status(self) -> str:
         return "; ".join(f"{p.pool}: {p.status}" for p in self.pools)
+
+    @property
+    def start_feasible(self) -> bool | None:
+        """Whether the start plan keeps every pool's constraints (None: no start given)."""
+        given = [p.start_feasible for p in self.pools if p.start_feasible is not None]
+        return all(given) if given else None
 
     @property
     def plan(self) -> list[Reassignment]:
@@ -145,13 +185,14 @@ def solve_optimum(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.
                   held: set[tuple[int, str]] | None = None) -> Optimum:
     """The MILP of every pool with brokers (see the module docstring). HiGHS stops at `time_limit` seconds per
     pool, or when the best plan is proven within `mip_rel_gap` of the optimum (1e-4: HiGHS' default). `start`:
-    a plan (e.g. the planner's) given to HiGHS as a first solution when it keeps the rules and bands (HiGHS
-    ignores it otherwise). `held`: the (broker, resource) pairs to end inside the target band, `held_brokers`'
-    when None."""
+    a plan (e.g. the planner's; an empty list: nothing changes) given to HiGHS as a first solution when it keeps
+    the rules and bands (HiGHS ignores it otherwise; `start_feasible` says which). `held`: the (broker, resource)
+    pairs to end inside the target band, `held_brokers`' when None."""
     pools = sorted(p for p in snapshot.brokers["broker_pool"].dropna().unique())
     # A partition whose topic's pool has no broker cannot be placed: it stays, as fixed load.
     free = free_partitions(snapshot, config) & snapshot.partitions["topic_pool"].isin(pools)
-    start_map = {(r.topic, int(r.partition)): [int(b) for b in r.replicas] for r in start or []}
+    start_map = None if start is None else {(r.topic, int(r.partition)): [int(b) for b in r.replicas]
+                                            for r in start}
     held = held_brokers(snapshot, config, bands) if held is None else held
     return Optimum([_solve_pool(snapshot, config, bands, pool, free, time_limit, mip_rel_gap, start_map, held)
                     for pool in pools])
@@ -159,7 +200,7 @@ def solve_optimum(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.
 
 def _solve_pool(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.DataFrame, pool: str,
                 free: pd.Series, time_limit: float, mip_rel_gap: float,
-                start: dict[tuple[str, int], list[int]], held: set[tuple[int, str]]) -> PoolOptimum:
+                start: dict[tuple[str, int], list[int]] | None, held: set[tuple[int, str]]) -> PoolOptimum:
     started = time.monotonic()
     brokers = snapshot.brokers.drop_duplicates("broker_id").set_index("broker_id")
     excluded = set(brokers.index[brokers["excluded"].astype(bool)].astype(int)) | set(config.exclude.brokers)
@@ -174,15 +215,29 @@ def _solve_pool(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.Da
     mine = parts[(parts["topic_pool"] == pool) & free]
     free_keys = set(zip(parts.loc[free, "topic"], parts.loc[free, "partition"].astype(int), strict=True))
 
-    # Fixed load per eligible broker: every replica that stays put (of partitions that may not move, any pool).
+    # The balanced resources, each replica's load in either role (`role_loads`, as the planner's model and the
+    # re-check's placement after the plan count them), and whether leadership matters.
+    balanced = _balanced_bands(bands, pool, config)
+    resources = [resource(name) for name in dict.fromkeys(band["resource"] for band in balanced)]
+    lead, follow = (role_loads_of(mine, resources) if len(mine) and resources
+                    else (np.zeros((len(mine), len(resources))),) * 2)
+    with_leaders = any(r.role_dependent for r in resources)
+    # With leader count the only role-dependent resource balanced, the leadership given x is a flow from partitions
+    # to brokers (each l in one partition's row and one broker's leader-count row, whole edges): its polytope is
+    # integral, so l may be continuous (HiGHS branches on x alone) and whole leaders are found once x is
+    # (`_whole_leaders`). Network out and CPU weigh leaders unequally: then l is binary.
+    leaders_flow = {r.name for r in resources if r.role_dependent} == {"leader_count"}
+
+    # Fixed load per eligible broker and resource: every replica that stays put (of partitions that may not move,
+    # any pool), in the role it has now (their leaders stay too).
     reps = snapshot.replicas
     stays = ~pd.Series([k in free_keys for k in zip(reps["topic"], reps["partition"].astype(int), strict=True)],
                        index=reps.index, dtype=bool)
     fixed_rows = reps[stays & reps["broker_id"].isin(eligible)]
-    fixed_disk = fixed_rows.groupby("broker_id")["size_bytes"].sum().astype(float)
-    fixed_count = fixed_rows.groupby("broker_id").size().astype(float)
+    fixed = {r.name: _replica_loads(fixed_rows, r).groupby(fixed_rows["broker_id"]).sum() for r in resources}
 
-    # Columns: x[p, b] for each free partition of the pool and eligible broker, then the rack indicators y.
+    # Columns: x[p, b] for each free partition of the pool and eligible broker, then the rack indicators y, then
+    # (a role-dependent resource balanced) the leadership l[p, b].
     col_cost: list[float] = []
     col_upper: list[float] = []
     integer: list[bool] = []
@@ -193,6 +248,7 @@ def _solve_pool(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.Da
     # GiB would put a small test's costs under its tolerances); the answer is recounted in whole bytes.
     unit = float(max(sizes, default=1) or 1)
     current = [[int(b) for b in r] for r in mine["replicas"]]
+    leaders = mine["leader"].astype(int).tolist()  # free partitions are led (`free_partitions`)
     for i, holders in enumerate(current):
         for b in eligible:
             x_index[(i, b)] = len(col_cost)
@@ -235,23 +291,47 @@ def _solve_pool(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.Da
                 add_row(-inf, 0.0, [y_index[(i, r)], *cols], [1.0, *([-1.0] * len(cols))])
             add_row(need, inf, ys, [1.0] * len(ys))
 
+    # Leadership: exactly one leader per free partition, on one of its replicas after the plan. Free of cost (a
+    # preferred-leader election copies nothing); binary unless `leaders_flow`.
+    l_index: dict[tuple[int, int], int] = {}
+    if with_leaders:
+        for i in range(len(current)):
+            for b in eligible:
+                l_index[(i, b)] = len(col_cost)
+                col_cost.append(0.0)
+                col_upper.append(1.0)
+                integer.append(not leaders_flow)
+                add_row(-inf, 0.0, [l_index[(i, b)], x_index[(i, b)]], [1.0, -1.0])
+            add_row(1.0, 1.0, [l_index[(i, b)] for b in eligible], [1.0] * len(eligible))
+
     # Each broker's edges: the target band for a held one, its target band widened to its usage before for the
-    # others, within the band (as the planner's `Acceptance` and the re-check's `end_edges`).
+    # others, within the band (as the planner's `Acceptance` and the re-check's `end_edges`). A broker's load of
+    # resource k: fixed + sum_p follow_k(p) x[p, b] + (lead_k(p) - follow_k(p)) l[p, b], in usage units (load /
+    # capacity, as band_status judges it; counts have capacity 1).
     now = current_placement(config, snapshot, bands)
     edges = end_edges(now.before, bands, now.must_leave, held).set_index(["broker_id", "resource"])
-    for band in _balanced_bands(bands, pool, config):
+    column = {r.name: k for k, r in enumerate(resources)}
+    for band in balanced:
+        res = resource(band["resource"])
+        k = column[res.name]
         for b in eligible:
-            lower, upper = (float(v) for v in edges.loc[(b, band["resource"]), ["end_lower", "end_upper"]])
-            cols = [x_index[(i, b)] for i in range(len(current))]
-            if band["resource"] == "replica_count":
-                base = float(fixed_count.get(b, 0.0))
-                add_row(lower - base, upper - base, cols, [1.0] * len(cols))
-            else:  # disk, in usage units (fractions of the broker's capacity) as band_status judges it
-                capacity = float(members.at[b, "disk_capacity_bytes"])
-                if capacity <= 0:
-                    continue  # usage is 0 whatever it holds (band_status): nothing to constrain
-                base = float(fixed_disk.get(b, 0.0)) / capacity
-                add_row(lower - base, upper - base, cols, [s / capacity for s in sizes])
+            lower, upper = (float(v) for v in edges.loc[(b, res.name), ["end_lower", "end_upper"]])
+            if res.is_count:  # a count is whole: its edges are (band_status' slack included)
+                lower, upper = math.ceil(lower - USAGE_SLACK), math.floor(upper + USAGE_SLACK)
+            capacity = float(members.at[b, res.capacity_column]) if res.capacity_column else 1.0
+            if capacity <= 0:
+                continue  # usage is 0 whatever it holds (band_status): nothing to constrain
+            cols: list[int] = []
+            vals: list[float] = []
+            for i in range(len(current)):
+                if follow[i, k] != 0.0:
+                    cols.append(x_index[(i, b)])
+                    vals.append(follow[i, k] / capacity)
+                if res.role_dependent and lead[i, k] != follow[i, k]:
+                    cols.append(l_index[(i, b)])
+                    vals.append((lead[i, k] - follow[i, k]) / capacity)
+            base = float(fixed[res.name].get(b, 0.0)) / capacity
+            add_row(lower - base, upper - base, cols, vals)
 
     n_cols, n_rows = len(col_cost), len(rows_lower)
     if not keys:
@@ -277,30 +357,74 @@ def _solve_pool(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.Da
     h.setOptionValue("primal_feasibility_tolerance", 1e-10)
     h.setOptionValue("mip_feasibility_tolerance", 1e-10)
     h.passModel(lp)
-    if start:
-        _set_start(h, n_cols, keys, current, eligible, rack, x_index, y_index, start)
+    start_feasible: bool | None = None
+    if start is not None:  # an empty plan is a start too (nothing moves)
+        values = _start_values(n_cols, keys, current, leaders, rack, x_index, y_index, l_index, start)
+        start_feasible = values is not None and _keeps_rows(values, lp, col_upper)
+        if values is not None:
+            solution = highspy.HighsSolution()
+            solution.col_value = values.tolist()
+            solution.value_valid = True
+            h.setSolution(solution)
     h.run()
     status = h.getModelStatus()
     info = h.getInfo()
     text = h.modelStatusToString(status)
     has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    proven = status == highspy.HighsModelStatus.kOptimal
+    finite = np.isfinite(info.mip_dual_bound) and status != highspy.HighsModelStatus.kInfeasible
+    bound = float(info.mip_dual_bound) * unit if finite else None
+    gap = float(info.mip_gap) if has_solution else None
     placement: dict[tuple[str, int], list[int]] = {}
     copied: int | None = None
     if has_solution:
         values = np.asarray(h.getSolution().col_value)
+        if leaders_flow:
+            values = _whole_leaders(lp, values, list(x_index.values()), list(l_index.values()))
         copied = 0
         for i, holders in enumerate(current):
             chosen = [b for b in eligible if values[x_index[(i, b)]] > 0.5]
             added = [b for b in chosen if b not in holders]
             copied += sizes[i] * len(added)
-            if set(chosen) != set(holders):
+            if with_leaders:
+                leader = max(chosen, key=lambda b: values[l_index[(i, b)]])  # the one l at 1
+                if set(chosen) != set(holders) or leader != leaders[i]:
+                    placement[keys[i]] = _led_by(leader, _ordered(holders, chosen))
+            elif set(chosen) != set(holders):
                 placement[keys[i]] = _ordered(holders, chosen)
-    proven = status == highspy.HighsModelStatus.kOptimal
-    finite = np.isfinite(info.mip_dual_bound) and status != highspy.HighsModelStatus.kInfeasible
-    bound = float(info.mip_dual_bound) * unit if finite else None
-    gap = float(info.mip_gap) if has_solution else None
     return PoolOptimum(pool, text, proven, copied, bound, gap, round(time.monotonic() - started, 2), n_cols, n_rows,
-                       len(keys), placement)
+                       len(keys), placement, with_leaders, start_feasible)
+
+
+def _whole_leaders(lp: highspy.HighsLp, values: np.ndarray, x_cols: list[int], l_cols: list[int]) -> np.ndarray:
+    """`values` with whole leaders: as they are when HiGHS' l are 0 or 1 already, else those of the model with x
+    fixed at `values`' and l binary (a flow problem, feasible since HiGHS' fractional l are: see `leaders_flow`).
+    Changes `lp`."""
+    leading = values[l_cols]
+    if np.all(np.abs(leading - np.round(leading)) <= WHOLE):
+        return values
+    x = np.round(values[x_cols])
+    lower, upper, kinds = np.asarray(lp.col_lower_), np.asarray(lp.col_upper_), list(lp.integrality_)
+    lower[x_cols], upper[x_cols] = x, x
+    for c in l_cols:
+        kinds[c] = highspy.HighsVarType.kInteger
+    lp.col_lower_, lp.col_upper_, lp.integrality_ = lower, upper, kinds
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("primal_feasibility_tolerance", 1e-10)
+    h.setOptionValue("mip_feasibility_tolerance", 1e-10)
+    h.passModel(lp)
+    h.run()
+    if h.getInfo().primal_solution_status != 2:
+        raise RuntimeError(f"no whole leaders for the optimum's replicas: {h.modelStatusToString(h.getModelStatus())}")
+    return np.asarray(h.getSolution().col_value)
+
+
+def _replica_loads(rows: pd.DataFrame, r: Resource) -> pd.Series:
+    """Each replica's load of `r` in the role it has now (`broker_load_frame`'s)."""
+    if r.replica_load_column is None:
+        return pd.Series(1.0, index=rows.index)
+    return rows[r.replica_load_column].astype(float)
 
 
 def _ordered(holders: list[int], chosen: list[int]) -> list[int]:
@@ -310,19 +434,42 @@ def _ordered(holders: list[int], chosen: list[int]) -> list[int]:
     return [b if b in chosen else next(added) for b in holders] + list(added)
 
 
-def _set_start(h: highspy.Highs, n_cols: int, keys: list[tuple[str, int]], current: list[list[int]],
-               eligible: list[int], rack: dict[int, str], x_index: dict[tuple[int, int], int],
-               y_index: dict[tuple[int, str], int], start: dict[tuple[str, int], list[int]]) -> None:
+def _led_by(leader: int, replicas: list[int]) -> list[int]:
+    """The replica list with `leader` first (it swaps places with the first replica, as the planner's leadership
+    transfer does): after the plan the preferred leader election makes the first replica lead."""
+    out = list(replicas)
+    j = out.index(leader)
+    out[0], out[j] = out[j], out[0]
+    return out
+
+
+def _start_values(n_cols: int, keys: list[tuple[str, int]], current: list[list[int]], leaders: list[int],
+                  rack: dict[int, str], x_index: dict[tuple[int, int], int], y_index: dict[tuple[int, str], int],
+                  l_index: dict[tuple[int, int], int], start: dict[tuple[str, int], list[int]]) -> np.ndarray | None:
+    """The columns' values of the start plan: a planned partition ends on its new replicas, led by the first (the
+    executor's preferred leader election); any other keeps its replicas and its leader. None: the start places a
+    replica where the MILP may not (no use as a start)."""
     values = np.zeros(n_cols)
     for i, key in enumerate(keys):
         after = start.get(key, current[i])
-        if any(b not in rack for b in after):
-            return  # the start places a replica where the MILP may not: no use as a start
+        leader = after[0] if key in start else leaders[i]
+        if any(b not in rack for b in after) or leader not in after:
+            return None
         for b in after:
             values[x_index[(i, b)]] = 1.0
             if (i, rack[b]) in y_index:
                 values[y_index[(i, rack[b])]] = 1.0
-    solution = highspy.HighsSolution()
-    solution.col_value = values.tolist()
-    solution.value_valid = True
-    h.setSolution(solution)
+        if l_index:
+            values[l_index[(i, leader)]] = 1.0
+    return values
+
+
+def _keeps_rows(values: np.ndarray, lp: highspy.HighsLp, col_upper: list[float]) -> bool:
+    """Whether the start's values keep every row of the model and the columns' bounds (to USAGE_SLACK)."""
+    starts = np.asarray(lp.a_matrix_.start_)
+    index, value = np.asarray(lp.a_matrix_.index_), np.asarray(lp.a_matrix_.value_)
+    row_of = np.repeat(np.arange(len(starts) - 1), np.diff(starts))
+    activity = np.bincount(row_of, weights=value * values[index], minlength=len(starts) - 1)
+    lower, upper = np.asarray(lp.row_lower_), np.asarray(lp.row_upper_)
+    return bool(np.all(activity >= lower - USAGE_SLACK) and np.all(activity <= upper + USAGE_SLACK)
+                and np.all(values <= np.asarray(col_upper)))

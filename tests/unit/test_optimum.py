@@ -12,6 +12,7 @@ from bench.optimum import disk_flows, placement_violations
 from bench.optimum_milp import held_brokers, solve_optimum
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.reassignment import Reassignment
+from kafka_rebalancer.model.resources import TRAFFIC_RESOURCES
 from kafka_rebalancer.model.schemas import BANDS, BROKERS, PARTITIONS, REPLICAS
 from kafka_rebalancer.plan.balance.status import bands_frame, broker_load_frame
 from kafka_rebalancer.snapshot.build import SnapshotTables
@@ -21,9 +22,11 @@ Part = tuple[str, int, list[int], int]  # topic, partition, replicas, size
 
 def cluster(brokers: list[tuple[int, str | None]], parts: list[Part], *, capacity: int = 100,
             dead: tuple[int, ...] = (), out_of_isr: dict[tuple[str, int], list[int]] | None = None,
-            pools: dict[str, list[int]] | None = None) -> tuple[SnapshotTables, RebalancerConfig]:
+            pools: dict[str, list[int]] | None = None, resources: tuple[str, ...] = ("disk", "replica_count"),
+            leaders: dict[tuple[str, int], int] | None = None) -> tuple[SnapshotTables, RebalancerConfig]:
     """A snapshot of (broker, rack) and RF-any partitions; topic 't<pool>...' belongs to its pool (default: one
-    pool 'p' of every broker, topics matched by '*')."""
+    pool 'p' of every broker, topics matched by '*'). The first in-sync replica leads unless `leaders` names
+    another; the config balances `resources`."""
     pools = pools or {"p": [b for b, _ in brokers]}
     pool_of = {b: name for name, ids in pools.items() for b in ids}
     out_of_isr = out_of_isr or {}
@@ -37,7 +40,7 @@ def cluster(brokers: list[tuple[int, str | None]], parts: list[Part], *, capacit
     rows, prows = [], []
     for topic, p, replicas, size in parts:
         isr = [x for x in replicas if x not in dead and x not in out_of_isr.get((topic, p), [])]
-        leader = isr[0] if isr else -1  # no replica in sync: offline
+        leader = (leaders or {}).get((topic, p), isr[0] if isr else -1)  # no replica in sync: offline
         for pos, x in enumerate(replicas):
             rows.append({"topic": topic, "partition": p, "broker_id": x, "position": pos, "is_leader": x == leader,
                          "in_isr": x in isr, "size_bytes": size, "nw_in_bytes_per_s": 0.0,
@@ -51,7 +54,8 @@ def cluster(brokers: list[tuple[int, str | None]], parts: list[Part], *, capacit
     config = RebalancerConfig(
         cluster={"name": "t"}, pools={name: {"brokers": ids} for name, ids in pools.items()},
         topic_pools=[{"topics": f"{name}.*" if len(pools) > 1 else "*", "pool": name} for name in pools],
-        resources={"disk": {}, "replica_count": {}}, exclude={"topics": []})
+        resources={name: {} for name in resources}, exclude={"topics": []},
+        **({"metrics": {"source": "sampled"}} if TRAFFIC_RESOURCES & set(resources) else {}))
     return snapshot, config
 
 
