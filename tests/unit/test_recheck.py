@@ -81,8 +81,15 @@ def test_forced_and_balance_bytes_and_both_lower_bounds_by_hand(config_factory: 
     assert (pool["forced_bytes"], pool["balance_bytes"], pool["moved_bytes"]) == (150, 200, 350)
     assert (pool["replica_moves"], pool["forced_moves"]) == (3, 2)
     assert pool["forced_lower_bound_bytes"] == 150 and pool["forced_moved_over_lb"] == 1.0
-    assert pool["lower_bound_bytes"] == pytest.approx(568 / 3)
-    assert pool["moved_over_lb"] == pytest.approx(200 / (568 / 3))
+    # The separate bound, against the current placement's band, ignores where the forced replicas land: a plan
+    # moving t1 and t3 off broker 1 (130 bytes) keeps every band. The LP's, against the plan's band: broker 1 must
+    # shed 430 - 344 = 86 bytes, which with the 150 forced ones fill broker 3 (236 >= 229.33); with forced moves
+    # the pool's bound is the LP's.
+    assert pool["separate_lower_bound_bytes"] == pytest.approx(568 / 3)
+    assert pool["lp_lower_bound_bytes"] == pytest.approx(86, rel=1e-5)
+    assert pool["lower_bound_bytes"] == pool["lp_lower_bound_bytes"]
+    assert pool["disk_lower_bound_bytes"] == pytest.approx(568 / 3)
+    assert pool["moved_over_lb"] == pytest.approx(200 / 86, rel=1e-5)
     disk = recheck.resource_figures("a", "disk")
     assert disk["lower_bound"] == pytest.approx(568 / 3) and disk["lower_bound_bytes"] == pytest.approx(568 / 3)
     assert (disk["moved"], disk["forced_moved"]) == (200, 150)

@@ -13,7 +13,9 @@ read their figures from here; the validation suite fails a plan whose planner cl
   `max(sum of excess above the band, sum of deficit below it)` of the current placement, in the resource's unit and
   as the fewest bytes that carry it (balance.bounds' reasoning, on the snapshot's replicas). Forced replicas landing
   on brokers below the band do some of the balance work, so a plan with forced moves can read balance moved / LB
-  below 1.
+  below 1 for a resource. Per pool, the balance bytes bound over all resources: the larger of those minima per
+  broker added up (separate) and one LP over every band at once (balance.lp_bound), which counts the forced
+  replicas where they must go; where some must move, the LP's alone (`_balance_bounds`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from kafka_rebalancer.model.resources import Resource
 from kafka_rebalancer.model.schemas import HARD
 from kafka_rebalancer.operations.request import ManualRequest, PlanningScope
 from kafka_rebalancer.plan.balance.bounds import fewest_bytes
+from kafka_rebalancer.plan.balance.lp_bound import FREE, LpBound, lp_lower_bound
 from kafka_rebalancer.plan.balance.status import (
     band_status,
     bands_frame,
@@ -81,6 +84,7 @@ class Recheck:
     must_leave: pd.DataFrame  # per replica that must leave its broker now: broker_pool, size_bytes, reason, load
     bounds: pd.DataFrame  # per (pool, resource) balanced: lower_bound (unit), lower_bound_bytes
     pool_bound_bytes: dict[str, float]  # per pool: the balance part's lower bound in bytes over all resources
+    pool_bounds: pd.DataFrame  # per pool: that bound's parts (POOL_BOUND_COLUMNS)
     # Per broker id: the bytes by which the planner's count of its disk after the plan may differ from this one's
     # (`disk_slack`); brokers absent: none.
     disk_slack: pd.Series
@@ -136,6 +140,10 @@ class Recheck:
         forced_bytes, balance_bytes = sum(forced.values()), int(by_reason.get(BALANCE, 0))
         forced_bound = int(must["size_bytes"].sum())
         bound = float(sum(v for p, v in self.pool_bound_bytes.items() if pool is None or p == pool))
+        parts_of_bound = self.pool_bounds if pool is None else self.pool_bounds[self.pool_bounds["broker_pool"] == pool]
+        lp = parts_of_bound["lp_bytes"]
+        disk = self.bounds[self.bounds["resource"] == "disk"]
+        disk = disk if pool is None else disk[disk["broker_pool"] == pool]
         return {
             "partitions_changed": len(parts), "replica_moves": int(parts["replica_moves"].sum()),
             "preferred_leader_changes": int(parts["preferred_leader_changes"].sum()),
@@ -145,6 +153,10 @@ class Recheck:
             "forced_lower_bound_bytes": forced_bound,
             "forced_moved_over_lb": _ratio(forced_bytes, forced_bound),
             "lower_bound_bytes": bound, "moved_over_lb": _ratio(balance_bytes, bound),
+            # The parts of that bound (the larger of the two, per pool), and the disk excess alone.
+            "separate_lower_bound_bytes": float(parts_of_bound["separate_bytes"].sum()),
+            "lp_lower_bound_bytes": None if lp.isna().any() else float(lp.sum()),
+            "disk_lower_bound_bytes": float(disk["lower_bound_bytes"].sum()) if len(disk) else None,
         }
 
     def resource_figures(self, pool: str, resource: str) -> dict[str, object]:
@@ -227,6 +239,7 @@ class CurrentPlacement:
     must_leave: pd.DataFrame
     bounds: pd.DataFrame
     pool_bound_bytes: dict[str, float]
+    pool_bounds: pd.DataFrame
     size_spread: pd.DataFrame  # topic, partition, spread: partitions whose replicas were found at other sizes
 
 
@@ -244,9 +257,11 @@ def current_placement(config: RebalancerConfig, snapshot: SnapshotTables, plan_b
                               ["broker_pool", "topic", "partition", "broker_id", "size_bytes", "reason", *names]]
     bands_after = unbalanced_as_planned(bands_frame(load_before, config, _arriving(must_leave, load_before, names)),
                                         plan_bands)
-    bounds, pool_bound_bytes = _balance_bounds(before, replicas, resources)
+    bounds, pool_bounds = _balance_bounds(before, replicas, resources, band_status(load_before, bands_after))
+    pool_bound_bytes = {str(p): float(b) for p, b in zip(pool_bounds["broker_pool"], pool_bounds["bytes"],
+                                                          strict=True)}
     return CurrentPlacement(bands_before, bands_after, before, replicas, must_leave, bounds, pool_bound_bytes,
-                            _size_spread(replicas))
+                            pool_bounds, _size_spread(replicas))
 
 
 def _size_spread(replicas: pd.DataFrame) -> pd.DataFrame:
@@ -295,7 +310,8 @@ def recheck_plan(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[
                         current.bands_after)
     partitions, leaving = _changes(snapshot, plan, current.replicas, resources)
     return Recheck(current.bands_before, current.bands_after, current.before, after, partitions, leaving,
-                   current.must_leave, current.bounds, current.pool_bound_bytes, disk_slack(plan, current.size_spread))
+                   current.must_leave, current.bounds, current.pool_bound_bytes, current.pool_bounds,
+                   disk_slack(plan, current.size_spread))
 
 
 def _replicas_with_facts(snapshot: SnapshotTables, resources: list[Resource],
@@ -373,16 +389,29 @@ def _replicas_of(by_broker: dict[int, pd.DataFrame], broker_ids: np.ndarray, res
     return own
 
 
-def _balance_bounds(before: pd.DataFrame, replicas: pd.DataFrame,
-                    resources: list[Resource]) -> tuple[pd.DataFrame, dict[str, float]]:
-    """Per (pool, resource) balanced: LB in the unit and the fewest bytes carrying it; per pool: the bytes bound
-    over all resources (a broker gives away, and receives, at least the largest of its minima; brokers' replicas
-    are distinct, so these add up). Leader count, network out and CPU can be fixed by leadership alone: no bytes.
-    The replicas considered are those that may move and need not (forced ones are the forced part's)."""
+POOL_BOUND_COLUMNS = ["broker_pool", "bytes", "separate_bytes", "lp_bytes", "lp_status", "lp_seconds"]
+
+
+def _balance_bounds(before: pd.DataFrame, replicas: pd.DataFrame, resources: list[Resource],
+                    plan_status: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per (pool, resource) balanced: LB in the unit and the fewest bytes carrying it. Per pool (POOL_BOUND_COLUMNS):
+    the bytes bound over all resources (`bytes`) from two:
+    - separate: a broker gives away, and receives, at least the largest of its per-resource minima; brokers'
+      replicas are distinct, so these add up; against the current placement's band (`before`), forced arrivals
+      left out, as the per-resource LBs;
+    - lp: one LP over all bands at once (`balance.lp_bound`; None when infeasible or not solved), against the
+      plan's band (`plan_status`: the current placement judged in it), forced replicas arriving and leaving as
+      they must. Without forced replicas the two bands are the same.
+    Both are lower bounds where no replica must move, and `bytes` is the larger. Where some must (the pool's
+    forced replicas arrive, or others' leave its brokers), the separate one is not: the current placement's band
+    is not the plan's, and forced replicas landing on brokers below the band do balance work it counts; `bytes`
+    is then the LP's (the separate one where the LP has none).
+    Leader count, network out and CPU can be fixed by leadership alone: no bytes. The replicas considered are
+    those that may move and need not (forced ones are the forced part's)."""
     counted = before[before["counted"]]
     candidates = replicas[replicas["movable"] & (replicas["reason"] == BALANCE)]
     rows = []
-    pool_bytes: dict[str, float] = {}
+    separate: dict[str, float] = {}
     for pool, brokers in counted.groupby("broker_pool", sort=True):
         in_pool = candidates[candidates["broker_pool"] == pool]
         by_broker = {int(b): group for b, group in in_pool.groupby("broker_id")}
@@ -405,8 +434,92 @@ def _balance_bounds(before: pd.DataFrame, replicas: pd.DataFrame,
                     receives[int(broker_id)] = max(receives.get(int(broker_id), 0.0), float(got))
             rows.append((pool, r.name, max(float(excess.sum()), float(deficit.sum())),
                          max(float(given.sum()), float(received.sum()))))
-        pool_bytes[str(pool)] = max(sum(gives.values(), 0.0), sum(receives.values(), 0.0))
-    return pd.DataFrame(rows, columns=["broker_pool", "resource", "lower_bound", "lower_bound_bytes"]), pool_bytes
+        separate[str(pool)] = max(sum(gives.values(), 0.0), sum(receives.values(), 0.0))
+    forced = replicas[replicas["movable"] & (replicas["reason"] != BALANCE)]
+    broker_pool = plan_status.drop_duplicates("broker_id").set_index("broker_id")["broker_pool"]
+    with_forced = {str(p) for p in forced["broker_pool"]} | {str(p) for p in
+                                                             forced["broker_id"].map(broker_pool).dropna()}
+    pools = []
+    for pool in sorted(set(separate) | {str(p) for p in plan_status.loc[plan_status["counted"], "broker_pool"]}):
+        lp = _pool_lp_bound(pool, plan_status, replicas, resources)
+        sep = separate.get(pool, 0.0)
+        bound = lp.bytes if pool in with_forced and lp.bytes is not None else max(sep, lp.bytes or 0.0)
+        pools.append((pool, bound, sep, lp.bytes, lp.status, lp.seconds))
+    return (pd.DataFrame(rows, columns=["broker_pool", "resource", "lower_bound", "lower_bound_bytes"]),
+            pd.DataFrame(pools, columns=POOL_BOUND_COLUMNS))
+
+
+def _pool_lp_bound(pool: str, status: pd.DataFrame, replicas: pd.DataFrame, resources: list[Resource]) -> LpBound:
+    """`lp_lower_bound` of one pool: its brokers' loads and bands (`status`: band_status of the current placement
+    in the plan's band), their replicas that may move and need not, and the replicas that must arrive in the pool
+    (its topics' forced ones) or leave its brokers (any topic's forced ones). A broker being drained receives
+    nothing. A replica is rack-bound (`_rack_bound`) where its partition has one replica on each of the pool's
+    racks."""
+    names = [r.name for r in resources if not r.role_dependent]
+    rows = status[status["broker_pool"] == pool]
+    broker_ids = np.sort(rows["broker_id"].unique())
+    index = pd.Index(broker_ids)
+    shape = (len(broker_ids), len(names))
+    base, lower, upper = np.zeros(shape), np.full(shape, -np.inf), np.full(shape, np.inf)
+    eligible = np.zeros(len(broker_ids), dtype=bool)
+    for j, name in enumerate(names):
+        of = rows[rows["resource"] == name]
+        at = index.get_indexer(of["broker_id"])
+        capacity = of["capacity"].to_numpy(float)
+        base[at, j] = of["load"].to_numpy(float)
+        eligible[at] |= of["eligible"].to_numpy(bool)
+        # Enforced: as band_status counts it (usage within 1e-9 of the edges); usage is 0 at capacity 0.
+        enforced = of["counted"].to_numpy(bool) & (capacity > 0)
+        lower[at[enforced], j] = ((of["lower"].to_numpy(float) - EPS) * capacity)[enforced]
+        upper[at[enforced], j] = ((of["upper"].to_numpy(float) + EPS) * capacity)[enforced]
+    forced = replicas["movable"] & (replicas["reason"] != BALANCE)
+    leaving = replicas[forced & replicas["broker_id"].isin(broker_ids)]
+    base -= leaving.groupby("broker_id")[names].sum().reindex(broker_ids, fill_value=0.0).to_numpy(float)
+    draining = replicas.loc[replicas["reason"] == DRAINING, "broker_id"].unique()
+    of_pool = replicas[replicas["broker_pool"] == pool]
+    broker_rack, rack_bound = _rack_bound(rows.drop_duplicates("broker_id"), broker_ids, of_pool)
+    commodity = np.where(rack_bound, broker_rack[np.maximum(index.get_indexer(of_pool["broker_id"]), 0)], FREE)
+    mine = (of_pool["movable"] & (of_pool["reason"] == BALANCE)).to_numpy(bool)
+    at = index.get_indexer(of_pool["broker_id"])
+    mine &= at >= 0  # (a balance move's replica is on a broker of its topic's pool)
+    arriving = (of_pool["movable"] & (of_pool["reason"] != BALANCE)).to_numpy(bool)
+    return lp_lower_bound(
+        broker=at[mine], size=of_pool["size_bytes"].to_numpy(float)[mine],
+        load=of_pool[names].to_numpy(float)[mine], commodity=commodity[mine],
+        is_count=np.array([r.is_count for r in resources if not r.role_dependent], dtype=bool),
+        forced_size=of_pool["size_bytes"].to_numpy(float)[arriving],
+        forced_load=of_pool[names].to_numpy(float)[arriving], forced_commodity=commodity[arriving],
+        base=base, lower=lower, upper=upper, receives=eligible & ~np.isin(broker_ids, draining),
+        broker_rack=broker_rack)
+
+
+def _rack_bound(brokers: pd.DataFrame, broker_ids: np.ndarray, of_pool: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per broker of the pool (`broker_ids`, `brokers`: a status row each) its rack's index among the racks of the
+    pool's live brokers (-1: none); per replica of the pool's topics (`of_pool`) whether its partition is
+    rack-bound: as many replicas as the pool has racks, one on each (on the pool's brokers). The validation keeps
+    a partition's racks from dropping (`racks_after >= racks_before`) and its replicas on its pool's brokers, so
+    such a partition keeps one replica in each rack: a replica leaving a rack is replaced in that rack. Where a live
+    broker has no rack, none is."""
+    info = brokers.set_index("broker_id").reindex(broker_ids)
+    racks, alive = info["rack"], info["alive"].fillna(False).astype(bool).to_numpy()
+    named = racks.map(lambda r: isinstance(r, str) and bool(r)).to_numpy(bool)
+    live_racks = sorted(set(racks[alive & named]))
+    none = np.zeros(len(of_pool), dtype=bool)
+    if of_pool.empty or not alive.any() or not named[alive].all() or not 1 < len(live_racks) <= 16:
+        return np.full(len(broker_ids), -1), none
+    code = racks.map({r: i for i, r in enumerate(live_racks)}).fillna(-1).astype(np.int64).to_numpy()
+    at = pd.Index(broker_ids).get_indexer(of_pool["broker_id"])
+    rack = np.where(at >= 0, code[np.maximum(at, 0)], -1)
+    topic = pd.factorize(of_pool["topic"])[0].astype(np.int64)
+    number = of_pool["partition"].to_numpy(np.int64)
+    partition = pd.factorize(topic * (int(number.max()) + 1) + number)[0]
+    count = np.bincount(partition)
+    strays = np.bincount(partition, weights=rack < 0)
+    mask = np.bincount(partition, weights=np.where(rack >= 0, 2.0 ** np.maximum(rack, 0), 0.0))
+    # m replicas whose powers of two add up to 2^m - 1 are on m distinct racks.
+    m = len(live_racks)
+    bound = (count == m) & (strays == 0) & (mask == 2.0 ** m - 1)
+    return code, bound[partition]
 
 
 def claim_rows(claimed_after: pd.DataFrame, recheck: Recheck, plan_bands: pd.DataFrame) -> pd.DataFrame:

@@ -193,9 +193,12 @@ def _render_bounds(plan: PlanView) -> str:
     intro = ("Recomputed from plan.json and the snapshot. Forced moves take replicas off dead or draining brokers "
              "and bring replicas home to their topic's pool; their LB is the bytes that must leave, so their "
              "moved / LB is 1 when all of them are placed. Balance moves are the rest; their LB is the least any "
-             "plan must move to bring every broker of the current placement into its band (the larger of the excess "
-             "above and the room below the band), and moved / LB near 1 means the plan moves little more than it "
-             "must (below 1 when forced replicas filled brokers below the band).")
+             "plan must move to bring every broker into its band: per pool, one LP over every band at once (each "
+             "broker meets all its bands with the same replicas, what one broker gives another receives, forced "
+             "replicas land where they must), or where no replica must move the larger of that and each broker's "
+             "largest minimum added up; per resource, the larger of the excess above and the room below the current "
+             "placement's band. Moved / LB near 1 means the plan moves little more than it must (below 1 for a "
+             "resource when forced replicas filled brokers below the band).")
     return (f"<p>{_esc(intro)}</p>"
             + _table(["pool", ("partitions changed", True), ("replica moves", True), ("moved", True),
                       ("forced", True), "forced: why", ("must leave", True), ("forced moved / LB", True),
