@@ -216,6 +216,8 @@ def exact_optimum(run_folder: RunFolder, moved_bytes: int, time_limit: float) ->
 def _bound_cell(bound: dict[str, Any] | None) -> str:
     if bound is None:
         return "–"
+    if bound["moved_over"] is None:
+        return f"none: {bound['status']}" if "status" in bound else "–"
     cell = str(bound["moved_over"])
     if bound.get("target_band") is False:
         cell += " (band edges: no plan reaches the target band)"
