@@ -195,8 +195,9 @@ def main(argv: list[str] | None = None) -> int:
         print("--tag needs --target (the ratio the comparison is judged against)", file=sys.stderr)
         return 2
     baseline = args.baseline.resolve()
-    if not (baseline / "src" / "kafka_rebalancer" / "cli.py").is_file():
-        print(f"--baseline {baseline}: not a kafka-rebalancer checkout (no src/kafka_rebalancer/cli.py)",
+    cli = baseline / "src" / "kafka_rebalancer" / "cli"
+    if not (cli.with_suffix(".py").is_file() or (cli / "__init__.py").is_file()):  # cli.py, or the cli/ package
+        print(f"--baseline {baseline}: not a kafka-rebalancer checkout (no src/kafka_rebalancer/cli.py or cli/)",
               file=sys.stderr)
         return 2
     unknown = [name for name in args.scales.split(",") if name not in SCALES]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+from kafka_rebalancer.errors import RebalancerError
+
 # The plan job is short and its data small by Spark's measure: on two cores the JVM's optimising compiler (C2)
 # spent more CPU compiling (22 of 54 CPU seconds on the medium benchmark) than its faster code saved. The
 # quick compiler alone (C1) halves the job's JVM CPU; see BENCHMARKS.md.
@@ -32,3 +34,25 @@ def plan_spark_conf(extra_java_options: str = "", jvm_archive: str | None = None
             "spark.sql.shuffle.partitions": "8",
             # Tables to and from pandas through Arrow, without a Python worker on the Spark side.
             "spark.sql.execution.arrow.pyspark.enabled": "true"}
+
+
+# The largest snapshot (in replicas) the plan job works on the driver instead of with Spark jobs
+# (`plan.balance.transforms.DRIVER_PLANNING_MAX_REPLICAS` is the default and says why): a whole number, 0 for Spark
+# at every size. Read when a plan starts, so a DAG's task environment can set it.
+DRIVER_MAX_REPLICAS_ENV = "KAFKA_REBALANCER_DRIVER_MAX_REPLICAS"
+
+
+def driver_max_replicas_setting(default: int) -> int:
+    """$KAFKA_REBALANCER_DRIVER_MAX_REPLICAS when set (RebalancerError naming it when it is not a whole number >= 0:
+    the command stops with one line), else `default`."""
+    text = os.environ.get(DRIVER_MAX_REPLICAS_ENV, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise RebalancerError(f"${DRIVER_MAX_REPLICAS_ENV}: {text!r}, expected a whole number of replicas (0: always "
+                         "Spark)")
+    return value

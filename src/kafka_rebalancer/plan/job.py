@@ -1,9 +1,12 @@
 """The plan step: snapshot in, plan out. Runs on Spark (spark-submit from the DAG, or a local session from the
-CLI); it never talks to Kafka, so the same snapshot and config always give the same plan.json and hash."""
+CLI); it never talks to Kafka, so the same snapshot and config always give the same plan.json and hash. A small
+cluster's (up to `transforms.DRIVER_PLANNING_MAX_REPLICAS` replicas) is worked out on the driver alone, with the
+same tables and plan (`planner_input.DriverInput`), and its Spark session is released at once."""
 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -11,10 +14,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from kafka_rebalancer import terminal_progress
 from kafka_rebalancer.config import RebalancerConfig
@@ -33,7 +36,6 @@ from kafka_rebalancer.model.schemas import (
     PARTITION_CHANGES,
     PARTITIONS,
     PLANNER_NOTES,
-    PRECHECK_PAIRS,
     REPLICAS,
     SKIPPED,
 )
@@ -46,15 +48,9 @@ from kafka_rebalancer.plan.balance.planner import Budgets as PlannerBudgets
 from kafka_rebalancer.plan.balance.status import bands_frame, brokers_to_fix, placement_bands, precheck_pairs
 from kafka_rebalancer.plan.balance.transforms import (
     PoolPlanningSettings,
-    candidate_moves,
-    homecoming_partitions,
-    load_parts,
-    plan_pools,
     planner_replicas,
     plans_on_driver,
-    skipped_partitions,
     split_planner_output,
-    start_planner_workers,
 )
 from kafka_rebalancer.plan.changes import (
     budget_notes,
@@ -63,6 +59,7 @@ from kafka_rebalancer.plan.changes import (
     trim_to_budgets,
     with_load_changes,
 )
+from kafka_rebalancer.plan.planner_input import DriverInput, PlannerInput, spark_input
 from kafka_rebalancer.plan.recheck import (
     Recheck,
     band_rows,
@@ -82,6 +79,16 @@ log = logging.getLogger(__name__)
 
 def _read(spark: SparkSession, folder: Any, schema: Any) -> DataFrame:
     return spark.read.schema(schema.spark()).parquet(str(folder / f"{schema.name}.parquet"))
+
+
+def _rows_of(folder: Any, schema: Any) -> int:
+    """The rows of a snapshot table, from its file's footer (a folder of part files, or a footer that cannot be
+    read, counts as large: Spark reads it, and says what is wrong with it)."""
+    path = folder / f"{schema.name}.parquet"
+    try:
+        return pq.read_metadata(path).num_rows if path.is_file() else sys.maxsize
+    except (OSError, pa.ArrowException):
+        return sys.maxsize
 
 
 def _split_inputs(spark: SparkSession, folder: Any) -> None:
@@ -164,8 +171,7 @@ class _Inputs:
     manifest: dict[str, Any]
     brokers_pdf: pd.DataFrame
     topics: list[str]
-    planner_input: DataFrame  # every replica with its partition's state, checkpointed
-    on_driver: bool  # a small cluster: its pools are planned on the driver
+    planner_input: PlannerInput  # every replica with its partition's state: on Spark, or on the driver
 
 
 @dataclass(frozen=True)
@@ -199,8 +205,11 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
     job = _Job(spark, config, run, request, scope_of(request), _Progress(), background,
                background.submit(read_snapshot, run))
     inputs = _read_inputs(job)
+    if inputs.planner_input.reads_on_driver:
+        release()  # a small cluster: all of it is the driver's
     planned = _plan_pools(job, inputs)
-    release()  # the rest is the driver's
+    if not inputs.planner_input.reads_on_driver:
+        release()  # the rest is the driver's
     job.progress(f"{len(planned.candidates_pdf)} candidate moves by the pre-check windows; "
                  f"{len(planned.skipped_pdf)} partitions skipped")
     changes = _changes(job, inputs, planned)
@@ -216,41 +225,48 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
 def _read_inputs(job: _Job) -> _Inputs:
     snap = job.run.require(SNAPSHOT)
     manifest = read_json(snap / "manifest.json")
-    _split_inputs(job.spark, snap)
-    brokers = _read(job.spark, snap, BROKERS)
-    replicas = _read(job.spark, snap, REPLICAS)
-    partitions = _read(job.spark, snap, PARTITIONS)
     # The brokers on the driver too (a few rows): read as Spark would, without a Spark job.
     brokers_pdf = read_table(snap, BROKERS)
-    topics = snapshot_topics(snap)
-    # The checkpoint cuts the lineage: later queries start from this table instead of re-planning its inputs.
     # The partitions no pool balances that a drain or demotion must still touch, with the pool that plans them.
-    held = (held_pools(read_table(snap, PARTITIONS), brokers_pdf, job.request)
-            if job.request is not None and job.request.action in ("drain-brokers", "demote-brokers") else None)
-    planner_input = planner_replicas(replicas, partitions, brokers, brokers_pdf, topics,
-                                     leaving_brokers(job.request), held).localCheckpoint()
-    replicas_read = planner_input.count()
-    on_driver = plans_on_driver(replicas_read)
-    job.progress(f"{replicas_read} replicas read, each with its partition's state"
-                 + ("; a small cluster: its pools are planned on the driver" if on_driver else ""))
-    return _Inputs(manifest, brokers_pdf, topics, planner_input, on_driver)
+    held_of = ((lambda partitions: held_pools(partitions, brokers_pdf, job.request))
+               if job.request is not None and job.request.action in ("drain-brokers", "demote-brokers") else None)
+    if plans_on_driver(_rows_of(snap, REPLICAS)):
+        # A small cluster: the snapshot as the re-check reads it, its partitions as stored (a manual run's are
+        # read again: the re-check's carry the run's pools, `snapshot.evacuation.as_planned`).
+        tables = job.snapshot_read.result()[0]
+        partitions = tables.partitions if job.request is None else read_table(snap, PARTITIONS)
+        topics = sorted(pd.unique(partitions["topic"]).tolist())
+        planner_input: PlannerInput = DriverInput.of(
+            tables.replicas, partitions, brokers_pdf, topics, leaving_brokers(job.request),
+            held_of(partitions) if held_of else None)
+        where = "; a small cluster: its tables are worked out and its pools are planned on the driver"
+    else:
+        _split_inputs(job.spark, snap)
+        topics = snapshot_topics(snap)
+        planner_input = spark_input(planner_replicas(
+            _read(job.spark, snap, REPLICAS), _read(job.spark, snap, PARTITIONS), _read(job.spark, snap, BROKERS),
+            brokers_pdf, topics, leaving_brokers(job.request),
+            held_of(read_table(snap, PARTITIONS)) if held_of else None))
+        where = "; its pools are planned on the driver" if planner_input.plans_on_driver else ""
+    job.progress(f"{planner_input.replicas} replicas read, each with its partition's state{where}")
+    return _Inputs(manifest, brokers_pdf, topics, planner_input)
 
 
 def _plan_pools(job: _Job, inputs: _Inputs) -> _Planned:
     """Bands, then each pool's planner; the tables only reported (skipped partitions, statuses, the pre-check
     candidates) are computed beside the main line, in their own jobs, while it waits on small jobs (bands) or on
-    the planner's Python workers."""
-    config, scope, resources = job.config, job.scope, job.config.resource_list()
+    the planner's Python workers (on the driver, they take turns with it)."""
+    config, scope, resources, rows = job.config, job.scope, job.config.resource_list(), inputs.planner_input
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan-job-reports") as reports:
         # One aggregation of the replicas; the tables per broker and pool are added up from it on the driver (a
         # few rows per broker, where Spark would spend seconds planning and scheduling small jobs). Of those only
         # the pre-check's pairs go back to Spark, as a local table whose size Spark knows (it broadcasts it).
-        if scope.leadership is None and not inputs.on_driver:
+        if scope.leadership is None:
             # The planner's Python workers start first, while the bands are worked out (a failure to start them
             # shows in plan_pools, which starts its own).
-            reports.submit(start_planner_workers, job.spark, inputs.brokers_pdf["broker_pool"].nunique())
-        skipped_and_statuses = reports.submit(_skipped_and_statuses, inputs.planner_input)
-        parts = load_parts(inputs.planner_input, resources).toPandas()
+            reports.submit(rows.start_planner_workers, inputs.brokers_pdf["broker_pool"].nunique())
+        skipped_and_statuses = reports.submit(rows.skipped_and_statuses)
+        parts = rows.load_parts(resources)
         load_pdf = per_broker.broker_load(inputs.brokers_pdf, parts, resources)
         incoming_pdf = per_broker.incoming_load(parts, load_pdf)
         bands_pdf = _scoped_bands(bands_frame(load_pdf, config, incoming_pdf), scope,
@@ -261,14 +277,13 @@ def _plan_pools(job: _Job, inputs: _Inputs) -> _Planned:
                                                                   draining_brokers(job.request)))
         job.progress(f"bands of {len(bands_pdf)} (pool, resource) pairs; {len(fix_pdf)} broker-resource pairs to "
                      "fix")
-        pairs = job.spark.createDataFrame(precheck_pairs(load_pdf, bands_pdf, fix_pdf), PRECHECK_PAIRS.spark())
-        candidates = reports.submit(lambda: candidate_moves(
-            pairs, inputs.planner_input.where("movable AND NOT must_move"), resources).toPandas())
+        pairs = precheck_pairs(load_pdf, bands_pdf, fix_pdf)
+        candidates = reports.submit(rows.candidates, pairs, resources)
         settings = _planning_settings(config, scope, bands_pdf, load_pdf, parts, inputs)
         if scope.leadership is None:
-            planned = split_planner_output(plan_pools(inputs.planner_input, settings, inputs.on_driver))
+            planned = split_planner_output(rows.plan_pools(settings))
         else:
-            planned = _leadership_plan(inputs.planner_input, scope)
+            planned = _leadership_plan(rows, scope)
         moves = trim_to_budgets(planned["moves"], config.budgets)
         dropped = len(planned["moves"]) - len(moves)
         # Planner steps, not the plan's counts: a replica the planner moves twice is copied once (summary below).
@@ -421,38 +436,13 @@ def _with_roles(brokers: dict[str, Any], scope: PlanningScope, cordoned: frozens
     return out
 
 
-def _leadership_plan(planner_input: DataFrame, scope: PlanningScope) -> dict[str, Any]:
+def _leadership_plan(planner_input: PlannerInput, scope: PlanningScope) -> dict[str, Any]:
     """Leadership-only actions (elect-leaders, demote-brokers) instead of the planner's, on the partitions it may
     touch (skipped partitions keep their leaders)."""
-    # "drain": a held partition a demotion takes leadership from (snapshot.evacuation), or one with a dead replica.
-    first = planner_input.where((F.col("position") == 0) & (F.col("status") != "skip")).join(
-        homecoming_partitions(planner_input), ["topic", "partition"], "left_anti")
-    partitions = first.select("topic", "partition", F.col("members").alias("replicas"), "leader",
-                              F.col("topic_pool").alias("broker_pool")).toPandas()
-    isr = planner_input.where("in_isr AND broker_alive").groupBy("topic", "partition").agg(
-        F.collect_list("broker_id").alias("isr")).toPandas()
-    partitions = partitions.merge(isr, on=["topic", "partition"], how="left")
-    partitions["isr"] = partitions["isr"].apply(lambda v: list(v) if isinstance(v, list | np.ndarray) else [])
+    partitions = planner_input.leadership_partitions()
     alive = {b for members in partitions["isr"] for b in members}
     moves = leadership_moves(partitions, alive, scope.leadership or "elect", scope.demoted, scope.pools,
                              scope.topics)
     empty = {name: pd.DataFrame(columns=schema.names)
              for name, schema in (("notes", PLANNER_NOTES), ("hot", HOT_PARTITIONS), ("infeasible", INFEASIBLE))}
     return {"moves": moves, **empty, "lower_bound_bytes": {}, "load_changes": None}
-
-
-def _skipped_and_statuses(planner_input: DataFrame) -> tuple[Any, dict[str, int]]:
-    """The partitions no action may touch (with the reason), and the partitions per status."""
-    return (skipped_partitions(planner_input).orderBy("topic", "partition").toPandas(),
-            _status_counts(planner_input))
-
-
-def _status_counts(planner_input: DataFrame) -> dict[str, int]:
-    """Partitions per status: move, home (a "move" partition with replicas outside the topic's pool), drain, skip."""
-    first = planner_input.where(F.col("position") == 0)
-    counts = {row["status"]: int(row["count"]) for row in first.groupBy("status").count().collect()}
-    home = homecoming_partitions(planner_input).count()
-    if home:
-        counts["home"] = home
-        counts["move"] -= home
-    return {status: n for status, n in counts.items() if n}

@@ -4,7 +4,8 @@ The replicas' load is aggregated per broker and plan pool in one pass (`load_par
 up to the per-broker tables, bands and brokers to fix (`balance.per_broker`, `balance.status`: a few rows per
 broker). The pre-check candidates are a plain DataFrame transform; the move selection, which is sequential within
 a pool, runs per pool in parallel with `mapInArrow`, one Spark partition per pool (`plan_pools`), or, for a small
-cluster, on the driver (`plans_on_driver`).
+cluster, on the driver (`plans_on_driver`). A small cluster's tables are worked out on the driver too, by the
+pandas twins of these transforms (`local`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from kafka_rebalancer.plan.balance.bands import Band
 from kafka_rebalancer.plan.balance.model import PoolModel
 from kafka_rebalancer.plan.balance.planner import Budgets, Planner
 from kafka_rebalancer.snapshot.evacuation import NO_POOL
+from kafka_rebalancer.spark_settings import driver_max_replicas_setting
 
 EPS = 1e-9
 FRACTION_UNITS = 2.0**32
@@ -209,7 +211,10 @@ def candidate_moves(pairs: DataFrame, movable_replicas: DataFrame, resources: li
     middle = (F.col("s_lower") + F.col("s_effective_upper")) / 2
     rank = F.row_number().over(Window.partitionBy("broker_pool", "resource", "broker_to_fix").orderBy(
         F.abs(fixed_side / fixed_cap - middle), "size_bytes", "topic", "partition", "t_broker_id"))
-    out = (cand.withColumn("rank", rank).where(F.col("rank") <= per_broker)
+    # The rows in one order whatever the shuffle's partitions (`local.candidate_moves` writes the same): per (pool,
+    # resource, broker to fix), best first. The kept rows are few: one task sorts them, without a job of its own.
+    out = (cand.withColumn("rank", rank).where(F.col("rank") <= per_broker).coalesce(1)
+           .sortWithinPartitions("broker_pool", "resource", "broker_to_fix", "rank")
            .withColumnsRenamed({"s_broker_id": "source_broker", "t_broker_id": "target_broker"}))
     return conform(out, CANDIDATES)
 
@@ -264,9 +269,13 @@ class PoolPlanningSettings:
         return pd.DataFrame([{**empty, **row, "broker_pool": pool} for row in rows], columns=PLANNER_OUTPUT.names)
 
 
-def _plan_on_driver(rows: DataFrame, settings: PoolPlanningSettings) -> pd.DataFrame:
-    frame = rows.select(*POOL_MODEL_COLUMNS, "plan_pool").toPandas()
-    tables = [PLANNER_OUTPUT.to_arrow_table(settings.plan(str(pool), replicas.drop(columns="plan_pool")))
+def plan_pools_on_driver(frame: pd.DataFrame, settings: PoolPlanningSettings) -> pd.DataFrame:
+    """`plan_pools` on the driver, one pool after the other: `frame` holds POOL_MODEL_COLUMNS and plan_pool of the
+    planner's input (Spark's types: `local.planner_replicas` gives them too)."""
+    pools = sorted(settings.brokers)
+    frame = frame.loc[frame["plan_pool"].isin(pools), [*POOL_MODEL_COLUMNS, "plan_pool"]]
+    tables = [PLANNER_OUTPUT.to_arrow_table(settings.plan(str(pool), replicas.drop(columns="plan_pool")
+                                                          .reset_index(drop=True)))
               for pool, replicas in frame.groupby("plan_pool", sort=True)]
     # Through Arrow, as the workers' output comes back: both ways give the same frame.
     return (pa.concat_tables(tables) if tables else PLANNER_OUTPUT.arrow().empty_table()).to_pandas()
@@ -296,15 +305,31 @@ def _with_planner_imported(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Rec
     yield from batches
 
 
-# Up to this many replicas in the planner's input, the pools are planned on the driver, one after the other:
-# starting the Python workers takes 1.5 to 3 s of a cold two-core machine, more than a small cluster's pools take
-# to plan (the bench's small one: 9,000 replicas in two pools, about half a second).
-DRIVER_PLANNING_MAX_REPLICAS = 50_000
+# Up to this many replicas, the plan job works on the driver, with pandas and numpy (`local`): it reads the snapshot
+# there (the re-check reads it anyway), works out the same tables and plans the pools one after the other, and
+# runs no Spark job. Spark's fixed costs (its reads, query planning and code generation, the Python workers' start:
+# 1.5 to 3 s of a cold two-core machine) were most of such a plan. Whole plan processes, driver / Spark, on two
+# cores (issue 36): 0.4 to 0.6 up to 600,000 replicas, in one pool or four; at 1.5 million the gap closes (0.62 in
+# one pool, 0.87 in ten: the driver plans the pools one after the other on one core, where Spark plans them in
+# parallel, on as many executors as a cluster has), and the driver's serial work reaches half a minute. So up to
+# 600,000 replicas (400 brokers of 1,500 replicas) the driver; above, Spark, as the DAG's cluster is there for.
+# $KAFKA_REBALANCER_DRIVER_MAX_REPLICAS (`spark_settings.DRIVER_MAX_REPLICAS_ENV`) sets another limit: 0 always
+# uses Spark. A snapshot read by Spark whose planner input is within the limit (most of it skipped) still has its
+# pools planned on the driver (`plan_pools`, on_driver).
+DRIVER_PLANNING_MAX_REPLICAS = 600_000
+
+
+def driver_max_replicas() -> int:
+    """The largest input the plan job works on the driver: $KAFKA_REBALANCER_DRIVER_MAX_REPLICAS, else
+    DRIVER_PLANNING_MAX_REPLICAS."""
+    return driver_max_replicas_setting(DRIVER_PLANNING_MAX_REPLICAS)
 
 
 def plans_on_driver(replicas: int) -> bool:
-    """Whether `plan_pools` plans on the driver a planner input of this many replicas."""
-    return replicas <= DRIVER_PLANNING_MAX_REPLICAS
+    """Whether the plan job works on the driver (`local`) for a snapshot of this many replicas, and whether
+    `plan_pools` plans on the driver a planner input of this many (a snapshot read by Spark whose planner input
+    is smaller: most of its partitions skipped)."""
+    return replicas <= driver_max_replicas()
 
 
 def plan_pools(planner_input: DataFrame, settings: PoolPlanningSettings, on_driver: bool = False) -> pd.DataFrame:
@@ -316,7 +341,8 @@ def plan_pools(planner_input: DataFrame, settings: PoolPlanningSettings, on_driv
     if not pools:
         return pd.DataFrame(columns=PLANNER_OUTPUT.names)
     if on_driver:
-        return _plan_on_driver(planner_input.where(F.col("plan_pool").isin(pools)), settings)
+        return plan_pools_on_driver(planner_input.where(F.col("plan_pool").isin(pools))
+                                    .select(*POOL_MODEL_COLUMNS, "plan_pool").toPandas(), settings)
     # One pool is coalesced into one task (below): any key will do, no job to find one.
     keys = _one_pool_per_partition(spark, pools) if len(pools) > 1 else {pools[0]: 0}
     pool_of_key = {v: k for k, v in keys.items()}
