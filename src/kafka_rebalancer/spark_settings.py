@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 
-from kafka_rebalancer.errors import RebalancerError
-
 # The plan job is short and its data small by Spark's measure: on two cores the JVM's optimising compiler (C2)
 # spent more CPU compiling (22 of 54 CPU seconds on the medium benchmark) than its faster code saved. The
 # quick compiler alone (C1) halves the job's JVM CPU; see BENCHMARKS.md.
@@ -53,6 +51,8 @@ def driver_max_replicas_setting(default: int) -> int:
     except ValueError:
         value = -1
     if value < 0:
+        from kafka_rebalancer.errors import RebalancerError  # here: DAG files import this module at parse time
+
         raise RebalancerError(f"${DRIVER_MAX_REPLICAS_ENV}: {text!r}, expected a whole number of replicas (0: always "
                          "Spark)")
     return value
