@@ -9,7 +9,8 @@ scale's driver memory), and the figure is the ratio new / baseline of each pair.
 the same independent check (this checkout's bands and `bench.baselines.evaluate`: replica moves and bytes
 counted from plan.json, brokers out of band from the after-state), so "no worse" means the same thing for
 both. Writes bench/side-by-side.json and its section of BENCHMARKS.md; with --tag T, bench/side-by-side-T.json
-and a section of its own, judged against --target (the ratio a change may cost). --without-record takes the
+and a section of its own, each scale judged against the --target it was measured with (the ratio a change may
+cost: a speed target for one scale, 1.0 for "no slower" at another). --without-record takes the
 snapshot's integrity record away on both sides, so the new side checks the snapshot row by row as it does one
 written before records began.
 """
@@ -128,10 +129,11 @@ PEAK_TARGET_MB = 6 * 1024
 
 
 def ratio_targets(results: dict[str, Any], target_ratio: float | None = None) -> list[tuple[str, bool]]:
-    """(target, met) for every scale measured: issue 15's, or `target_ratio` for every scale."""
+    """(target, met) for every scale measured: issue 15's, or the --target the scale was measured with (else
+    `target_ratio`)."""
     status = []
     for name, r in results.items():
-        target = target_ratio or RATIO_TARGET[SCALES[r.get("scale", name)].spec.n_pools == 1]
+        target = r.get("target") or target_ratio or RATIO_TARGET[SCALES[r.get("scale", name)].spec.n_pools == 1]
         median = r["ratio_new_over_baseline"]["median"]
         new, old = r["plans"]["new"]["out_of_band_after"], r["plans"]["baseline"]["out_of_band_after"]
         status += [(f"{name} ratio {median} <= {target}", median <= target),
@@ -167,7 +169,7 @@ def write_report(results: dict[str, Any], baseline: str, info: dict[str, Any], t
                                          for text, met in ratio_targets(results, target_ratio)) + "."
     section = "side-by-side" + (f"-{tag}" if tag else "")
     start, end = f"<!-- {section}:start -->", f"<!-- {section}:end -->"
-    flags = f" --tag {tag} --target {target_ratio} [--without-record]" if tag else ""
+    flags = f" --tag {tag} --target <ratio> [--without-record]" if tag else ""
     block = (f"{start}\nCommand: `python -m bench.side_by_side --baseline <checkout of {baseline}> --scales "
              f"<scale> [-n <pairs>] [--warm-ups <pairs>]{flags}` (`make bench-vs`), one scale at a time; the table "
              f"keeps each scale's latest measurement (its date, the new checkout's commit and the machine in "
@@ -211,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     for scale in args.scales.split(","):
         key = scale + (" (no record)" if args.without_record else "")
         results[key] = {**compare(SCALES[scale], baseline, args.runs, args.warm_ups, variant,
-                                  not args.without_record), "baseline": label, "scale": scale}
+                                  not args.without_record), "baseline": label, "scale": scale,
+                        **({"target": args.target} if args.tag else {})}
         print(f"[{key}] " + json.dumps({k: v for k, v in results[key].items() if k != "plans"}), flush=True)
         # Written after every scale: a long comparison stopped midway keeps what it measured.
         ordered = dict(sorted(results.items(), key=lambda kv: (list(SCALES).index(kv[1].get("scale", kv[0])),
