@@ -9,10 +9,10 @@ import pytest
 from kafka_rebalancer.model.resources import DISK, REPLICA_COUNT
 from kafka_rebalancer.plan.balance.bands import Band
 from kafka_rebalancer.plan.balance.model import PoolModel
-from kafka_rebalancer.plan.balance.planner import Budgets
+from kafka_rebalancer.plan.balance.planner import Budgets, Planner
 from kafka_rebalancer.plan.balance.planner.constraints import Acceptance, BudgetRule, Constraints, Placement
 from kafka_rebalancer.plan.balance.planner.state import PlanState
-from tests.unit.test_planner import pool
+from tests.unit.test_planner import bands_of, pool
 
 
 def racks_pool(receives: dict[int, bool] | None = None) -> PoolModel:
@@ -168,3 +168,35 @@ def test_losses_by_columns_agree_with_losses_by_rows() -> None:
     small = deltas[deltas[:, 0] <= 20]
     assert rule.losses_ok(0, small).all() and rule.losses_ok_columns(0, np.ascontiguousarray(small.T)).all()
     assert rule.losses_ok_columns(0, np.empty((2, 0))).tolist() == []
+
+
+
+def three_racks_with_a_new_broker() -> PoolModel:
+    """Brokers 1, 2 on rack a, 3, 4 on b, 5, 6 on c and 7 (new, empty) on c; eight partitions of RF 3, one replica
+    on each rack: brokers 1 and 3 the fullest, 7 empty."""
+    brokers = [(1, "a", 100), (2, "a", 100), (3, "b", 100), (4, "b", 100), (5, "c", 80), (6, "c", 80), (7, "c", 40)]
+    replicas = []
+    for p in range(8):
+        on_a = 1 if p < 6 else 2
+        replicas += [("t", p, on_a, 0, 4 + p), ("t", p, on_a + 2, 1, 4 + p), ("t", p, 5 + (p + 1) % 2, 2, 4 + p)]
+    return pool(brokers, replicas)
+
+
+def test_a_broker_reaches_only_its_own_rack_where_every_partition_has_one_replica_per_rack() -> None:
+    placement = Placement(three_racks_with_a_new_broker())
+    new = 6  # broker 7's index
+    assert [placement.reaches(s, new) for s in range(6)] == [False, False, False, False, True, True]
+    assert placement.reaches(0, 1) and placement.reaches(2, 3)  # within a rack, always
+    # RF 2 over three racks: t-0 on a and b may go to c, and to its own rack, not to the other's.
+    placement = Placement(pool([(1, "a", 100), (2, "b", 100), (3, "c", 100)], [("t", 0, 1, 0, 5), ("t", 0, 2, 1, 5)]))
+    assert [placement.reaches(0, t) for t in range(3)] == [True, False, True]
+
+
+def test_a_new_broker_is_filled_from_its_own_rack_while_the_fullest_brokers_are_on_others() -> None:
+    model = three_racks_with_a_new_broker()
+    bands = bands_of(model)
+    plan = Planner(model, bands, ["disk"], Budgets(max_replica_moves=20), candidate_limit=4).run()
+    into_new = [int(model.broker_ids[mv.source]) for mv in plan.moves if int(model.broker_ids[mv.target]) == 7]
+    assert into_new and set(into_new) <= {5, 6}
+    assert all(bands["disk"].contains(u) for u in model.usage[:, 0])
+    assert Placement(model).short_of_racks().sum() == 0
