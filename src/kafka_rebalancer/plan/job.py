@@ -68,6 +68,7 @@ from kafka_rebalancer.plan.recheck import (
     draining_brokers,
     left_outside,
     recheck_plan,
+    replica_facts,
 )
 from kafka_rebalancer.plan.summary import build_summary, planner_claim, totals_sentence
 from kafka_rebalancer.run_folder import PLAN, SNAPSHOT, RunFolder, read_json, read_table, write_json, write_table
@@ -164,6 +165,7 @@ class _Job:
     progress: _Progress
     background: ThreadPoolExecutor  # the re-check's plan-independent half, beside the Spark work
     snapshot_read: Future[tuple[Any, dict[str, Any]]]  # the snapshot in pandas, read beside the Spark work
+    facts: Future[pd.DataFrame]  # its replicas as the re-check sees them (`replica_facts`), next in line
 
 
 @dataclass(frozen=True)
@@ -202,8 +204,11 @@ class _Changes:
 
 def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request: ManualRequest | None,
           background: ThreadPoolExecutor, started: float, release: Callable[[], None]) -> dict[str, Any]:
-    job = _Job(spark, config, run, request, scope_of(request), _Progress(), background,
-               background.submit(read_snapshot, run))
+    snapshot_read = background.submit(read_snapshot, run)
+    # Worked out while Spark reads, so that little of the re-check's own half is left to share the driver's
+    # Python with a planner running there (at 1.5 M replicas they took turns for seconds).
+    facts = background.submit(lambda: replica_facts(config, snapshot_read.result()[0], draining_brokers(request)))
+    job = _Job(spark, config, run, request, scope_of(request), _Progress(), background, snapshot_read, facts)
     inputs = _read_inputs(job)
     if inputs.planner_input.reads_on_driver:
         release()  # a small cluster: all of it is the driver's
@@ -274,7 +279,7 @@ def _plan_pools(job: _Job, inputs: _Inputs) -> _Planned:
         bands_pdf = unbalanced_by_metrics(bands_pdf, inputs.manifest.get("unbalanced_resources") or {})
         fix_pdf = brokers_to_fix(load_pdf, bands_pdf)
         current = job.background.submit(lambda: current_placement(config, job.snapshot_read.result()[0], bands_pdf,
-                                                                  draining_brokers(job.request)))
+                                                                  draining_brokers(job.request), job.facts.result()))
         job.progress(f"bands of {len(bands_pdf)} (pool, resource) pairs; {len(fix_pdf)} broker-resource pairs to "
                      "fix")
         pairs = precheck_pairs(load_pdf, bands_pdf, fix_pdf)

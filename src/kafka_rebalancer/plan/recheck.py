@@ -243,16 +243,24 @@ class CurrentPlacement:
     size_spread: pd.DataFrame  # topic, partition, spread: partitions whose replicas were found at other sizes
 
 
+def replica_facts(config: RebalancerConfig, snapshot: SnapshotTables, draining: Iterable[int] = ()) -> pd.DataFrame:
+    """The snapshot's replicas with their loads, pool, reason to leave and whether they may move: the part of
+    `current_placement` that needs no bands, so a plan job can work it out while Spark reads."""
+    return _replicas_with_facts(snapshot, config.resource_list(), frozenset(int(b) for b in draining))
+
+
 def current_placement(config: RebalancerConfig, snapshot: SnapshotTables, plan_bands: pd.DataFrame,
-                      draining: Iterable[int] = ()) -> CurrentPlacement:
+                      draining: Iterable[int] = (), replicas: pd.DataFrame | None = None) -> CurrentPlacement:
     """The plan-independent half of the re-check. Of the plan's bands it takes only which pairs the run leaves
-    unbalanced (a manual action's scope, incomplete metrics); their edges it derives again (`bands_after`)."""
+    unbalanced (a manual action's scope, incomplete metrics); their edges it derives again (`bands_after`).
+    `replicas`: `replica_facts` of the same snapshot and draining brokers, when already worked out."""
     resources = config.resource_list()
     names = [r.name for r in resources]
     load_before = broker_load_frame(snapshot.brokers, snapshot.replicas, resources)
     bands_before = placement_bands(load_before, config, plan_bands)
     before = band_status(load_before, bands_before)
-    replicas = _replicas_with_facts(snapshot, resources, frozenset(int(b) for b in draining))
+    if replicas is None:
+        replicas = replica_facts(config, snapshot, draining)
     must_leave = replicas.loc[replicas["movable"] & (replicas["reason"] != BALANCE),
                               ["broker_pool", "topic", "partition", "broker_id", "size_bytes", "reason", *names]]
     bands_after = unbalanced_as_planned(bands_frame(load_before, config, _arriving(must_leave, load_before, names)),
@@ -409,7 +417,10 @@ def _balance_bounds(before: pd.DataFrame, replicas: pd.DataFrame, resources: lis
     Leader count, network out and CPU can be fixed by leadership alone: no bytes. The replicas considered are
     those that may move and need not (forced ones are the forced part's)."""
     counted = before[before["counted"]]
-    candidates = replicas[replicas["movable"] & (replicas["reason"] == BALANCE)]
+    names = [r.name for r in resources]
+    # Only the columns read below: at 1.5 M replicas a copy of every column took seconds.
+    candidates = replicas.loc[replicas["movable"] & (replicas["reason"] == BALANCE),
+                              ["broker_pool", "broker_id", "size_bytes", *names]]
     rows = []
     separate: dict[str, float] = {}
     for pool, brokers in counted.groupby("broker_pool", sort=True):
@@ -435,7 +446,7 @@ def _balance_bounds(before: pd.DataFrame, replicas: pd.DataFrame, resources: lis
             rows.append((pool, r.name, max(float(excess.sum()), float(deficit.sum())),
                          max(float(given.sum()), float(received.sum()))))
         separate[str(pool)] = max(sum(gives.values(), 0.0), sum(receives.values(), 0.0))
-    forced = replicas[replicas["movable"] & (replicas["reason"] != BALANCE)]
+    forced = replicas.loc[replicas["movable"] & (replicas["reason"] != BALANCE), ["broker_pool", "broker_id"]]
     broker_pool = plan_status.drop_duplicates("broker_id").set_index("broker_id")["broker_pool"]
     with_forced = {str(p) for p in forced["broker_pool"]} | {str(p) for p in
                                                              forced["broker_id"].map(broker_pool).dropna()}
@@ -473,10 +484,11 @@ def _pool_lp_bound(pool: str, status: pd.DataFrame, replicas: pd.DataFrame, reso
         lower[at[enforced], j] = ((of["lower"].to_numpy(float) - EPS) * capacity)[enforced]
         upper[at[enforced], j] = ((of["upper"].to_numpy(float) + EPS) * capacity)[enforced]
     forced = replicas["movable"] & (replicas["reason"] != BALANCE)
-    leaving = replicas[forced & replicas["broker_id"].isin(broker_ids)]
+    leaving = replicas.loc[forced & replicas["broker_id"].isin(broker_ids), ["broker_id", *names]]
     base -= leaving.groupby("broker_id")[names].sum().reindex(broker_ids, fill_value=0.0).to_numpy(float)
     draining = replicas.loc[replicas["reason"] == DRAINING, "broker_id"].unique()
-    of_pool = replicas[replicas["broker_pool"] == pool]
+    of_pool = replicas.loc[replicas["broker_pool"] == pool,
+                           ["topic", "partition", "broker_id", "movable", "reason", "size_bytes", *names]]
     broker_rack, rack_bound = _rack_bound(rows.drop_duplicates("broker_id"), broker_ids, of_pool)
     commodity = np.where(rack_bound, broker_rack[np.maximum(index.get_indexer(of_pool["broker_id"]), 0)], FREE)
     mine = (of_pool["movable"] & (of_pool["reason"] == BALANCE)).to_numpy(bool)
