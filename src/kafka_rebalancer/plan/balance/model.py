@@ -121,6 +121,7 @@ class PoolModel:
         # Per broker, how many changes touched its replicas or loads: lets a search remember a broker's answer
         # until the broker changes.
         self.changes = np.zeros(len(brokers), dtype=np.int64)
+        self.arrivals = np.zeros(len(brokers), dtype=np.int64)  # replicas moved onto each broker, ever
         # Per broker, how many leadership transfers changed the loads of replicas it holds or held first (a
         # replica's own loads change with its role alone).
         self.role_changes = np.zeros(len(brokers), dtype=np.int64)
@@ -260,6 +261,7 @@ class PoolModel:
         self.load[target] += self.r_load[r]
         self.r_broker[r] = target
         self._arrived_on[target].append(r)
+        self.arrivals[target] += 1
         self.changes[source] += 1
         self.changes[target] += 1
         self.version += 1
