@@ -464,7 +464,8 @@ def _pool_lp_bound(pool: str, status: pd.DataFrame, replicas: pd.DataFrame, reso
     """`lp_lower_bound` of one pool: its brokers' loads and bands (`status`: band_status of the current placement
     in the plan's band), their replicas that may move and need not, and the replicas that must arrive in the pool
     (its topics' forced ones) or leave its brokers (any topic's forced ones). A broker being drained receives
-    nothing. Where a replica may land under the rack rule: `_rack_bound`."""
+    nothing. A replica is rack-bound (`_rack_bound`) where its partition has one replica on each of the pool's
+    racks."""
     names = [r.name for r in resources if not r.role_dependent]
     rows = status[status["broker_pool"] == pool]
     broker_ids = np.sort(rows["broker_id"].unique())
@@ -488,7 +489,8 @@ def _pool_lp_bound(pool: str, status: pd.DataFrame, replicas: pd.DataFrame, reso
     draining = replicas.loc[replicas["reason"] == DRAINING, "broker_id"].unique()
     of_pool = replicas.loc[replicas["broker_pool"] == pool,
                            ["topic", "partition", "broker_id", "movable", "reason", "size_bytes", *names]]
-    broker_rack, commodity = _rack_bound(rows.drop_duplicates("broker_id"), broker_ids, of_pool)
+    broker_rack, rack_bound = _rack_bound(rows.drop_duplicates("broker_id"), broker_ids, of_pool)
+    commodity = np.where(rack_bound, broker_rack[np.maximum(index.get_indexer(of_pool["broker_id"]), 0)], FREE)
     mine = (of_pool["movable"] & (of_pool["reason"] == BALANCE)).to_numpy(bool)
     at = index.get_indexer(of_pool["broker_id"])
     mine &= at >= 0  # (a balance move's replica is on a broker of its topic's pool)
@@ -505,46 +507,31 @@ def _pool_lp_bound(pool: str, status: pd.DataFrame, replicas: pd.DataFrame, reso
 
 def _rack_bound(brokers: pd.DataFrame, broker_ids: np.ndarray, of_pool: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Per broker of the pool (`broker_ids`, `brokers`: a status row each) its rack's index among the racks of the
-    pool's live brokers (-1: none); per replica of the pool's topics (`of_pool`) its commodity for the LP
-    (`lp_bound`): FREE, or the bitmask of the racks it or its replacement may land in. The validation keeps a
-    partition's racks from dropping (`racks_after >= racks_before`) and its replicas on its pool's brokers. So a
-    partition on K racks, K the smaller of its replicas and the pool's racks, stays on K: its replica alone in its
-    rack is replaced in that rack or one the partition lacks (with a replica on each rack: its own only). The
-    others (sharing a rack; of a partition on fewer racks, or with a replica off the pool's racks) are FREE, and so
-    is every replica of a partition with one that must move (a forced move's own rules are the drain's): those
-    replicas of a partition on one replica per rack keep their own rack, as their replacement must. Where a live
-    broker has no rack, none is bound."""
+    pool's live brokers (-1: none); per replica of the pool's topics (`of_pool`) whether its partition is
+    rack-bound: as many replicas as the pool has racks, one on each (on the pool's brokers). The validation keeps
+    a partition's racks from dropping (`racks_after >= racks_before`) and its replicas on its pool's brokers, so
+    such a partition keeps one replica in each rack: a replica leaving a rack is replaced in that rack. Where a live
+    broker has no rack, none is."""
     info = brokers.set_index("broker_id").reindex(broker_ids)
     racks, alive = info["rack"], info["alive"].fillna(False).astype(bool).to_numpy()
     named = racks.map(lambda r: isinstance(r, str) and bool(r)).to_numpy(bool)
     live_racks = sorted(set(racks[alive & named]))
-    free = np.full(len(of_pool), FREE, dtype=np.int64)
+    none = np.zeros(len(of_pool), dtype=bool)
     if of_pool.empty or not alive.any() or not named[alive].all() or not 1 < len(live_racks) <= 16:
-        return np.full(len(broker_ids), -1), free
+        return np.full(len(broker_ids), -1), none
     code = racks.map({r: i for i, r in enumerate(live_racks)}).fillna(-1).astype(np.int64).to_numpy()
     at = pd.Index(broker_ids).get_indexer(of_pool["broker_id"])
     rack = np.where(at >= 0, code[np.maximum(at, 0)], -1)
     topic = pd.factorize(of_pool["topic"])[0].astype(np.int64)
     number = of_pool["partition"].to_numpy(np.int64)
     partition = pd.factorize(topic * (int(number.max()) + 1) + number)[0]
-    m = len(live_racks)
     count = np.bincount(partition)
     strays = np.bincount(partition, weights=rack < 0)
-    bit = np.where(rack >= 0, np.left_shift(1, np.maximum(rack, 0)), 0)
-    held = np.zeros(partition.max() + 1, dtype=np.int64)
-    np.bitwise_or.at(held, partition, bit)
-    spanned = np.array([int(h).bit_count() for h in held])
-    in_rack = np.bincount(partition * m + np.maximum(rack, 0), minlength=len(held) * m)[partition * m +
-                                                                                          np.maximum(rack, 0)]
-    forced = (of_pool["movable"] & (of_pool["reason"] != BALANCE)).to_numpy(bool)
-    with_forced = np.bincount(partition, weights=forced) > 0
-    every = (1 << m) - 1
-    whole = (strays == 0) & (spanned == np.minimum(count, m))  # on as many racks as it can be
-    one_per_rack = whole & (count == m)
-    alone = (rack >= 0) & (in_rack == 1) & whole[partition]
-    allowed = np.where(alone, bit | (every & ~held[partition]), FREE)
-    allowed = np.where((allowed == every) | (with_forced[partition] & ~one_per_rack[partition]), FREE, allowed)
-    return code, allowed
+    mask = np.bincount(partition, weights=np.where(rack >= 0, 2.0 ** np.maximum(rack, 0), 0.0))
+    # m replicas whose powers of two add up to 2^m - 1 are on m distinct racks.
+    m = len(live_racks)
+    bound = (count == m) & (strays == 0) & (mask == 2.0 ** m - 1)
+    return code, bound[partition]
 
 
 def claim_rows(claimed_after: pd.DataFrame, recheck: Recheck, plan_bands: pd.DataFrame) -> pd.DataFrame:

@@ -6,17 +6,15 @@ exactly what the receivers receive. This LP keeps both, in aggregate.
 
 The pool's movable replicas (those a plan may move and need not: balance moves) and the replicas that must arrive
 in the pool (forced: off a dead or drained broker, or home from another pool) are split into size classes (the
-union of quantiles of size by count and by bytes) and commodities: the racks a replica (or the replica that
-replaces it in its partition) may land in under the rack rule, a bitmask of rack indexes (`commodity` >= 0: where
-a partition keeps one replica in each rack, only its own rack; where it spans fewer racks than its replication
-factor allows, its own or one its partition lacks), or any broker that receives (`commodity` -1). A
-(commodity, class) is a slot. Per broker i and slot s: `n` of its
+union of quantiles of size by count and by bytes) and commodities: a replica whose partition must keep exactly one
+replica in each rack (`commodity` >= 0: its rack) can only be replaced in that rack; any other replica may land on
+any broker that receives (`commodity` -1). A (commodity, class) is a slot. Per broker i and slot s: `n` of its
 movable replicas, `S` bytes, sizes in `[lo, hi]` and, per byte-dependent load (network in: any resource neither a
 count nor the size itself), total `L`, per replica in `[lmin, lmax]` and per byte in `[rmin, rmax]`. Slot-wide
 (movable and forced replicas alike) the same without the i.
 
 Variables per (broker, slot): given `g` replicas, `gb` bytes, `gl` load of each byte-dependent resource; received
-`r`, `rb`, `rl` (a broker receives only the commodities its rack is in and the free one). Rows:
+`r`, `rb`, `rl` (a broker receives only its rack's commodity and the free one). Rows:
 - given: `g <= n`, `g lo <= gb <= g hi` and, for the replicas kept, `(n - g) lo <= S - gb <= (n - g) hi`; the
   loads alike per replica and per byte (`rmin gb <= gl <= rmax gb`, and so for the kept);
 - received: `r lo_s <= rb <= r hi_s`, the loads alike with the slot-wide figures;
@@ -32,21 +30,16 @@ Why it is a relaxation: take any plan that keeps the placement rules and leaves 
 `g, gb, gl` to what its balance moves take off broker i of slot s and `r, rb, rl` to what lands on i of slot s
 (balance or forced). Each given replica is one of the broker's `n` in the slot, so its size and loads lie within
 the slot's per-broker ranges and so do the kept ones'; each received replica is one of the slot's; every replica
-that leaves a broker lands on exactly one broker of the pool that receives, once, and, its partition's replicas
-matched up (they are alike), in one of its commodity's racks. The rack rule keeps a partition on as many racks as
-it had: one on all K of its racks (K the smaller of its replicas and the pool's racks) must still be on K, so a
-replica alone in its rack that leaves is replaced in that rack or in one the partition lacked (a rack it holds
-elsewhere would leave it on K - 1), and where it held every rack only in its own; a replica sharing its rack, or
-of a partition on fewer than K racks, may land anywhere. (Matched up: departures from a rack the partition keeps
-are paired with arrivals in that rack, the others with arrivals in racks it lacked, which must be distinct and
-new.) And the broker's load after the plan is its base less what it gives plus what it receives. So every row
-holds and the objective is the plan's balance bytes: the LP's optimum is at most that.
+that leaves a broker lands on exactly one broker of the pool that receives, once, and a rack-bound one in its
+rack (rack diversity: a partition on all of the pool's racks, one replica in each, as many as its replication
+factor, keeps one in each); and the broker's load after the plan is its base less what it gives plus what it
+receives. So every row holds and the objective is the plan's balance bytes: the LP's optimum is at most that.
 Brokers merged into one (`max_units`: the rows of the merged brokers added up, their slots' ranges joined) and
 left-out constraints (role-dependent resources, which leadership alone may fix; one replica of a partition per
 broker; budgets) only lower the optimum. If the LP is infeasible, no plan lands every broker in its band, even
 fractionally: there is no bound to report (None).
 
-Where every commodity is one rack, the racks are independent LPs, solved one by one. The figure reported is
+Without free replicas (all rack-bound) the racks are independent LPs, solved one by one. The figure reported is
 HiGHS' optimum less a relative `SAFETY` for the solver's tolerances.
 """
 
@@ -202,9 +195,8 @@ def lp_lower_bound(*, broker: np.ndarray, size: np.ndarray, load: np.ndarray, is
     """The LP's bound on one pool's balance bytes (see the module docstring).
 
     Movable replicas (n): `broker` (index into the pool's B brokers), `size` (bytes), `load` (n x R: each
-    resource's load; a count resource's column is not read), `commodity` (FREE, or the bitmask of the rack
-    indexes it or its replacement may land in: bit r for rack r; None: all FREE). Forced arrivals (f):
-    `forced_size`, `forced_load` (f x R), `forced_commodity`.
+    resource's load; a count resource's column is not read), `commodity` (FREE, or the rack index its replacement
+    must land in; None: all FREE). Forced arrivals (f): `forced_size`, `forced_load` (f x R), `forced_commodity`.
     Per broker and resource (B x R): `base` (the load once the replicas that must leave it have left), `lower`,
     `upper` (the band's edges in load units; -inf / inf where the band is not enforced). Per broker (B):
     `receives` (may it receive replicas), `broker_rack` (rack index, or -1). A resource whose every load equals the
@@ -225,14 +217,13 @@ def lp_lower_bound(*, broker: np.ndarray, size: np.ndarray, load: np.ndarray, is
                        TIME_LIMIT if time_limit is None else time_limit)
     if problem is None:
         return LpBound(0.0, "no band enforced", time.monotonic() - started)
-    # The LPs: one per rack when every commodity is one rack (they share nothing), else one.
-    every = np.concatenate([commodity, forced_commodity])
-    if (every <= 0).any() or (every & (every - 1)).any():
+    # The LPs: one per rack when every replica is rack-bound (they share nothing), else one.
+    if (commodity == FREE).any() or (forced_commodity == FREE).any():
         parts = [(np.ones(n_brokers, dtype=bool), np.ones(len(size), dtype=bool),
                   np.ones(len(forced_size), dtype=bool))]
     else:
-        parts = [(broker_rack == rack, commodity == 1 << rack, forced_commodity == 1 << rack)
-                 for rack in np.unique(np.log2(every).astype(np.int64))]
+        racks = np.unique(np.concatenate([commodity, forced_commodity]))
+        parts = [(broker_rack == rack, commodity == rack, forced_commodity == rack) for rack in racks]
     # A broker in no LP neither gives nor receives: its base must be inside its band.
     alone = np.ones(n_brokers, dtype=bool)
     for brokers, _, _ in parts:
@@ -498,11 +489,10 @@ class _UnitEdges:
         return cls(*sums, receives, rack)
 
     def received_pairs(self, slot_commodity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(unit, slot) for every unit that receives and slot of the free commodity or one its rack is in."""
+        """(unit, slot) for every unit that receives and slot of the free commodity or its rack's."""
         units, slots = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
-        in_racks = np.where(self.rack >= 0, np.left_shift(1, np.maximum(self.rack, 0)), 0)
         for c in np.unique(slot_commodity):
-            takers = np.flatnonzero(self.receives & (((in_racks & c) != 0) | (c == FREE)))
+            takers = np.flatnonzero(self.receives & ((self.rack == c) | (c == FREE)))
             of_c = np.flatnonzero(slot_commodity == c)
             units.append(np.repeat(takers, len(of_c)))
             slots.append(np.tile(of_c, len(takers)))
