@@ -27,6 +27,10 @@ from kafka_rebalancer.plan.balance.planner.constraints import EPS, Constraints
 from kafka_rebalancer.plan.balance.planner.ranking import Ranking
 from kafka_rebalancer.plan.balance.planner.state import PlanState
 
+# The brokers below the band (the least used first) whose reach filters what a broker over it gives: new brokers
+# are few; the filter's cost grows with them.
+BELOW_BAND_TARGETS = 8
+
 
 class Action:
     """What every action works with: the state it changes, the constraints it asks, the ranking of candidates."""
@@ -159,13 +163,32 @@ class ReplicaMove(Action):
     def give(self, s: int, k: int, need: float, most: float) -> bool:
         """Move one of s's replicas, by best fit, to the least used broker in k that every rule allows."""
         m = self.model
-        candidates, _, _ = self.ranking.replicas(*self._fitting(s, k, most), k, need, giver=s)
+        fitting, loads = self._for_below_band(*self._fitting(s, k, most), s, k)
+        candidates, _, _ = self.ranking.replicas(fitting, loads, k, need, giver=s)
         for i, r in enumerate(candidates):
             if self._to_least_used(int(r), s, k):
                 if self._batches(k):
                     self._give_more(s, k, candidates[i + 1:], need - float(m.r_load[r, k]))
                 return True
         return False
+
+    def _for_below_band(self, rs: np.ndarray, loads: np.ndarray, s: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Where brokers are below the band in k, only those of s's replicas `rs` (with their `loads`) that the rack
+        rule lets land on one of them (all where none may): the others would go to the least used broker they may
+        reach, already inside the band, and the one below would then be filled from others (at RF 2 over three
+        racks a hot broker sent a third of what it shed to brokers inside the band). Before the ranking's cut,
+        which would otherwise run out of such replicas while s still has plenty."""
+        m = self.model
+        usage = m.usage[:, k]
+        below = np.flatnonzero(m.eligible & m.receives & (usage < self.acceptance.lower[k] - EPS))
+        if not len(below) or not len(rs):
+            return rs, loads
+        reach = np.zeros(len(rs), dtype=bool)
+        for t in below[np.argsort(usage[below], kind="stable")][:BELOW_BAND_TARGETS]:
+            reach |= self.constraints.placement.allows_many(rs, int(t))
+        if reach.all() or not reach.any():
+            return rs, loads
+        return rs[reach], loads.compress(reach, axis=0)
 
     def _batches(self, k: int) -> bool:
         """A search moves several replicas for a replica count only: every replica weighs 1 there, whatever its role
