@@ -50,7 +50,7 @@ def balance_bounds(before: pd.DataFrame, replicas: pd.DataFrame, resources: list
     counted = before[before["counted"]]
     names = [r.name for r in resources]
     # Only the columns read below: at 1.5 M replicas a copy of every column took seconds.
-    candidates = replicas.loc[replicas["movable"] & (replicas["reason"] == BALANCE),
+    candidates = replicas.loc[replicas["movable"] & ~replicas["forced"],
                               ["broker_pool", "broker_id", "size_bytes", *names]]
     rows = []
     separate: dict[str, float] = {}
@@ -77,7 +77,7 @@ def balance_bounds(before: pd.DataFrame, replicas: pd.DataFrame, resources: list
             rows.append((pool, r.name, max(float(excess.sum()), float(deficit.sum())),
                          max(float(given.sum()), float(received.sum()))))
         separate[str(pool)] = max(sum(gives.values(), 0.0), sum(receives.values(), 0.0))
-    forced = replicas.loc[replicas["movable"] & (replicas["reason"] != BALANCE), ["broker_pool", "broker_id"]]
+    forced = replicas.loc[replicas["movable"] & replicas["forced"], ["broker_pool", "broker_id"]]
     broker_pool = plan_status.drop_duplicates("broker_id").set_index("broker_id")["broker_pool"]
     with_forced = {str(p) for p in forced["broker_pool"]} | {str(p) for p in
                                                              forced["broker_id"].map(broker_pool).dropna()}
@@ -114,18 +114,19 @@ def _pool_lp_bound(pool: str, status: pd.DataFrame, replicas: pd.DataFrame, reso
         enforced = of["counted"].to_numpy(bool) & (capacity > 0)
         lower[at[enforced], j] = ((of["lower"].to_numpy(float) - EPS) * capacity)[enforced]
         upper[at[enforced], j] = ((of["upper"].to_numpy(float) + EPS) * capacity)[enforced]
-    forced = replicas["movable"] & (replicas["reason"] != BALANCE)
+    forced = replicas["movable"] & replicas["forced"]
     leaving = replicas.loc[forced & replicas["broker_id"].isin(broker_ids), ["broker_id", *names]]
     base -= leaving.groupby("broker_id")[names].sum().reindex(broker_ids, fill_value=0.0).to_numpy(float)
-    draining = replicas.loc[replicas["reason"] == DRAINING, "broker_id"].unique()
+    forced_ones = replicas[replicas["forced"]]
+    draining = forced_ones.loc[forced_ones["reason"] == DRAINING, "broker_id"].unique()
     of_pool = replicas.loc[replicas["broker_pool"] == pool,
-                           ["topic", "partition", "broker_id", "movable", "reason", "size_bytes", *names]]
+                           ["topic", "partition", "broker_id", "movable", "forced", "size_bytes", *names]]
     broker_rack, rack_bound = _rack_bound(rows.drop_duplicates("broker_id"), broker_ids, of_pool)
     commodity = np.where(rack_bound, broker_rack[np.maximum(index.get_indexer(of_pool["broker_id"]), 0)], FREE)
-    mine = (of_pool["movable"] & (of_pool["reason"] == BALANCE)).to_numpy(bool)
+    mine = (of_pool["movable"] & ~of_pool["forced"]).to_numpy(bool)
     at = index.get_indexer(of_pool["broker_id"])
     mine &= at >= 0  # (a balance move's replica is on a broker of its topic's pool)
-    arriving = (of_pool["movable"] & (of_pool["reason"] != BALANCE)).to_numpy(bool)
+    arriving = (of_pool["movable"] & of_pool["forced"]).to_numpy(bool)
     return lp_lower_bound(
         broker=at[mine], size=of_pool["size_bytes"].to_numpy(float)[mine],
         load=of_pool[names].to_numpy(float)[mine], commodity=commodity[mine],
