@@ -12,6 +12,7 @@ import pytest
 
 from bench.optimum_milp import solve_optimum
 from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.model.reassignment import Reassignment
 from kafka_rebalancer.plan.balance import lp_bound
 from kafka_rebalancer.plan.balance.bounds import fewest_bytes
 from kafka_rebalancer.plan.balance.lp_bound import FREE, lp_lower_bound, size_classes
@@ -117,6 +118,27 @@ def test_a_load_carried_by_bytes_takes_the_replicas_with_the_most_load_per_byte(
     assert result.bytes == pytest.approx(1, rel=1e-5)
 
 
+def test_tighter_edges_are_solved_on_the_same_lp() -> None:
+    # Broker 0 holds 30 bytes in 1-byte replicas and may keep at most 25 (the band) or 22 (its target band, which a
+    # plan fixing it aims at); broker 1 takes them. 5 bytes against the band, 8 against the tighter edges; a broker
+    # alone outside the tighter edges (nothing can move) leaves them no bound, the band's still stands.
+    holdings = [[1.0] * 30, []]
+    broker = np.zeros(30, dtype=int)
+    size = np.ones(30)
+    kwargs = dict(broker=broker, size=size, load=np.c_[size, size], is_count=np.array([False, True]),
+                  forced_size=np.zeros(0), forced_load=np.zeros((0, 2)), receives=np.ones(2, dtype=bool))
+    base = np.array([[30.0, 30.0], [0.0, 0.0]])
+    lower, upper = np.full((2, 2), -INF), np.array([[25.0, INF], [INF, INF]])
+    result = lp_lower_bound(**kwargs, base=base, lower=lower, upper=upper,  # type: ignore[arg-type]
+                            tight=(lower, np.array([[22.0, INF], [INF, INF]])))
+    assert result.bytes == pytest.approx(5, rel=1e-5) and result.tight_bytes == pytest.approx(8, rel=1e-5)
+    assert hand_lp(holdings, [{"disk": (-INF, 25)}, {}]) == pytest.approx(5, rel=1e-5)
+    stuck = lp_lower_bound(**{**kwargs, "size": np.zeros(0), "broker": np.zeros(0, dtype=int),  # type: ignore[arg-type]
+                              "load": np.zeros((0, 2))}, base=np.array([[24.0, 24.0], [0.0, 0.0]]), lower=lower,
+                           upper=upper, tight=(lower, np.array([[22.0, INF], [INF, INF]])))
+    assert stuck.bytes == 0.0 and stuck.tight_bytes is None
+
+
 def test_no_band_enforced_needs_no_bytes() -> None:
     assert hand_lp([[5, 5], []], [{}, {}]) == 0.0
 
@@ -155,7 +177,7 @@ def pool_bounds(tables: SnapshotTables, config: RebalancerConfig, bands: object)
     disk = current.bounds[current.bounds["resource"] == "disk"]["lower_bound_bytes"].sum()
     lp = None if row["lp_bytes"] is None or np.isnan(row["lp_bytes"]) else float(row["lp_bytes"])
     return {"bytes": float(row["bytes"]), "separate": float(row["separate_bytes"]), "lp": lp, "disk": float(disk),
-            "forced": float(current.must_leave["size_bytes"].sum())}
+            "forced": float(current.must_leave["size_bytes"].sum()), "promise": float(row["promise_bytes"])}
 
 
 @pytest.mark.parametrize("spec", [
@@ -172,6 +194,17 @@ def test_the_bound_is_at_most_the_exact_optimum(spec: SyntheticSpec) -> None:
     balance = optimum.bytes - bounds["forced"]  # type: ignore[operator]
     assert bounds["lp"] is not None
     assert bounds["lp"] <= balance and bounds["bytes"] <= balance
+    # The optimum's plan keeps every promise (the brokers it fixes end in their target band): so does the bound
+    # against the promised edges, at least the band's.
+    assert bounds["bytes"] <= bounds["promise"] <= balance
+    # The summary divides by it once the plan keeps them.
+    plan = [Reassignment(topic, partition, replicas)
+            for pool in optimum.pools for (topic, partition), replicas in pool.placement.items()]
+    recheck = recheck_plan(config, tables, plan, bands)  # type: ignore[arg-type]
+    assert recheck.keeps_promises("pool-0")
+    figures = recheck.figures()
+    assert figures["lower_bound_edges"] == "promised" and figures["lower_bound_bytes"] == bounds["promise"]
+    assert figures["moved_over_lb"] >= 1 - TOLERANCE
     if bounds["forced"]:
         # The separate and the disk bound count the current placement's band and not where the forced replicas
         # land: here both are above the optimum, and the pool's bound is the LP's.

@@ -81,8 +81,7 @@ class Recheck:
     leaving: pd.DataFrame  # per replica leaving a broker: broker_pool, size_bytes, reason, load per resource
     must_leave: pd.DataFrame  # per replica that must leave its broker now: broker_pool, size_bytes, reason, load
     bounds: pd.DataFrame  # per (pool, resource) balanced: lower_bound (unit), lower_bound_bytes
-    pool_bound_bytes: dict[str, float]  # per pool: the balance part's lower bound in bytes over all resources
-    pool_bounds: pd.DataFrame  # per pool: that bound's parts (POOL_BOUND_COLUMNS)
+    pool_bounds: pd.DataFrame  # per pool: the balance part's lower bounds in bytes and their parts (POOL_BOUND_COLUMNS)
     # Per broker id: the bytes by which the planner's count of its disk after the plan may differ from this one's
     # (`disk_slack`); brokers absent: none.
     disk_slack: pd.Series
@@ -137,9 +136,10 @@ class Recheck:
         forced = {r: int(by_reason.get(r, 0)) for r in FORCED_REASONS}
         forced_bytes, balance_bytes = sum(forced.values()), int(by_reason.get(BALANCE, 0))
         forced_bound = int(must["size_bytes"].sum())
-        bound = float(sum(v for p, v in self.pool_bound_bytes.items() if pool is None or p == pool))
         parts_of_bound = self.pool_bounds if pool is None else self.pool_bounds[self.pool_bounds["broker_pool"] == pool]
-        lp = parts_of_bound["lp_bytes"]
+        kept = [self.keeps_promises(str(p)) for p in parts_of_bound["broker_pool"]]
+        bound = float(np.where(kept, parts_of_bound["promise_bytes"], parts_of_bound["bytes"]).sum())
+        lp, promise_lp = parts_of_bound["lp_bytes"], parts_of_bound["promise_lp_bytes"]
         disk = self.bounds[self.bounds["resource"] == "disk"]
         disk = disk if pool is None else disk[disk["broker_pool"] == pool]
         return {
@@ -151,11 +151,22 @@ class Recheck:
             "forced_lower_bound_bytes": forced_bound,
             "forced_moved_over_lb": _ratio(forced_bytes, forced_bound),
             "lower_bound_bytes": bound, "moved_over_lb": _ratio(balance_bytes, bound),
-            # The parts of that bound (the larger of the two, per pool), and the disk excess alone.
+            # Which bound that is (per pool: the promised edges' where the plan keeps every promise there, else the
+            # band's), the band's, their parts (the larger of the two, per pool), and the disk excess alone.
+            "lower_bound_edges": "promised" if all(kept) else "band" if not any(kept) else "promised or band",
+            "band_lower_bound_bytes": float(parts_of_bound["bytes"].sum()),
             "separate_lower_bound_bytes": float(parts_of_bound["separate_bytes"].sum()),
             "lp_lower_bound_bytes": None if lp.isna().any() else float(lp.sum()),
+            "promise_lp_lower_bound_bytes": None if promise_lp.isna().any() else float(promise_lp.sum()),
             "disk_lower_bound_bytes": float(disk["lower_bound_bytes"].sum()) if len(disk) else None,
         }
+
+    def keeps_promises(self, pool: str) -> bool:
+        """Whether the plan leaves every broker of the pool inside its band, the brokers it fixes inside their target
+        band and the others inside theirs or no further from it (`end_edges`): the plans the promised edges' bound
+        (`recheck_bounds.balance_bounds`) holds for."""
+        return not (self.out_of_band("after", pool) or self.fixed_outside_target_band(pool)
+                    or self.taken_outside_target_band(pool))
 
     def resource_figures(self, pool: str, resource: str) -> dict[str, object]:
         """One (pool, resource), in the resource's unit: the balance part's LB and what moved; the forced part's
@@ -236,7 +247,6 @@ class CurrentPlacement:
     replicas: pd.DataFrame
     must_leave: pd.DataFrame
     bounds: pd.DataFrame
-    pool_bound_bytes: dict[str, float]
     pool_bounds: pd.DataFrame
     size_spread: pd.DataFrame  # topic, partition, spread: partitions whose replicas were found at other sizes
 
@@ -263,10 +273,9 @@ def current_placement(config: RebalancerConfig, snapshot: SnapshotTables, plan_b
                               ["broker_pool", "topic", "partition", "broker_id", "size_bytes", "reason", *names]]
     bands_after = unbalanced_as_planned(bands_frame(load_before, config, _arriving(must_leave, load_before, names)),
                                         plan_bands)
-    bounds, pool_bounds = balance_bounds(before, replicas, resources, band_status(load_before, bands_after))
-    pool_bound_bytes = {str(p): float(b) for p, b in zip(pool_bounds["broker_pool"], pool_bounds["bytes"],
-                                                          strict=True)}
-    return CurrentPlacement(bands_before, bands_after, before, replicas, must_leave, bounds, pool_bound_bytes,
+    bounds, pool_bounds = balance_bounds(before, replicas, resources, band_status(load_before, bands_after),
+                                         end_edges(before, bands_after, must_leave))
+    return CurrentPlacement(bands_before, bands_after, before, replicas, must_leave, bounds,
                             pool_bounds, _size_spread(replicas))
 
 
@@ -316,7 +325,7 @@ def recheck_plan(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[
                         current.bands_after)
     partitions, leaving = _changes(snapshot, plan, current.replicas, resources)
     return Recheck(current.bands_before, current.bands_after, current.before, after, partitions, leaving,
-                   current.must_leave, current.bounds, current.pool_bound_bytes, current.pool_bounds,
+                   current.must_leave, current.bounds, current.pool_bounds,
                    disk_slack(plan, current.size_spread))
 
 

@@ -28,11 +28,12 @@ def _replicas_of(by_broker: dict[int, pd.DataFrame], broker_ids: np.ndarray, res
     return own
 
 
-POOL_BOUND_COLUMNS = ["broker_pool", "bytes", "separate_bytes", "lp_bytes", "lp_status", "lp_seconds"]
+POOL_BOUND_COLUMNS = ["broker_pool", "bytes", "promise_bytes", "separate_bytes", "lp_bytes", "promise_lp_bytes",
+                      "lp_status", "lp_seconds"]
 
 
 def balance_bounds(before: pd.DataFrame, replicas: pd.DataFrame, resources: list[Resource],
-                    plan_status: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+                   plan_status: pd.DataFrame, edges: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per (pool, resource) balanced: LB in the unit and the fewest bytes carrying it. Per pool (POOL_BOUND_COLUMNS):
     the bytes bound over all resources (`bytes`) from two:
     - separate: a broker gives away, and receives, at least the largest of its per-resource minima; brokers'
@@ -45,6 +46,10 @@ def balance_bounds(before: pd.DataFrame, replicas: pd.DataFrame, resources: list
     forced replicas arrive, or others' leave its brokers), the separate one is not: the current placement's band
     is not the plan's, and forced replicas landing on brokers below the band do balance work it counts; `bytes`
     is then the LP's (the separate one where the LP has none).
+    `promise_bytes` is the same bound for the plans that keep every promise (`edges`: recheck.end_edges): the
+    brokers a plan fixes end in the target band, not only the band (hysteresis), and no other broker leaves its
+    target band or goes further from it. The LP is solved again with those edges (`promise_lp_bytes`); the
+    planner aims at them, and the exact optimum of the bench (bench/optimum_milp.py) is theirs.
     Leader count, network out and CPU can be fixed by leadership alone: no bytes. The replicas considered are
     those that may move and need not (forced ones are the forced part's)."""
     counted = before[before["counted"]]
@@ -83,26 +88,36 @@ def balance_bounds(before: pd.DataFrame, replicas: pd.DataFrame, resources: list
                                                              forced["broker_id"].map(broker_pool).dropna()}
     pools = []
     for pool in sorted(set(separate) | {str(p) for p in plan_status.loc[plan_status["counted"], "broker_pool"]}):
-        lp = _pool_lp_bound(pool, plan_status, replicas, resources)
-        sep = separate.get(pool, 0.0)
-        bound = lp.bytes if pool in with_forced and lp.bytes is not None else max(sep, lp.bytes or 0.0)
-        pools.append((pool, bound, sep, lp.bytes, lp.status, lp.seconds))
+        lp = _pool_lp_bound(pool, plan_status, replicas, resources, edges)
+        sep, forced_here = separate.get(pool, 0.0), pool in with_forced
+        promised = lp.tight_bytes if lp.tight_bytes is not None else lp.bytes
+        pools.append((pool, _pool_bound(lp.bytes, sep, forced_here), _pool_bound(promised, sep, forced_here), sep,
+                      lp.bytes, lp.tight_bytes, lp.status, lp.seconds))
     return (pd.DataFrame(rows, columns=["broker_pool", "resource", "lower_bound", "lower_bound_bytes"]),
             pd.DataFrame(pools, columns=POOL_BOUND_COLUMNS))
 
 
-def _pool_lp_bound(pool: str, status: pd.DataFrame, replicas: pd.DataFrame, resources: list[Resource]) -> LpBound:
+def _pool_bound(lp_bytes: float | None, separate: float, forced: bool) -> float:
+    """A pool's bound from its LP's and its separate one: the LP's alone where forced replicas move (and it has
+    one), else the larger."""
+    return lp_bytes if forced and lp_bytes is not None else max(separate, lp_bytes or 0.0)
+
+
+def _pool_lp_bound(pool: str, status: pd.DataFrame, replicas: pd.DataFrame, resources: list[Resource],
+                   edges: pd.DataFrame) -> LpBound:
     """`lp_lower_bound` of one pool: its brokers' loads and bands (`status`: band_status of the current placement
     in the plan's band), their replicas that may move and need not, and the replicas that must arrive in the pool
-    (its topics' forced ones) or leave its brokers (any topic's forced ones). A broker being drained receives
-    nothing. A replica is rack-bound (`_rack_bound`) where its partition has one replica on each of the pool's
-    racks."""
+    (its topics' forced ones) or leave its brokers (any topic's forced ones); solved again against the promised
+    `edges` (end_lower, end_upper per counted broker and resource). A broker being drained receives nothing. A
+    replica is rack-bound (`_rack_bound`) where its partition has one replica on each of the pool's racks."""
     names = [r.name for r in resources if not r.role_dependent]
-    rows = status[status["broker_pool"] == pool]
+    rows = status[status["broker_pool"] == pool].merge(edges[["broker_id", "resource", "end_lower", "end_upper"]],
+                                                       on=["broker_id", "resource"], how="left")
     broker_ids = np.sort(rows["broker_id"].unique())
     index = pd.Index(broker_ids)
     shape = (len(broker_ids), len(names))
     base, lower, upper = np.zeros(shape), np.full(shape, -np.inf), np.full(shape, np.inf)
+    promised_lower, promised_upper = lower.copy(), upper.copy()
     eligible = np.zeros(len(broker_ids), dtype=bool)
     for j, name in enumerate(names):
         of = rows[rows["resource"] == name]
@@ -114,6 +129,11 @@ def _pool_lp_bound(pool: str, status: pd.DataFrame, replicas: pd.DataFrame, reso
         enforced = of["counted"].to_numpy(bool) & (capacity > 0)
         lower[at[enforced], j] = ((of["lower"].to_numpy(float) - EPS) * capacity)[enforced]
         upper[at[enforced], j] = ((of["upper"].to_numpy(float) + EPS) * capacity)[enforced]
+        # The promised edges lie within the band's; where a broker has none, the band's.
+        end_lower = np.fmax(of["end_lower"].to_numpy(float), of["lower"].to_numpy(float))
+        end_upper = np.fmin(of["end_upper"].to_numpy(float), of["upper"].to_numpy(float))
+        promised_lower[at[enforced], j] = ((end_lower - EPS) * capacity)[enforced]
+        promised_upper[at[enforced], j] = ((end_upper + EPS) * capacity)[enforced]
     forced = replicas["movable"] & replicas["forced"]
     leaving = replicas.loc[forced & replicas["broker_id"].isin(broker_ids), ["broker_id", *names]]
     base -= leaving.groupby("broker_id")[names].sum().reindex(broker_ids, fill_value=0.0).to_numpy(float)
@@ -134,7 +154,7 @@ def _pool_lp_bound(pool: str, status: pd.DataFrame, replicas: pd.DataFrame, reso
         forced_size=of_pool["size_bytes"].to_numpy(float)[arriving],
         forced_load=of_pool[names].to_numpy(float)[arriving], forced_commodity=commodity[arriving],
         base=base, lower=lower, upper=upper, receives=eligible & ~np.isin(broker_ids, draining),
-        broker_rack=broker_rack)
+        broker_rack=broker_rack, tight=(promised_lower, promised_upper))
 
 
 def _rack_bound(brokers: pd.DataFrame, broker_ids: np.ndarray, of_pool: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:

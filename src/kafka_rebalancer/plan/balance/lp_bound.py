@@ -68,6 +68,7 @@ class LpBound:
     seconds: float  # building and solving
     columns: int = 0  # of the LPs solved, added up
     rows: int = 0
+    tight_bytes: float | None = None  # the same LP against the `tight` edges, where given (None as `bytes`)
 
 
 def size_classes(sizes: np.ndarray, classes: int) -> np.ndarray:
@@ -191,7 +192,8 @@ def lp_lower_bound(*, broker: np.ndarray, size: np.ndarray, load: np.ndarray, is
                    upper: np.ndarray, receives: np.ndarray, commodity: np.ndarray | None = None,
                    forced_commodity: np.ndarray | None = None, broker_rack: np.ndarray | None = None,
                    classes: int | None = None, max_units: int | None = None,
-                   time_limit: float | None = None) -> LpBound:
+                   time_limit: float | None = None,
+                   tight: tuple[np.ndarray, np.ndarray] | None = None) -> LpBound:
     """The LP's bound on one pool's balance bytes (see the module docstring).
 
     Movable replicas (n): `broker` (index into the pool's B brokers), `size` (bytes), `load` (n x R: each
@@ -202,7 +204,8 @@ def lp_lower_bound(*, broker: np.ndarray, size: np.ndarray, load: np.ndarray, is
     `receives` (may it receive replicas), `broker_rack` (rack index, or -1). A resource whose every load equals the
     replica's size (disk) is counted in bytes, a count resource (`is_count`) in replicas, any other as a load of
     its own; one whose loads are not all known is left out. `classes`, `max_units`, `time_limit`: CLASSES,
-    MAX_UNITS, TIME_LIMIT where None."""
+    MAX_UNITS, TIME_LIMIT where None. `tight`: other edges (lower, upper; B x R, within `lower` and `upper`,
+    enforced where they are), whose bound is solved again on the same LP from its optimal basis (`tight_bytes`)."""
     started = time.monotonic()
     n_brokers, n_res = base.shape
     size, forced_size = np.asarray(size, dtype=float), np.asarray(forced_size, dtype=float)
@@ -214,9 +217,10 @@ def lp_lower_bound(*, broker: np.ndarray, size: np.ndarray, load: np.ndarray, is
     broker_rack = np.full(n_brokers, -1) if broker_rack is None else np.asarray(broker_rack, dtype=np.int64)
     problem = _problem(size, load, np.asarray(is_count, dtype=bool), forced_size, forced_load, base, lower, upper,
                        np.asarray(receives, dtype=bool), broker_rack, CLASSES if classes is None else classes,
-                       TIME_LIMIT if time_limit is None else time_limit)
+                       TIME_LIMIT if time_limit is None else time_limit, tight)
     if problem is None:
-        return LpBound(0.0, "no band enforced", time.monotonic() - started)
+        return LpBound(0.0, "no band enforced", time.monotonic() - started,
+                       tight_bytes=None if tight is None else 0.0)
     # The LPs: one per rack when every replica is rack-bound (they share nothing), else one.
     if (commodity == FREE).any() or (forced_commodity == FREE).any():
         parts = [(np.ones(n_brokers, dtype=bool), np.ones(len(size), dtype=bool),
@@ -230,24 +234,32 @@ def lp_lower_bound(*, broker: np.ndarray, size: np.ndarray, load: np.ndarray, is
         alone &= ~brokers
     if np.any(alone[:, None] & ((problem.base < problem.lower) | (problem.base > problem.upper))):
         return LpBound(None, "Infeasible", time.monotonic() - started)
-    total, columns, rows, statuses = 0.0, 0, 0, set()
+    # The tight edges' bound is lost (None) once one of their LPs has none, or a broker alone is outside them.
+    tight_ok = problem.tight is not None and not np.any(
+        alone[:, None] & ((problem.base < problem.tight[0]) | (problem.base > problem.tight[1])))
+    total, tight_total, columns, rows, statuses = 0.0, 0.0, 0, 0, set()
     for brokers, movable, forced in parts:
         units = _units(brokers, problem, MAX_UNITS if max_units is None else max_units)
-        value, status, n_cols, n_rows = problem.solve(units, np.asarray(broker, dtype=np.int64)[movable], movable,
-                                                      forced, commodity[movable], forced_commodity[forced])
-        columns, rows = columns + n_cols, rows + n_rows
-        statuses.add(status)
-        if value is None:
-            return LpBound(None, status, time.monotonic() - started, columns, rows)
-        total += value
+        solved = problem.solve(units, np.asarray(broker, dtype=np.int64)[movable], movable, forced,
+                               commodity[movable], forced_commodity[forced], tight_ok)
+        columns, rows = columns + solved.columns, rows + solved.rows
+        statuses.add(solved.status)
+        if solved.value is None:
+            return LpBound(None, solved.status, time.monotonic() - started, columns, rows)
+        total += solved.value
+        tight_ok = tight_ok and solved.tight_value is not None
+        tight_total += solved.tight_value or 0.0
     bound = max(0.0, total * problem.unit_bytes * (1.0 - SAFETY))
+    # The tight bound is at least the other (it is the same LP with narrower edges): a solver's tolerance aside.
+    tight_bound = max(bound, tight_total * problem.unit_bytes * (1.0 - SAFETY)) if tight_ok else None
     return LpBound(bound, "; ".join(sorted(statuses)) or "nothing to move", time.monotonic() - started, columns,
-                   rows)
+                   rows, tight_bound)
 
 
 def _problem(size: np.ndarray, load: np.ndarray, is_count: np.ndarray, forced_size: np.ndarray,
              forced_load: np.ndarray, base: np.ndarray, lower: np.ndarray, upper: np.ndarray, receives: np.ndarray,
-             rack: np.ndarray, classes: int, time_limit: float) -> _Problem | None:
+             rack: np.ndarray, classes: int, time_limit: float,
+             tight: tuple[np.ndarray, np.ndarray] | None) -> _Problem | None:
     """The LP's data (`lp_lower_bound`'s) sorted into size classes and scaled; None where no band is enforced."""
     # A resource whose loads are not all known (a metric missing) is left out: fewer rows, a lower optimum.
     known = (np.isfinite(load).all(axis=0) & np.isfinite(forced_load).all(axis=0) & np.isfinite(base).all(axis=0)
@@ -278,12 +290,14 @@ def _problem(size: np.ndarray, load: np.ndarray, is_count: np.ndarray, forced_si
     unit = np.array([unit_bytes if kind == "bytes" else float(unit_load[t]) if kind == "load" else 1.0
                      for kind, t in kinds])
     edges = size_classes(all_size, classes)
+    tight_edges = None if tight is None else (np.where(enforced, tight[0], -np.inf) / unit,
+                                              np.where(enforced, tight[1], np.inf) / unit)
     return _Problem(
         n_classes=len(edges) + 1, kinds=kinds, time_limit=time_limit, unit_bytes=unit_bytes,
         size=size / unit_bytes, load=load[:, own] / unit_load, cls=np.searchsorted(edges, size, side="right"),
         forced_size=forced_size / unit_bytes, forced_load=forced_load[:, own] / unit_load,
         forced_cls=np.searchsorted(edges, forced_size, side="right"),
-        base=base / unit, lower=lower / unit, upper=upper / unit, receives=receives, rack=rack)
+        base=base / unit, lower=lower / unit, upper=upper / unit, receives=receives, rack=rack, tight=tight_edges)
 
 
 def _units(brokers: np.ndarray, problem: _Problem, max_units: int) -> np.ndarray:
@@ -350,12 +364,12 @@ class _Problem:
     upper: np.ndarray
     receives: np.ndarray
     rack: np.ndarray
+    tight: tuple[np.ndarray, np.ndarray] | None  # other edges (lower, upper), solved on the same LP
 
     def solve(self, units: np.ndarray, broker: np.ndarray, movable: np.ndarray, forced: np.ndarray,
-              commodity: np.ndarray, forced_commodity: np.ndarray) -> tuple[float | None, str, int, int]:
+              commodity: np.ndarray, forced_commodity: np.ndarray, tight: bool) -> _Solved:
         """The LP of the brokers in `units` (unit per broker, -1: not in it), the movable replicas `movable` (on
-        brokers `broker`) and the forced arrivals `forced`: its optimum (None: none proven), HiGHS' status, its
-        columns and rows."""
+        brokers `broker`) and the forced arrivals `forced`; with `tight`, solved again against the tight edges."""
         n_t = self.load.shape[1]
         # Slots: (commodity, class) of the movable and forced replicas.
         size, load, cls = self.size[movable], self.load[movable], self.cls[movable]
@@ -400,10 +414,19 @@ class _Problem:
             amount[arriving.keys] = arrived
             rows.block(amount, amount, len(slots), *((r_slot, c, v) for c, v in rs.amount(kind, t)),
                        *((g_slot, c, -np.asarray(v)) for c, v in gs.amount(kind, t)))
+        first_band_row = rows.count
         edges.band_rows(rows, self.kinds, (g_unit, gs), (r_unit, rs))
-        return (*self._run(n_cols, cost, upper, rows), n_cols, rows.count)
+        tight_rows = None
+        if tight and self.tight is not None:
+            tight_edges = _UnitEdges.of(self, units, *self.tight)
+            tight_rows = (np.arange(first_band_row, rows.count), *tight_edges.band_bounds(self.kinds, edges))
+        value, status, tight_value = self._run(n_cols, cost, upper, rows, tight_rows)
+        return _Solved(value, status, n_cols, rows.count, tight_value)
 
-    def _run(self, n_cols: int, cost: np.ndarray, upper: np.ndarray, rows: _Rows) -> tuple[float | None, str]:
+    def _run(self, n_cols: int, cost: np.ndarray, upper: np.ndarray, rows: _Rows,
+             tight_rows: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> tuple[float | None, str, float | None]:
+        """HiGHS' optimum (None: none proven) and status; then, with `tight_rows` (rows, lower, upper), the optimum
+        with those rows' bounds so, from the first one's basis (None: none proven)."""
         lp = highspy.HighsLp()
         lp.num_col_, lp.num_row_ = n_cols, rows.count
         lp.col_cost_ = cost
@@ -425,8 +448,26 @@ class _Problem:
         h.run()
         status = h.getModelStatus()
         if status != highspy.HighsModelStatus.kOptimal:
-            return None, h.modelStatusToString(status)
-        return float(h.getInfo().objective_function_value), h.modelStatusToString(status)
+            return None, h.modelStatusToString(status), None
+        value = float(h.getInfo().objective_function_value)
+        if tight_rows is None:
+            return value, h.modelStatusToString(status), None
+        at, lower, upper = tight_rows
+        h.changeRowsBounds(len(at), at.astype(np.int32), lower.astype(float), upper.astype(float))
+        h.run()
+        tight_status = h.getModelStatus()
+        tight_value = (float(h.getInfo().objective_function_value)
+                       if tight_status == highspy.HighsModelStatus.kOptimal else None)
+        return value, h.modelStatusToString(status), tight_value
+
+
+@dataclass(frozen=True)
+class _Solved:
+    value: float | None  # the LP's optimum (None: none proven)
+    status: str  # HiGHS' model status
+    columns: int
+    rows: int
+    tight_value: float | None  # the optimum against the tight edges (None: none proven, or not asked)
 
 
 def _pick(value: np.ndarray | float, mask: np.ndarray) -> np.ndarray | float:
@@ -474,11 +515,14 @@ class _UnitEdges:
     rack: np.ndarray
 
     @classmethod
-    def of(cls, problem: _Problem, units: np.ndarray) -> _UnitEdges:
+    def of(cls, problem: _Problem, units: np.ndarray, lower: np.ndarray | None = None,
+           upper: np.ndarray | None = None) -> _UnitEdges:
+        """The units' edges from the problem's (`lower`, `upper`: other edges per broker, where given)."""
         n_units = int(units.max()) + 1 if len(units) else 0
         in_lp = units >= 0
         sums = []
-        for values in (problem.base, problem.lower, problem.upper):
+        for values in (problem.base, problem.lower if lower is None else lower,
+                       problem.upper if upper is None else upper):
             total = np.zeros((n_units, values.shape[1]))
             np.add.at(total, units[in_lp], values[in_lp])
             sums.append(total)
@@ -506,10 +550,21 @@ class _UnitEdges:
             if kind == "none":
                 continue
             low, high = self.lower[:, j] - self.base[:, j], self.upper[:, j] - self.base[:, j]
-            limited = np.isfinite(low) | np.isfinite(high)
+            limited = np.isfinite(self.lower[:, j]) | np.isfinite(self.upper[:, j])
             at = np.full(len(low), -1)
             at[limited] = np.arange(int(limited.sum()))
             r_in, g_in = at[r_unit] >= 0, at[g_unit] >= 0
             rows.block(low[limited], high[limited], int(limited.sum()),
                        *((at[r_unit][r_in], c[r_in], _pick(v, r_in)) for c, v in rs.amount(kind, t)),
                        *((at[g_unit][g_in], c[g_in], -_pick(v, g_in)) for c, v in gs.amount(kind, t)))
+
+    def band_bounds(self, kinds: list[tuple[str, int]], rows_of: _UnitEdges) -> tuple[np.ndarray, np.ndarray]:
+        """The lower and upper bounds, from these edges, of the rows `rows_of.band_rows` added, in their order."""
+        lows, highs = [np.zeros(0)], [np.zeros(0)]
+        for j, (kind, _) in enumerate(kinds):
+            if kind == "none":
+                continue
+            limited = np.isfinite(rows_of.lower[:, j]) | np.isfinite(rows_of.upper[:, j])
+            lows.append((self.lower[:, j] - self.base[:, j])[limited])
+            highs.append((self.upper[:, j] - self.base[:, j])[limited])
+        return np.concatenate(lows), np.concatenate(highs)
