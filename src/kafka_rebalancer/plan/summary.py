@@ -3,9 +3,11 @@ band status, the lower bounds and `moved / LB` per pool and resource, skipped pa
 
 Its figures are the re-check's (plan.recheck: plan.json against the snapshot), not the planner's bookkeeping;
 what the planner predicted is kept beside them under `planner_claim`, so the two can be compared. The balance
-bytes' lower bound (`lower_bound_bytes`, what `moved_over_lb` divides by) comes with its parts, in the totals and
-per pool: `separate_lower_bound_bytes` (each broker's largest minimum, added up), `lp_lower_bound_bytes` (one LP over
-every band at once; None where it is infeasible or not solved) and `disk_lower_bound_bytes` (the disk excess alone,
+bytes' lower bound (`lower_bound_bytes`, what `moved_over_lb` divides by: against the promised edges where the plan
+keeps its promises, `lower_bound_edges`) comes with its parts, in the totals and per pool: `band_lower_bound_bytes`
+(the same against the band's edges), `separate_lower_bound_bytes` (each broker's largest minimum, added up),
+`lp_lower_bound_bytes` and `promise_lp_lower_bound_bytes` (one LP over every band at once, against the band's and
+the promised edges; None where it is infeasible or not solved) and `disk_lower_bound_bytes` (the disk excess alone,
 against the current placement's band)."""
 
 from __future__ import annotations
