@@ -54,6 +54,19 @@ def test_bytes_to_need_pairs_a_replica_with_another_never_with_itself() -> None:
     assert Ranking.bytes_to_need(loads, 20).tolist() == [np.inf] * 3  # 12 + 12 would be the same replica twice
 
 
+def test_a_pair_counts_only_where_it_copies_less_than_the_smallest_replica_that_reaches_the_need_alone() -> None:
+    # Need 30 from a giant of 100 and 4, 6, 8, 25: each small one reaches it with the giant (104, 106, 108), more
+    # than the giant alone, but 8 and 6 also with 25 (33, 31). Without 25, paired with the giant, the smallest came
+    # first after it (a broker holding a giant partition gave its smallest replicas and ran into its count's lower
+    # edge): now the giant, then the rest largest first.
+    loads = np.array([100.0, 4.0, 6.0, 8.0, 25.0])
+    assert Ranking.bytes_to_need(loads, 30).tolist() == [100, np.inf, 31, 33, 31]
+    model = pool([(1, "a", 1000), (2, "b", 1000)],
+                 [("t", p, 1, 0, size) for p, size in enumerate([100, 4, 6, 8])] + [("t", 4, 2, 0, 10)])
+    replicas = np.arange(4)
+    assert ranking(model).replicas(replicas, model.r_load[replicas], 0, need=30, giver=0)[0].tolist() == [0, 3, 2, 1]
+
+
 def count_and_disk(sizes: list[int], others: int) -> PoolModel:
     """Broker 1 holds four replicas of `sizes`, brokers 2 and 3 one of `others` each; capacity 1000 each. Counts
     4 / 1 / 1: the count band is [2, 2], broker 1 two replicas over its middle."""

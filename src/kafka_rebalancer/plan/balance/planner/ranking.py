@@ -1,10 +1,10 @@
 """Best fit: the order in which an action tries its candidates (replicas, leaderships, swap pairs).
 
 For a size resource, by the data it takes to land the broker inside the target band with the candidate: its own
-load where it does alone, else its load plus the smallest other replica that covers the rest (two replicas often
-copy less than the smallest that does alone; of such a pair the larger first), then those that cannot even with
-another (largest first). For a count every replica weighs 1: those whose other loads are closest to what the
-brokers should move per replica come first, then the least data. Swap pairs of replicas that land the broker
+load where it does alone, else its load plus the smallest other replica that covers the rest where the two copy less
+than the smallest that does alone (of such a pair the larger first), then the others (largest first). For a count
+every replica weighs 1: those whose other loads are closest to what the brokers should move per replica come first,
+then the least data. Swap pairs of replicas that land the broker
 inside come by the fewest bytes copied, then the others by the largest net.
 """
 
@@ -63,7 +63,10 @@ class Ranking:
     @staticmethod
     def bytes_to_need(load: np.ndarray, need: float) -> np.ndarray:
         """Per replica of a size resource, the load it takes to reach need with it: its own where it covers need
-        alone; where it falls short, plus the smallest other replica that covers the rest; inf where none does."""
+        alone; where it falls short, plus the smallest other replica that covers the rest, if the two copy less than
+        the smallest replica that covers need alone; inf otherwise. (A giant partition covers any rest: paired with
+        it, every small replica read as a fit, smallest first, though the pair copies more than the giant alone, and
+        the giant mostly cannot move; the broker then gave its smallest replicas and ran into its count's edge.)"""
         order = np.argsort(load, kind="stable")
         sorted_load = load[order]
         j = np.searchsorted(sorted_load, need - load - EPS, side="left")
@@ -72,7 +75,10 @@ class Ranking:
         rank[order] = np.arange(len(load))
         j = np.where(j == rank, j + 1, j)
         rest = np.where(j < len(load), sorted_load[np.minimum(j, len(load) - 1)], np.inf)
-        return np.where(load >= need - EPS, load, load + rest)
+        alone = load >= need - EPS
+        single = float(load[alone].min()) if alone.any() else np.inf
+        pair = load + rest
+        return np.where(alone, load, np.where(pair < single, pair, np.inf))
 
     def leaderships(self, b: int, k: int, need: float, most: float, leaders: bool) -> np.ndarray:
         """Replicas of b whose leadership could change (leaders to hand over, or followers to take over) by at
