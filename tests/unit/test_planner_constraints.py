@@ -118,6 +118,18 @@ def test_the_target_bands_holds_set_aside_for_a_round_and_put_back() -> None:
     assert rule.lower_of[:, 0].tolist() == [0.40, 0.42] and rule.limit_of[:, 0].tolist() == [0.50, 0.48]
 
 
+def test_a_fixed_broker_short_of_its_target_band_is_released_to_the_bands_edges_for_a_while() -> None:
+    # Broker 1 (0.60, over the band) and broker 2 (0.41: inside the band, under its target band) are both held to
+    # the target band [0.42, 0.48]. Only broker 2 is inside the band while outside its edges: released to the band's
+    # edges within the block, held again after; broker 1 keeps its edges (it is outside the band).
+    model = pool([(1, "a", 100), (2, "b", 100)], [("t", 0, 1, 0, 60), ("u", 0, 2, 0, 41)])
+    rule = Acceptance(model, {"disk": Band("disk", False, 0.45, 0.40, 0.50, 0.42, 0.48, None, True)}, ["disk"])
+    rule.hold_to_target(0, np.array([0, 1]))
+    with rule.short_of_target_released():
+        assert rule.lower_of[:, 0].tolist() == [0.42, 0.40] and rule.limit_of[:, 0].tolist() == [0.48, 0.50]
+    assert rule.lower_of[:, 0].tolist() == [0.42, 0.42] and rule.limit_of[:, 0].tolist() == [0.48, 0.48]
+
+
 def test_budgets_veto_moves_once_used_up() -> None:
     model = two_brokers()
     state = PlanState(model, ["disk"])

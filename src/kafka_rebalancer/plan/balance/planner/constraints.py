@@ -257,6 +257,30 @@ class Acceptance:
         finally:
             self.lower_of[:], self.limit_of[:] = held
 
+    def short_of_target(self) -> np.ndarray:
+        """Per (broker, resource): held to the target band (`fixed`), inside the band, outside the target band."""
+        usage = self.model.usage
+        target_lower, target_upper = self.lower.copy(), self.limit.copy()
+        for k, name in enumerate(self.names):
+            band = self.bands.get(name)
+            if band is not None and band.balanced:
+                target_lower[k] = max(self.lower[k], band.target_lower)
+                target_upper[k] = min(self.limit[k], band.target_upper)
+        inside_band = (usage >= self.lower - EPS) & (usage <= self.limit + EPS)
+        return self.fixed & inside_band & ((usage < target_lower - EPS) | (usage > target_upper + EPS))
+
+    @contextmanager
+    def short_of_target_released(self) -> Iterator[None]:
+        """Within: the brokers `short_of_target` now have the band's edges in those resources (put back after)."""
+        released = self.short_of_target()
+        held = self.lower_of.copy(), self.limit_of.copy()
+        self.lower_of[released] = np.broadcast_to(self.lower, released.shape)[released]
+        self.limit_of[released] = np.broadcast_to(self.limit, released.shape)[released]
+        try:
+            yield
+        finally:
+            self.lower_of[:], self.limit_of[:] = held
+
     def outside_band(self, k: int) -> bool:
         """Whether an eligible broker is outside the band's edges in resource k (its own edges aside)."""
         m = self.model
