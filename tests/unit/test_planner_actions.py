@@ -125,6 +125,19 @@ def test_a_count_exchange_needs_three_moves_of_budget_and_a_triple_the_rules_all
     assert model.load[:, 1].tolist() == [8, 4]
 
 
+def test_a_count_exchange_may_take_back_a_replica_of_the_pairs_size_not_only_the_smallest() -> None:
+    # Broker 2 holds 70 replicas of 1 and one of 20; broker 1 gives two of 10. Of the 64 smallest only ones of 1
+    # could come back (19 more disk to broker 2 each time: a broker full on disk and short of replicas never got
+    # one); the one of 20 is among the candidates too.
+    model = pool([(1, "a", 1000), (2, "b", 1000)],
+                 [("s", p, 1, 0, 10) for p in range(2)] + [("u", p, 2, 0, 1) for p in range(70)]
+                 + [("v", 0, 2, 0, 20)], resources=(DISK, REPLICA_COUNT))
+    exchange = action(CountExchange, model)
+    a, b, c = exchange._triples(np.array([0]), np.array([1]), np.arange(2, 73))
+    assert len(a) == len(b) == len(c) == CountExchange.RETURNED + CountExchange.NEAREST
+    assert 72 in c.tolist() and set(model.r_size[c[: CountExchange.RETURNED]].tolist()) == {1}
+
+
 def test_a_replica_move_gives_the_best_fit_to_the_least_used_broker_that_accepts_it() -> None:
     # Capacities 100 / 200 / 100, loads 80 / 60 / 40, band [0.405, 0.495]: broker 1 must shed [30.95, 39.5]. 35
     # does alone, 28 + 5 = 33 for less data: broker 1 sheds 28 first, to broker 2 (0.30, the least used).

@@ -392,7 +392,8 @@ class CountExchange(Action):
     about their size back relieves the count and keeps the rest."""
 
     GIVEN = 16  # the giver's smallest allowed replicas, paired two by two (120 pairs)
-    RETURNED = 64  # the taker's smallest allowed replicas, one of them coming back
+    RETURNED = 64  # the taker's smallest allowed replicas, one of them coming back ...
+    NEAREST = 4  # ... or one of the closest in size to the two given
 
     def exchange(self, giver: int, taker: int, k: int) -> bool:
         """Giver hands two of its replicas to taker and takes one of taker's back: of the triples every rule
@@ -405,13 +406,12 @@ class CountExchange(Action):
         given = self._smallest_allowed(self.state.movable_on(giver, k), taker, self.GIVEN)
         # As in a swap, the taker may hand back a replica that arrived earlier in the plan.
         returned = m.replicas_on(taker)
-        returned = self._smallest_allowed(returned[m.r_movable[returned]], giver, self.RETURNED)
+        returned = returned[m.r_movable[returned]]
+        returned = returned[self.placement.allows_many(returned, giver)]
         if len(given) < 2 or not len(returned):
             return False
         first, second = np.triu_indices(len(given), 1)
-        a = np.repeat(given[first], len(returned))
-        b = np.repeat(given[second], len(returned))
-        c = np.tile(returned, len(first))
+        a, b, c = self._triples(given[first], given[second], returned)
         net = m.r_load[a] + m.r_load[b] - m.r_load[c]  # from giver to taker
         to_taker, to_giver = np.maximum(net, 0), np.maximum(-net, 0)
         sizes = m.r_size[a] + m.r_size[b] + m.r_size[c]
@@ -425,6 +425,24 @@ class CountExchange(Action):
         best = int(candidates[np.argmin(sizes[candidates])])
         self.state.apply([(int(a[best]), taker), (int(b[best]), taker), (int(c[best]), giver)], k)
         return True
+
+    def _triples(self, a: np.ndarray, b: np.ndarray, returned: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Per pair (a, b) given, the replicas that may come back: the taker's RETURNED smallest (the least copied)
+        and the NEAREST closest in size to the pair (the least net, where a broker sits at another resource's edge:
+        with only the smallest coming back, a new broker full on disk but short of replicas took more disk with
+        every exchange, and an over-counted one at its disk's lower edge gave more)."""
+        m = self.model
+        returned = returned[np.argsort(m.r_size[returned], kind="stable")]
+        sizes = m.r_size[returned].astype(float)
+        pair = m.r_size[a].astype(float) + m.r_size[b].astype(float)
+        at = np.searchsorted(sizes, pair)
+        near = np.clip(at[:, None] + np.arange(-self.NEAREST // 2, self.NEAREST - self.NEAREST // 2), 0,
+                       len(returned) - 1)
+        smallest = np.broadcast_to(np.arange(min(self.RETURNED, len(returned))), (len(a), min(self.RETURNED,
+                                                                                              len(returned))))
+        picks = np.concatenate([smallest, near], axis=1)
+        width = picks.shape[1]
+        return np.repeat(a, width), np.repeat(b, width), returned[picks.ravel()]
 
     def _smallest_allowed(self, rs: np.ndarray, target: int, limit: int) -> np.ndarray:
         """Of rs, the `limit` smallest the placement rules let move to target (smallest first)."""

@@ -185,7 +185,7 @@ class Planner:
         takers = takers[np.argsort(usage[takers], kind="stable")]
         # A swap lands a replica on the taker and takes one from it: brokers a manual operation keeps from either
         # are left out before the cut, so they do not crowd out the others (leadership goes anywhere eligible).
-        swap_takers = self._exchange_partners(s, takers[m.receives[takers] & m.gives[takers]])
+        swap_takers = takers[m.receives[takers] & m.gives[takers]]
         takers = takers[: self.candidate_limit // 4]
         if m.resources[k].role_dependent:
             if self.leadership.hand_over(s, k, need, most):
@@ -201,8 +201,9 @@ class Planner:
         if self.replica_move.give(s, k, need, most):
             return True
         if m.resources[k].is_count:  # a swap leaves counts unchanged; two replicas for one do not
-            return self.exchanges and any(self.exchange.exchange(s, int(t), k) for t in swap_takers)
-        for t in swap_takers:
+            return self.exchanges and any(self.exchange.exchange(s, int(t), k)
+                                          for t in self._exchange_partners(s, swap_takers, self.candidate_limit))
+        for t in self._exchange_partners(s, swap_takers):
             room = limit[t] * m.capacity[t, k] - m.load[t, k]
             if self.swap.swap(s, int(t), k, need, min(most, room)):
                 return True
@@ -235,24 +236,28 @@ class Planner:
         if self.replica_move.take(t, k, need, most, givers):
             return True
         if m.resources[k].is_count:
-            return self.exchanges and any(self.exchange.exchange(s, t, k) for s in self._exchange_partners(t, givers))
+            return self.exchanges and any(self.exchange.exchange(s, t, k)
+                                          for s in self._exchange_partners(t, givers, self.candidate_limit))
         for s in self._exchange_partners(t, givers):
             spare = m.load[s, k] - lower[s] * m.capacity[s, k]
             if self.swap.swap(int(s), t, k, need, min(most, spare)):
                 return True
         return False
 
-    def _exchange_partners(self, b: int, brokers: np.ndarray) -> list[int]:
-        """The first `candidate_limit // 4` of `brokers`, in their order, that b can exchange replicas with under the
-        rack rule (each reaches the other's rack): where every partition has a replica on every rack, only b's own
-        rack, and a cut before this filter left two thirds of the partners useless (mixed hardware: brokers stayed
-        over the disk band that a swap within their rack would have fixed)."""
+    def _exchange_partners(self, b: int, brokers: np.ndarray, limit: int | None = None) -> list[int]:
+        """The first `limit` (`candidate_limit // 4`) of `brokers`, in their order, that b can exchange replicas with
+        under the rack rule (each reaches the other's rack): where every partition has a replica on every rack, only
+        b's own rack, and a cut before this filter left two thirds of the partners useless (mixed hardware: brokers
+        stayed over the disk band that a swap within their rack would have fixed). Two-for-one exchanges, the last
+        resort, ask more: the brokers with the fewest replicas sat at the disk's upper edge, and a broker over the
+        count band at its disk's lower edge found none of the first twelve (mixed-200)."""
+        limit = limit or self.candidate_limit // 4
         placement = self.constraints.placement
         partners: list[int] = []
         for x in map(int, brokers):
             if placement.reaches(b, x) and placement.reaches(x, b):
                 partners.append(x)
-                if len(partners) == self.candidate_limit // 4:
+                if len(partners) == limit:
                     break
         return partners
 
