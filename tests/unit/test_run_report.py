@@ -432,6 +432,10 @@ def test_an_executed_run_shows_the_timeline_result_and_verification(tmp_path: Pa
     bounds = section(page, "bounds")
     assert "forced moved / LB" in bounds and "balance moved / LB" in bounds and "forced: why" in bounds
     assert bounds.count("forced moved / LB") == 2  # per pool, and per resource
+    # Per pool, the edges the balance LB is against (the summary's lower_bound_edges).
+    edges = {p.broker_pool: p.lower_bound_edges for p in data.plan.pools}  # type: ignore[union-attr]
+    assert edges and set(edges.values()) <= {"promised", "band"}
+    assert all(f"<td>{e}</td>" in bounds for e in edges.values())
     skipped_part = section(page, "skipped")
     assert "under-replicated" in skipped_part and "kafka-topics --alter --partitions" in skipped_part
     assert section(page, "execution").count('class="chart"') == len(config.pools)

@@ -178,7 +178,8 @@ def _render_bounds(plan: PlanView) -> str:
                           _bytes_cell(pool.moved_bytes), _bytes_cell(pool.forced_bytes),
                           _forced_reasons(pool.forced_bytes_by_reason), _bytes_cell(pool.forced_lower_bound_bytes),
                           _ratio_cell(pool.forced_moved_over_lb), _bytes_cell(pool.balance_bytes),
-                          _bytes_cell(pool.lower_bound_bytes), _ratio_cell(pool.moved_over_lb)])
+                          _bytes_cell(pool.lower_bound_bytes), pool.lower_bound_edges or "-",
+                          _ratio_cell(pool.moved_over_lb)])
         for r in pool.resources:
             resource_rows.append([
                 pool.broker_pool, r.resource, _amount_cell(r.resource, r.forced_moved),
@@ -196,13 +197,15 @@ def _render_bounds(plan: PlanView) -> str:
              "plan must move to bring every broker into its band: per pool, one LP over every band at once (each "
              "broker meets all its bands with the same replicas, what one broker gives another receives, forced "
              "replicas land where they must), or where no replica must move the larger of that and each broker's "
-             "largest minimum added up; per resource, the larger of the excess above and the room below the current "
+             "largest minimum added up; against the edges the plan promises (the target band for every broker it "
+             "fixes, the others no further from theirs) where it keeps every promise in the pool, else the band's "
+             "(the column \"against\"); per resource, the larger of the excess above and the room below the current "
              "placement's band. Moved / LB near 1 means the plan moves little more than it must (below 1 for a "
              "resource when forced replicas filled brokers below the band).")
     return (f"<p>{_esc(intro)}</p>"
             + _table(["pool", ("partitions changed", True), ("replica moves", True), ("moved", True),
                       ("forced", True), "forced: why", ("must leave", True), ("forced moved / LB", True),
-                      ("balance", True), ("balance LB", True), ("balance moved / LB", True)], pool_rows,
+                      ("balance", True), ("balance LB", True), "against", ("balance moved / LB", True)], pool_rows,
                      sortable=True)
             + "<h3>Per resource</h3>"
             + _table(["pool", "resource", ("forced moved", True), "forced: why", ("must leave", True),

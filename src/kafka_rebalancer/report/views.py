@@ -93,6 +93,7 @@ class PoolPlanView:
     forced_moved_over_lb: float | None
     balance_bytes: int | None
     lower_bound_bytes: float | None  # of the balance part
+    lower_bound_edges: str | None  # against the edges the plan promises ("promised") or the band's ("band")
     moved_over_lb: float | None  # balance bytes / its lower bound
     resources: list[ResourceView]
     flows: list[Flow]  # by sender and receiver, the ones past SANKEY_BROKERS grouped (broker None)
