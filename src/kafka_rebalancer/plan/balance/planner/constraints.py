@@ -239,12 +239,15 @@ class Acceptance:
         self.lower_of[:, k] = np.maximum(self.lower[k], np.minimum(band.target_lower, usage))
         self.limit_of[:, k] = np.minimum(self.limit[k], np.maximum(band.target_upper, usage))
 
+    def target_edges(self, k: int) -> tuple[float, float]:
+        """Resource k's target band, within the band (and under the capacity threshold)."""
+        band = self.band(k)
+        return max(float(self.lower[k]), band.target_lower), min(float(self.limit[k]), band.target_upper)
+
     def hold_to_target(self, k: int, brokers: np.ndarray) -> None:
         """From now on, these brokers' edges in resource k are its target band's (within the band)."""
-        band = self.band(k)
         self.fixed[brokers, k] = True
-        self.lower_of[brokers, k] = np.maximum(self.lower[k], band.target_lower)
-        self.limit_of[brokers, k] = np.minimum(self.limit[k], band.target_upper)
+        self.lower_of[brokers, k], self.limit_of[brokers, k] = self.target_edges(k)
 
     @contextmanager
     def band_edges_only(self) -> Iterator[None]:
@@ -261,11 +264,8 @@ class Acceptance:
         """Per (broker, resource): held to the target band (`fixed`), inside the band, outside the target band."""
         usage = self.model.usage
         target_lower, target_upper = self.lower.copy(), self.limit.copy()
-        for k, name in enumerate(self.names):
-            band = self.bands.get(name)
-            if band is not None and band.balanced:
-                target_lower[k] = max(self.lower[k], band.target_lower)
-                target_upper[k] = min(self.limit[k], band.target_upper)
+        for k in np.flatnonzero(self.fixed.any(axis=0)):  # only balanced resources are held
+            target_lower[k], target_upper[k] = self.target_edges(int(k))
         inside_band = (usage >= self.lower - EPS) & (usage <= self.limit + EPS)
         return self.fixed & inside_band & ((usage < target_lower - EPS) | (usage > target_upper + EPS))
 
