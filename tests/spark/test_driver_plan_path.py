@@ -159,7 +159,7 @@ def test_the_driver_tables_are_sparks(spark: Any, cluster: tuple[Path, SnapshotT
     frames = {name: spark.read.parquet(str(folder / f"{name}.parquet")) for name in ("replicas", "partitions",
                                                                                       "brokers")}
     on_spark = SparkInput(planner_replicas(frames["replicas"], frames["partitions"], frames["brokers"], brokers,
-                                           topics).localCheckpoint(), 0)
+                                           topics).localCheckpoint(), 0, 1)
     on_driver = DriverInput.of(read_table(folder, REPLICAS), read_table(folder, PARTITIONS), brokers, topics, (),
                                None)
     keys = ["topic", "partition", "broker_id"]

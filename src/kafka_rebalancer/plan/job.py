@@ -1,6 +1,6 @@
 """The plan step: snapshot in, plan out. Runs on Spark (spark-submit from the DAG, or a local session from the
 CLI); it never talks to Kafka, so the same snapshot and config always give the same plan.json and hash. A small
-cluster's (up to `transforms.DRIVER_PLANNING_MAX_REPLICAS` replicas) is worked out on the driver alone, with the
+cluster's (up to `transforms.driver_max_replicas`) is worked out on the driver alone, with the
 same tables and plan (`planner_input.DriverInput`), and its Spark session is released at once."""
 
 from __future__ import annotations
@@ -235,7 +235,8 @@ def _read_inputs(job: _Job) -> _Inputs:
     # The partitions no pool balances that a drain or demotion must still touch, with the pool that plans them.
     held_of = ((lambda partitions: held_pools(partitions, brokers_pdf, job.request))
                if job.request is not None and job.request.action in ("drain-brokers", "demote-brokers") else None)
-    if plans_on_driver(_rows_of(snap, REPLICAS)):
+    broker_pools = brokers_pdf["broker_pool"].nunique()
+    if plans_on_driver(_rows_of(snap, REPLICAS), broker_pools):
         # A small cluster: the snapshot as the re-check reads it, its partitions as stored (a manual run's are
         # read again: the re-check's carry the run's pools, `snapshot.evacuation.as_planned`).
         tables = job.snapshot_read.result()[0]
@@ -251,7 +252,7 @@ def _read_inputs(job: _Job) -> _Inputs:
         planner_input = spark_input(planner_replicas(
             _read(job.spark, snap, REPLICAS), _read(job.spark, snap, PARTITIONS), _read(job.spark, snap, BROKERS),
             brokers_pdf, topics, leaving_brokers(job.request),
-            held_of(read_table(snap, PARTITIONS)) if held_of else None))
+            held_of(read_table(snap, PARTITIONS)) if held_of else None), broker_pools)
         where = "; its pools are planned on the driver" if planner_input.plans_on_driver else ""
     job.progress(f"{planner_input.replicas} replicas read, each with its partition's state{where}")
     return _Inputs(manifest, brokers_pdf, topics, planner_input)

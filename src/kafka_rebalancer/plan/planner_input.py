@@ -1,6 +1,6 @@
 """The planner's input (every replica with its partition's state) and the tables the plan job works out from it,
 two ways: with Spark jobs on a checkpointed DataFrame (`SparkInput`, a large cluster), or with pandas on the
-driver (`DriverInput`, a cluster up to `transforms.DRIVER_PLANNING_MAX_REPLICAS` replicas: no Spark job at all).
+driver (`DriverInput`, a cluster up to `transforms.driver_max_replicas`: no Spark job at all).
 Both give the same tables: a Spark test holds them to each other (tests/spark/test_driver_plan_path.py)."""
 
 from __future__ import annotations
@@ -31,16 +31,18 @@ from kafka_rebalancer.plan.balance.transforms import (
 
 @dataclass(frozen=True)
 class SparkInput:
-    """The planner's input as Spark's (`transforms.planner_replicas`, checkpointed), `replicas` rows of it."""
+    """The planner's input as Spark's (`transforms.planner_replicas`, checkpointed), `replicas` rows of it, of a
+    cluster of `broker_pools` pools."""
 
     frame: DataFrame
     replicas: int
+    broker_pools: int
 
     reads_on_driver = False
 
     @property
     def plans_on_driver(self) -> bool:
-        return plans_on_driver(self.replicas)
+        return plans_on_driver(self.replicas, self.broker_pools)
 
     def start_planner_workers(self, pools: int) -> None:
         if not self.plans_on_driver:
@@ -131,8 +133,8 @@ class DriverInput:
 PlannerInput = SparkInput | DriverInput
 
 
-def spark_input(frame: DataFrame) -> SparkInput:
+def spark_input(frame: DataFrame, broker_pools: int) -> SparkInput:
     """The planner's input on Spark, checkpointed (the checkpoint cuts the lineage: later queries start from this
     table instead of re-planning its inputs) and counted."""
     checkpointed = frame.localCheckpoint()
-    return SparkInput(checkpointed, checkpointed.count())
+    return SparkInput(checkpointed, checkpointed.count(), broker_pools)

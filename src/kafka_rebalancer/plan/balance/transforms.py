@@ -309,27 +309,33 @@ def _with_planner_imported(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Rec
 # there (the re-check reads it anyway), works out the same tables and plans the pools one after the other, and
 # runs no Spark job. Spark's fixed costs (its reads, query planning and code generation, the Python workers' start:
 # 1.5 to 3 s of a cold two-core machine) were most of such a plan. Whole plan processes, driver / Spark, on two
-# cores (issue 36): 0.4 to 0.6 up to 600,000 replicas, in one pool or four; at 1.5 million the gap closes (0.62 in
-# one pool, 0.87 in ten: the driver plans the pools one after the other on one core, where Spark plans them in
-# parallel, on as many executors as a cluster has), and the driver's serial work reaches half a minute. So up to
-# 600,000 replicas (400 brokers of 1,500 replicas) the driver; above, Spark, as the DAG's cluster is there for.
-# $KAFKA_REBALANCER_DRIVER_MAX_REPLICAS (`spark_settings.DRIVER_MAX_REPLICAS_ENV`) sets another limit: 0 always
-# uses Spark. A snapshot read by Spark whose planner input is within the limit (most of it skipped) still has its
-# pools planned on the driver (`plan_pools`, on_driver).
+# cores (issue 36): 0.4 to 0.6 up to 600,000 replicas, in one pool or four; at 1.5 million 0.87 in ten pools (the
+# driver plans the pools one after the other on one core, where Spark plans them in parallel, on as many executors
+# as a cluster has). So up to 600,000 replicas (400 brokers of 1,500 replicas) the driver; above, Spark, as the
+# DAG's cluster is there for, unless every broker is in one pool (below).
 DRIVER_PLANNING_MAX_REPLICAS = 600_000
+# One broker pool is one planner, on one core whichever plans it: Spark's executors only read the tables for it and
+# hand all of its rows to one Python worker, which holds them as the driver would (and the re-check reads the whole
+# snapshot on the driver anyway). At 1,000 brokers and 1.5 million replicas in one pool the driver's whole process
+# took 0.70 of Spark's (20.6 s against 29.3 s, the same plan) at 3.0 GB peak against 5 GB. Up to 2 million
+# replicas in one pool, the driver.
+DRIVER_ONE_POOL_MAX_REPLICAS = 2_000_000
 
 
-def driver_max_replicas() -> int:
-    """The largest input the plan job works on the driver: $KAFKA_REBALANCER_DRIVER_MAX_REPLICAS, else
-    DRIVER_PLANNING_MAX_REPLICAS."""
-    return driver_max_replicas_setting(DRIVER_PLANNING_MAX_REPLICAS)
+def driver_max_replicas(broker_pools: int) -> int:
+    """The largest input the plan job works on the driver, for a cluster of this many broker pools:
+    $KAFKA_REBALANCER_DRIVER_MAX_REPLICAS (`spark_settings.DRIVER_MAX_REPLICAS_ENV`, one limit at every pool
+    count, 0 for Spark always) when set, else DRIVER_ONE_POOL_MAX_REPLICAS for one pool and
+    DRIVER_PLANNING_MAX_REPLICAS for more."""
+    return driver_max_replicas_setting(DRIVER_ONE_POOL_MAX_REPLICAS if broker_pools <= 1
+                                       else DRIVER_PLANNING_MAX_REPLICAS)
 
 
-def plans_on_driver(replicas: int) -> bool:
+def plans_on_driver(replicas: int, broker_pools: int) -> bool:
     """Whether the plan job works on the driver (`local`) for a snapshot of this many replicas, and whether
     `plan_pools` plans on the driver a planner input of this many (a snapshot read by Spark whose planner input
     is smaller: most of its partitions skipped)."""
-    return replicas <= driver_max_replicas()
+    return replicas <= driver_max_replicas(broker_pools)
 
 
 def plan_pools(planner_input: DataFrame, settings: PoolPlanningSettings, on_driver: bool = False) -> pd.DataFrame:
