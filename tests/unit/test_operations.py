@@ -293,10 +293,13 @@ def test_auto_approval_limits_and_window(tmp_path: Path) -> None:
     assert refusals(small, True, False, night) == ["a manual operation is always approved by a person"]
 
 
-def test_duration_estimate_is_the_busiest_receiver_at_the_throttle() -> None:
+def test_duration_estimate_is_the_busiest_broker_receiving_or_serving_at_the_throttle() -> None:
     changes = pd.DataFrame({"old_replicas": [[1, 2], [1, 2], [3, 4]], "new_replicas": [[5, 2], [6, 2], [3, 5]],
                             "size_bytes": [100, 300, 200]})
-    assert estimated_seconds(changes, 10) == 30.0  # broker 5 receives 300, broker 6 300
+    # Brokers 5 and 6 receive 300 each; the leaders serve: without them known, the first old replicas (broker 1
+    # serves 400); with partition 1 led from broker 2, broker 1 serves 100 and 2 serves 300.
+    assert estimated_seconds(changes, 10) == 40.0
+    assert estimated_seconds(changes.assign(leader=[1, 2, 3]), 10) == 30.0
     assert estimated_seconds(changes, None) is None
     assert parse_duration("1h30m") == 5400 and parse_duration(90) == 90
     with pytest.raises(ValueError, match="duration"):

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import io
 import logging
-from types import SimpleNamespace
 from typing import Any
 
 from kafka_rebalancer import terminal_progress
-from kafka_rebalancer.execute.executor import Progress
+from kafka_rebalancer.execute.moves import PartitionMove
+from kafka_rebalancer.execute.progress import Progress
 
 
 class Terminal(io.StringIO):
@@ -27,9 +27,9 @@ def test_bars_on_a_terminal_show_each_step_and_keep_log_lines_readable() -> None
             phase = terminal_progress.Phases("snapshot", 2)
             phase("brokers")
             phase("partitions")
-            moves = [SimpleNamespace(bytes_to_copy=300 * 2**20), SimpleNamespace(bytes_to_copy=100 * 2**20)]
-            progress = Progress("pool-a", moves)  # type: ignore[arg-type]  # only bytes_to_copy is read
-            progress.done(moves[0])  # type: ignore[arg-type]
+            moves = [PartitionMove("t", 0, (1,), (2,), 300 * 2**20), PartitionMove("t", 1, (1,), (2,), 100 * 2**20)]
+            progress = Progress("pool-a", moves, None, lambda action, **entry: None)
+            progress.done(moves[0])
             logging.getLogger("kafka_rebalancer.test").warning("a log line while the bars run")
         assert handler.stream is screen  # given back
     finally:

@@ -17,26 +17,36 @@ import pandas as pd
 
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import ExecutionError
+from kafka_rebalancer.model.copy_time import CopyBytes
 from kafka_rebalancer.model.units import human_bytes
 from kafka_rebalancer.operations.overrides import now_iso
 from kafka_rebalancer.operations.request import read_request
 from kafka_rebalancer.plan.promises import validation_promise_lines
 from kafka_rebalancer.run_folder import APPROVAL, PLAN, VALIDATION, RunFolder, read_json, write_json
+from kafka_rebalancer.snapshot.store import read_snapshot
 
 APPROVED_STATES = ("approved", "auto-approved")
 LARGEST_MOVES = 10
 
 
 def estimated_seconds(changes: pd.DataFrame, throttle_bytes_per_s: int | None) -> float | None:
-    """Copy time at the throttle: each broker receives its new replicas at most at the throttled rate, brokers in
-    parallel, so the busiest receiver sets the time (None: unthrottled, no estimate)."""
-    if not throttle_bytes_per_s or changes.empty:
-        return None if not throttle_bytes_per_s else 0.0
-    incoming: dict[int, int] = {}
-    for old, new, size in zip(changes["old_replicas"], changes["new_replicas"], changes["size_bytes"], strict=True):
-        for b in set(map(int, new)) - set(map(int, old)):
-            incoming[b] = incoming.get(b, 0) + int(size)
-    return max(incoming.values(), default=0) / throttle_bytes_per_s
+    """The throttle-bound minimum of the copies (`model.copy_time`): the busiest broker's bytes to receive, or to
+    serve as the leader (`leader`: the snapshot's leader of each partition; without it, the first old replica),
+    at the throttled rate (None: unthrottled, no estimate)."""
+    if not throttle_bytes_per_s:
+        return None
+    leaders = changes["leader"] if "leader" in changes else [-1] * len(changes)
+    moves = [_Copy(tuple(map(int, old)), tuple(map(int, new)), int(size), int(leader)) for old, new, size, leader
+             in zip(changes["old_replicas"], changes["new_replicas"], changes["size_bytes"], leaders, strict=True)]
+    return CopyBytes.of(moves).seconds(throttle_bytes_per_s)
+
+
+@dataclass(frozen=True)
+class _Copy:
+    old: tuple[int, ...]
+    new: tuple[int, ...]
+    size_bytes: int
+    leader: int
 
 
 def _ids(brokers: Any) -> list[int]:
@@ -68,6 +78,10 @@ class PlanFacts:
         plan_dir = run.require(PLAN)
         summary = read_json(plan_dir / "summary.json")
         changes = read_table(plan_dir, PARTITION_CHANGES)
+        # The leaders serve the copies: the snapshot's (read_pool_plan gives the executor the same).
+        snapshot, _ = read_snapshot(run)
+        changes = changes.merge(snapshot.partitions[["topic", "partition", "leader"]], on=["topic", "partition"],
+                                how="left").fillna({"leader": -1})
         throttle = throttle_bytes_per_s or config.execution.throttle_bytes_per_s
         return cls(summary["plan_hash"], summary, changes, throttle, estimated_seconds(changes, throttle))
 

@@ -24,7 +24,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from kafka_rebalancer import terminal_progress
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import ExecutionCancelled, ExecutionError
 from kafka_rebalancer.execute.lock import pool_lock
@@ -42,6 +41,7 @@ from kafka_rebalancer.execute.moves import (
     reassignment_target,
     replaced_brokers,
 )
+from kafka_rebalancer.execute.progress import Progress
 from kafka_rebalancer.execute.throttle import Throttle, throttle_for
 from kafka_rebalancer.kafka_admin import PartitionInfo
 from kafka_rebalancer.model.reassignment import Key, leadership_only
@@ -65,41 +65,6 @@ class Cluster(Protocol):
     def elect_preferred_leaders(self, partitions: Iterable[Key]) -> dict[Key, str | None]: ...
     def alter_throttles(self, broker_rate: Mapping[int, int | None],
                         topic_replicas: Mapping[str, tuple[str, str] | None]) -> None: ...
-
-
-class Progress:
-    """Moves and bytes done of the total, with a time-left estimate, logged at intervals."""
-
-    def __init__(self, pool: str, moves: list[PartitionMove], every_s: float = 10.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.pool, self.total_moves = pool, len(moves)
-        self.total_bytes = sum(m.bytes_to_copy for m in moves)
-        self.done_moves = self.done_bytes = 0
-        self.clock, self.every_s = clock, every_s
-        self.started = self.last = clock()
-
-    def done(self, move: PartitionMove) -> None:
-        self.done_moves += 1
-        self.done_bytes += move.bytes_to_copy
-        self.show()
-
-    def show(self) -> None:
-        terminal_progress.show(f"execute {self.pool}", self.done_bytes, self.total_bytes or None,
-                               f"{self.done_moves}/{self.total_moves} moves")
-
-    def line(self) -> str:
-        elapsed = self.clock() - self.started
-        left = "unknown"
-        if self.done_bytes and self.total_bytes:
-            rate = self.done_bytes / max(elapsed, 1e-3)
-            left = f"{(self.total_bytes - self.done_bytes) / rate:.0f}s"
-        return (f"{self.pool}: {self.done_moves}/{self.total_moves} moves, {self.done_bytes / 2**20:.1f} of "
-                f"{self.total_bytes / 2**20:.1f} MiB, {elapsed:.0f}s elapsed, about {left} left")
-
-    def maybe_log(self, force: bool = False) -> None:
-        if force or self.clock() - self.last >= self.every_s:
-            self.last = self.clock()
-            log.info("progress %s", self.line())
 
 
 def _names(keys: Iterable[Key]) -> list[str]:
@@ -139,10 +104,10 @@ class _PoolExecution:
         pending = [m for m in order_moves(self.plan.moves, self.order, self.plan.disk_utilisation)
                    if state.action(m.key) not in ("completed", "skipped") and m.key not in ours]
         in_flight = {k: self.clock() for k in ours}  # adopted moves get a fresh timeout
-        self.progress = Progress(self.pool, self.plan.moves, clock=self.clock)
-        for m in self.plan.moves:
-            if state.action(m.key) == "completed":
-                self.progress.done(m)
+        self.progress = Progress(self.pool, self.plan.moves, self.throttle.rate_bytes_per_s, self.xlog.append,
+                                 [m.key for m in self.plan.moves if state.action(m.key) == "completed"],
+                                 clock=self.clock)
+        self.progress.begin()
         if not self.throttle.empty and (pending or in_flight):
             self.cluster.alter_throttles(*self.throttle.set_configs())
             self.xlog.append("throttle_set", rate_bytes_per_s=self.throttle.rate_bytes_per_s,

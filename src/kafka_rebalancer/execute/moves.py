@@ -25,6 +25,7 @@ class PartitionMove:
     old: tuple[int, ...]
     new: tuple[int, ...]
     size_bytes: int
+    leader: int = -1  # the partition's leader in the snapshot: it serves the copies (-1: not known)
 
     @property
     def key(self) -> Key:
@@ -171,7 +172,8 @@ def read_pool_plan(run: RunFolder, pool: str, digest: str) -> PoolPlan:
     snapshot, _ = read_snapshot(run)
     parts = snapshot.partitions.set_index(["topic", "partition"])
     moves = [PartitionMove(r.topic, r.partition, tuple(rollback[(r.topic, r.partition)]), tuple(r.replicas),
-                           int(parts.at[(r.topic, r.partition), "size_bytes"]))
+                           int(parts.at[(r.topic, r.partition), "size_bytes"]),
+                           int(parts.at[(r.topic, r.partition), "leader"]))
              for r in plan if parts.at[(r.topic, r.partition), "topic_pool"] == pool]
     brokers = snapshot.brokers
     used = snapshot.replicas.groupby("broker_id")["size_bytes"].sum()

@@ -1,0 +1,90 @@
+"""An execution's progress: moves and bytes done, and the time left at the throttle (`model.copy_time`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict
+from typing import Any
+
+from kafka_rebalancer import terminal_progress
+from kafka_rebalancer.model.copy_time import ESTIMATE_POINTS, CopyBytes, CopyingMove, Estimate, estimate
+from kafka_rebalancer.model.reassignment import Key
+
+log = logging.getLogger(__name__)
+
+
+class Progress:
+    """Moves and bytes done of the total with the time left, shown on the terminal, logged every `every_s` and
+    recorded (`record`: the execution log's append) before the first move and at each of ESTIMATE_POINTS of the
+    bytes. `completed`: the moves an earlier attempt finished (done, and outside this attempt's bound)."""
+
+    def __init__(self, pool: str, moves: list[CopyingMove], rate_bytes_per_s: int | None,
+                 record: Callable[..., Any], completed: Iterable[Key] = (), every_s: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.pool, self.rate, self.record = pool, rate_bytes_per_s, record
+        self.total_moves = len(moves)
+        self.total_bytes = sum(m.bytes_to_copy for m in moves)
+        finished = set(completed)
+        self.left = {m.key: m for m in moves if m.key not in finished}
+        self.done_moves = len(moves) - len(self.left)
+        self.done_bytes = self.total_bytes - sum(m.bytes_to_copy for m in self.left.values())
+        self.bytes_at_start = self.done_bytes
+        self.bound_s = CopyBytes.of(self.left.values()).seconds(rate_bytes_per_s)
+        self.points = [p for p in ESTIMATE_POINTS if p * self.total_bytes > self.done_bytes]
+        self.clock, self.every_s = clock, every_s
+        self.started = self.last = clock()
+
+    def begin(self) -> None:
+        """Record the estimate before the first move."""
+        self._record()
+
+    def done(self, move: CopyingMove) -> None:
+        if self.left.pop(move.key, None) is None:
+            return
+        self.done_moves += 1
+        self.done_bytes += move.bytes_to_copy
+        self.show()
+        reached = [p for p in self.points if self.done_bytes >= p * self.total_bytes]
+        if reached:
+            self.points = self.points[len(reached):]
+            self._record()
+
+    def estimate(self) -> Estimate | None:
+        """The time left at the throttle (None: unthrottled, see `line`)."""
+        if self.bound_s is None:
+            return None
+        remaining = CopyBytes.of(self.left.values()).seconds(self.rate) or 0.0
+        return estimate(self.clock() - self.started, self.bound_s, remaining)
+
+    def _record(self) -> None:
+        figures = self.estimate()
+        self.record("estimate", done_fraction=round(self.done_bytes / self.total_bytes, 4)
+                            if self.total_bytes else 1.0, done_bytes=self.done_bytes,
+                            **({} if figures is None else {k: round(v, 3) for k, v in
+                                                           {**asdict(figures), "finish_s": figures.finish_s}.items()}))
+        log.info("estimate %s", self.line())
+
+    def show(self) -> None:
+        terminal_progress.show(f"execute {self.pool}", self.done_bytes, self.total_bytes or None,
+                               f"{self.done_moves}/{self.total_moves} moves")
+
+    def line(self) -> str:
+        elapsed = self.clock() - self.started
+        figures = self.estimate()
+        if figures is not None:
+            left = (f"about {figures.remaining_s:.0f}s left (throttle-bound {figures.remaining_bound_s:.0f}s of "
+                    f"{figures.bound_s:.0f}s, running at {figures.slowdown:.2f}x it)")
+        elif self.done_bytes > self.bytes_at_start:  # unthrottled: the rate so far
+            rate = (self.done_bytes - self.bytes_at_start) / max(elapsed, 1e-3)
+            left = f"about {(self.total_bytes - self.done_bytes) / rate:.0f}s left"
+        else:
+            left = "time left unknown"
+        return (f"{self.pool}: {self.done_moves}/{self.total_moves} moves, {self.done_bytes / 2**20:.1f} of "
+                f"{self.total_bytes / 2**20:.1f} MiB, {elapsed:.0f}s elapsed, {left}")
+
+    def maybe_log(self, force: bool = False) -> None:
+        if force or self.clock() - self.last >= self.every_s:
+            self.last = self.clock()
+            log.info("progress %s", self.line())

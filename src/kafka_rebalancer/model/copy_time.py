@@ -1,0 +1,103 @@
+"""How long a pool's moves take at the replication throttle, before they start and while they run.
+
+A new replica copies its partition from the leader: the receiving broker fetches under its follower throttle, the
+leader serves under its leader throttle, each throttle shared by every throttled replica on that broker (Kafka's
+quota is per broker and direction). With every broker copying in parallel, the least time the copies can take is
+the busiest broker's bytes in one direction over the throttle (`CopyBytes.seconds`): the throttle-bound minimum.
+The leader serving a move is the partition's leader when the move runs: the snapshot's, since the executor elects
+the planned leaders only once the copies are done.
+
+While moves run, the time left is the throttle-bound minimum of what is left (moves in flight count whole: their
+progress is not read), times how much slower than that bound the finished part ran (`Estimate`); before the first
+finished bytes, the bound alone. The approval's estimated duration is the bound; the executor's progress
+(`execute.progress`) records the estimate as the moves finish.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from kafka_rebalancer.model.reassignment import Key
+
+# The fractions of the bytes at which the executor records its estimate (besides the one before the first move).
+ESTIMATE_POINTS = (0.25, 0.5, 0.75)
+
+
+class CopyingMove(Protocol):
+    old: tuple[int, ...]
+    new: tuple[int, ...]
+    size_bytes: int
+    leader: int
+
+    @property
+    def key(self) -> Key: ...
+
+    @property
+    def bytes_to_copy(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class CopyBytes:
+    """Per broker: the bytes it receives as new replicas (follower side) and serves as the leader of partitions
+    gaining replicas (leader side)."""
+
+    received: Mapping[int, int]
+    served: Mapping[int, int]
+
+    @classmethod
+    def of(cls, moves: Iterable[CopyingMove]) -> CopyBytes:
+        received: dict[int, int] = {}
+        served: dict[int, int] = {}
+        for move in moves:
+            adding = set(move.new) - set(move.old)
+            if not adding:
+                continue
+            for b in adding:
+                received[b] = received.get(b, 0) + move.size_bytes
+            # One copy per new replica, all of them fetched from the leader (the first old replica when the
+            # snapshot knew no leader).
+            leader = move.leader if move.leader in move.old else move.old[0]
+            served[leader] = served.get(leader, 0) + move.size_bytes * len(adding)
+        return cls(received, served)
+
+    def bottleneck(self) -> tuple[int, str, int] | None:
+        """The busiest broker and direction: (broker id, "receives" or "serves", bytes); None: nothing copies."""
+        sides = [(n, -b, "receives") for b, n in self.received.items()] + \
+                [(n, -b, "serves") for b, n in self.served.items()]
+        if not sides:
+            return None
+        most, broker, side = max(sides)
+        return -broker, side, most
+
+    def seconds(self, rate_bytes_per_s: int | None) -> float | None:
+        """The throttle-bound minimum; None when unthrottled (the machine, not a rate, sets the time)."""
+        if not rate_bytes_per_s:
+            return None
+        busiest = self.bottleneck()
+        return busiest[2] / rate_bytes_per_s if busiest else 0.0
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The time left of an execution at one moment."""
+
+    elapsed_s: float
+    bound_s: float  # the throttle-bound minimum of every move
+    remaining_bound_s: float  # the same of the moves not finished
+    remaining_s: float  # the estimate: remaining_bound_s times the slowdown measured so far
+    slowdown: float  # elapsed / the bound of the finished part (1.0 before there is enough of one)
+
+    @property
+    def finish_s(self) -> float:
+        """The predicted time from the start to the last move's end."""
+        return self.elapsed_s + self.remaining_s
+
+
+def estimate(elapsed_s: float, bound_s: float, remaining_bound_s: float) -> Estimate:
+    """The time left, from the bound of all the moves and of those not finished. The slowdown is measured only
+    once a twentieth of the bound is done: before, a move finishing early or late would swing it widely."""
+    done_bound = bound_s - remaining_bound_s
+    slowdown = elapsed_s / done_bound if done_bound >= 0.05 * bound_s and done_bound > 0 else 1.0
+    return Estimate(elapsed_s, bound_s, remaining_bound_s, remaining_bound_s * slowdown, slowdown)

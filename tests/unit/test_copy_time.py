@@ -1,0 +1,86 @@
+"""The time a plan's copies take at the throttle, and the executor's estimate of the time left."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kafka_rebalancer.execute.moves import PartitionMove
+from kafka_rebalancer.execute.progress import Progress
+from kafka_rebalancer.model.copy_time import CopyBytes, estimate
+
+
+def test_each_broker_receives_its_new_replicas_and_the_leader_serves_every_copy() -> None:
+    moves = [PartitionMove("t", 0, (1, 2), (3, 4), 100, leader=2),  # two copies served by broker 2
+             PartitionMove("t", 1, (1, 2), (1, 3), 50, leader=1),
+             PartitionMove("t", 2, (5, 6), (6, 5), 10**9, leader=5),  # leadership only: copies nothing
+             PartitionMove("t", 3, (6, 1), (6, 4), 30)]  # leader unknown: the first old replica serves
+    copies = CopyBytes.of(moves)
+    assert dict(copies.received) == {3: 150, 4: 130}
+    assert dict(copies.served) == {2: 200, 1: 50, 6: 30}
+    assert copies.bottleneck() == (2, "serves", 200)
+    assert copies.seconds(20) == 10.0 and copies.seconds(None) is None
+    assert CopyBytes.of([]).seconds(20) == 0.0 and CopyBytes.of([]).bottleneck() is None
+
+
+def test_a_leader_that_is_not_an_old_replica_is_not_believed() -> None:
+    # A snapshot leader outside the replicas (a stale row) would serve nothing: the first old replica does.
+    assert dict(CopyBytes.of([PartitionMove("t", 0, (1, 2), (1, 3), 10, leader=7)]).served) == {1: 10}
+
+
+def test_the_estimate_scales_what_is_left_by_the_slowdown_measured_so_far() -> None:
+    assert estimate(5.0, 100.0, 98.0).remaining_s == 98.0  # under a twentieth done: the bound alone
+    later = estimate(60.0, 100.0, 50.0)  # half the bound took 60 s
+    assert later.slowdown == pytest.approx(1.2) and later.remaining_s == pytest.approx(60.0)
+    assert later.finish_s == pytest.approx(120.0)
+    assert estimate(40.0, 100.0, 50.0).slowdown == pytest.approx(0.8)  # a throttle letting more through
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_progress_records_its_estimate_before_the_first_move_and_at_each_quarter_of_the_bytes() -> None:
+    # Broker 9 receives every copy: 8 moves of 100 bytes at 10 bytes/s are 80 s at the throttle.
+    moves = [PartitionMove("t", i, (1,), (9,), 100, leader=1) for i in range(8)]
+    records: list[dict[str, Any]] = []
+    clock = Clock()
+    progress = Progress("p", moves, 10, lambda action, **entry: records.append({"action": action, **entry}),
+                        clock=clock)
+    progress.begin()
+    for i, move in enumerate(moves[:6]):
+        clock.now = 12.5 * (i + 1)  # each move 12.5 s: 1.25x the throttle's 10 s
+        progress.done(move)
+    assert [r["done_fraction"] for r in records] == [0.0, 0.25, 0.5, 0.75]
+    assert records[0]["bound_s"] == 80.0 and records[0]["remaining_s"] == 80.0
+    assert records[1]["slowdown"] == pytest.approx(1.25) and records[1]["finish_s"] == pytest.approx(100.0)
+    assert records[3]["remaining_s"] == pytest.approx(25.0)  # two moves left at 1.25x
+    assert "about 25s left" in progress.line()
+
+
+def test_a_resumed_execution_bounds_only_the_moves_left_and_skips_the_quarters_passed() -> None:
+    moves = [PartitionMove("t", i, (1,), (9,), 100, leader=1) for i in range(4)]
+    records: list[dict[str, Any]] = []
+    progress = Progress("p", moves, 10, lambda action, **entry: records.append(entry),
+                        completed=[moves[0].key, moves[1].key], clock=Clock())
+    progress.begin()
+    assert records == [{"done_fraction": 0.5, "done_bytes": 200, "elapsed_s": 0.0, "bound_s": 20.0,
+                        "remaining_bound_s": 20.0, "remaining_s": 20.0, "slowdown": 1.0, "finish_s": 20.0}]
+    progress.done(moves[0])  # an earlier attempt's move reported again changes nothing
+    progress.done(moves[2])
+    assert [r["done_fraction"] for r in records] == [0.5, 0.75]
+
+
+def test_unthrottled_the_time_left_is_the_rate_so_far() -> None:
+    moves = [PartitionMove("t", i, (1,), (9,), 100) for i in range(4)]
+    clock = Clock()
+    progress = Progress("p", moves, None, lambda action, **entry: None, clock=clock)
+    assert "time left unknown" in progress.line()
+    clock.now = 10.0
+    progress.done(moves[0])
+    assert "about 30s left" in progress.line()
