@@ -269,8 +269,11 @@ class ExecutionSettings(_Strict):
     run_timeout_s: float = Field(default=6 * 3600.0, gt=0)
     # Replication throttle on the brokers and topics of moving replicas; null: unthrottled.
     throttle_bytes_per_s: int | None = Field(default=50 * 2**20, ge=1)
-    # Data moves start in this order (leadership-only changes always go first, in batches of their own).
-    order: Literal["smallest_first", "largest_first", "most_loaded_first", "plan"] = "smallest_first"
+    # Data moves start in this order (leadership-only changes always go first, in batches of their own);
+    # bottleneck_first: the moves of the broker with the most bytes left to receive or serve first, kept up as
+    # moves finish.
+    order: Literal["smallest_first", "largest_first", "most_loaded_first", "bottleneck_first", "plan"] = \
+        "smallest_first"
     # No new batch starts while the pool has under-replicated partitions besides the moving ones; this long at most.
     urp_wait_timeout_s: float = Field(default=600.0, gt=0)
     # execute-reviewed refuses a plan older than this (the cluster has moved on since).

@@ -14,7 +14,7 @@ from kafka_rebalancer.errors import ExecutionCancelled, ExecutionError, RunFolde
 from kafka_rebalancer.execute.executor import cancel_pool, execute_pool
 from kafka_rebalancer.execute.lock import pool_lock
 from kafka_rebalancer.execute.log import ExecutionLog
-from kafka_rebalancer.execute.moves import Limits, PartitionMove, order_moves, pick_batch
+from kafka_rebalancer.execute.moves import Limits, PartitionMove, bottleneck_first, order_moves, pick_batch
 from kafka_rebalancer.execute.throttle import throttle_for
 from kafka_rebalancer.kafka_admin import PartitionInfo
 from kafka_rebalancer.model.reassignment import dumps
@@ -141,6 +141,32 @@ def test_pick_batch_respects_per_broker_and_cluster_limits() -> None:
     assert len(pick_batch(moves, [], Limits(5, 2, 1, 1))) == 2
     waiting = [m for m in moves if m not in batch]
     assert pick_batch(waiting, batch, Limits(2, 10, 1, 1)) == []  # brokers 1 and 3 are busy with two moves
+
+
+def test_a_broker_copying_less_than_its_buffer_takes_moves_beyond_its_count() -> None:
+    # Broker 9 receives every move; the leaders 1..6 serve one each. Count limit 2, buffer 100 bytes.
+    small = [PartitionMove("t", i, (i,), (9,), 30, leader=i) for i in range(1, 7)]
+    limits = Limits(2, 10, 1, 1, buffer_bytes=100)
+    assert [m.partition for m in pick_batch(small, [], limits)] == [1, 2, 3, 4]  # 2 by count, then 60 and 90 < 100
+    assert pick_batch(small, [], Limits(2, 10, 1, 1)) == small[:2]  # no buffer: the count alone
+    large = [PartitionMove("u", i, (i,), (9,), 100, leader=i) for i in range(1, 4)]
+    assert pick_batch(large, [], limits) == large[:2]
+    # The leader serving the copies is loaded too, though it keeps its replica.
+    served = [PartitionMove("v", i, (1, 2), (1, 2 + i), 100, leader=1) for i in range(1, 4)]
+    assert pick_batch(served, [], Limits(2, 10, 1, 1)) == served[:2]
+
+
+def test_bottleneck_first_starts_the_busiest_brokers_moves_largest_first_and_keeps_it_up() -> None:
+    # Broker 9 receives 300 bytes, broker 8 150: 9's moves first, largest first.
+    moves = [PartitionMove("t", 0, (1,), (8,), 100, leader=1), PartitionMove("t", 1, (2,), (9,), 100, leader=2),
+             PartitionMove("t", 2, (3,), (9,), 200, leader=3), PartitionMove("t", 3, (4,), (8,), 50, leader=4),
+             PartitionMove("t", 4, (5, 6), (6, 5), 10**9, leader=5)]
+    ordered = order_moves(moves, "bottleneck_first", {})
+    assert [m.partition for m in ordered] == [4, 2, 1, 0, 3]  # the leadership change stays in front
+    # With broker 9's large move in flight its work left is still the most: its other move next.
+    assert [m.partition for m in bottleneck_first([moves[0], moves[1], moves[3]], [moves[2]])] == [1, 0, 3]
+    # Once 9 is done, 8's.
+    assert [m.partition for m in bottleneck_first([moves[0], moves[3]], [])] == [0, 3]
 
 
 def test_executes_every_move_and_elects_leaders(config_factory: Callable[..., Any], tmp_path: Path) -> None:
@@ -291,6 +317,7 @@ def test_move_order_is_configurable() -> None:
     assert keys("smallest_first") == [1, 0, 2]
     assert keys("largest_first") == [2, 0, 1]
     assert keys("most_loaded_first") == [1, 2, 0]  # broker 5 is the fullest, then 6
+    assert keys("bottleneck_first") == [2, 1, 0]  # broker 4 receives 60 bytes (40 first), broker 3 30
     assert keys("plan") == [0, 1, 2]
 
 

@@ -33,6 +33,7 @@ from kafka_rebalancer.execute.moves import (
     PartitionMove,
     PoolPlan,
     SyncFacts,
+    bottleneck_first,
     load_pool_plan,
     order_moves,
     out_of_sync_reason,
@@ -79,7 +80,7 @@ class _PoolExecution:
                  clock: Callable[[], float]) -> None:
         self.cluster, self.pool, self.plan, self.xlog, self.throttle = cluster, pool, plan, xlog, throttle
         self.drained = drained
-        self.limits = Limits.of(config)
+        self.limits = Limits.of(config, throttle.rate_bytes_per_s)
         self.marker, self.sleep, self.clock = marker, sleep, clock
         self.by_key = {m.key: m for m in plan.moves}
         self.order = config.execution.order
@@ -132,7 +133,10 @@ class _PoolExecution:
                 self._check_stuck(in_flight)
             started = False
             if pending and self._pool_healthy():
-                batch = pick_batch(pending, [self.by_key[k] for k in in_flight], self.limits)
+                running = [self.by_key[k] for k in in_flight]
+                if self.order == "bottleneck_first":
+                    pending[:] = bottleneck_first(pending, running)
+                batch = pick_batch(pending, running, self.limits)
                 if batch:
                     self._start(batch, pending, in_flight)
                     started = True

@@ -10,6 +10,7 @@ from typing import Any
 
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import RebalancerError
+from kafka_rebalancer.model.copy_time import copy_loads
 from kafka_rebalancer.model.reassignment import Key, copies_nothing, parse_reassignment, plan_hash
 from kafka_rebalancer.run_folder import EXECUTE, PLAN, SNAPSHOT, RunFolder, read_json
 from kafka_rebalancer.snapshot.store import read_snapshot
@@ -46,6 +47,11 @@ class PartitionMove:
         return self.size_bytes * len(set(self.new) - set(self.old))
 
 
+# A broker copying less than this many poll intervals' worth of its throttle takes moves beyond its count limit:
+# five small moves in flight drain in a fraction of a poll interval, and the throttle then idles until the next poll.
+BUFFER_POLLS = 3
+
+
 @dataclass(frozen=True)
 class Limits:
     max_moves_per_broker: int
@@ -54,12 +60,16 @@ class Limits:
     move_timeout_s: float
     run_timeout_s: float = float("inf")
     urp_wait_timeout_s: float = float("inf")
+    # Bytes in flight (received, or served as leader) under which a broker takes moves beyond max_moves_per_broker;
+    # 0: the count alone (unthrottled: no rate to keep busy).
+    buffer_bytes: float = 0.0
 
     @classmethod
-    def of(cls, config: RebalancerConfig) -> Limits:
+    def of(cls, config: RebalancerConfig, rate_bytes_per_s: int | None = None) -> Limits:
         e = config.execution
         return cls(e.max_moves_per_broker, e.max_moves_cluster, e.poll_interval_s, e.move_timeout_s,
-                   e.run_timeout_s, e.urp_wait_timeout_s)
+                   e.run_timeout_s, e.urp_wait_timeout_s,
+                   (rate_bytes_per_s or 0) * e.poll_interval_s * BUFFER_POLLS)
 
 
 @dataclass(frozen=True)
@@ -114,26 +124,56 @@ def replaced_brokers(moves: Iterable[PartitionMove], live: Iterable[int], draine
 def pick_batch(pending: list[PartitionMove], in_flight: Iterable[PartitionMove], limits: Limits) -> list[PartitionMove]:
     """The pending moves that may start now, in order, within the per-broker and cluster-wide limits.
 
-    Leadership-only changes and data moves never share a batch nor run at the same time: a batch takes the
-    kind of the first pending move and starts only when nothing of the other kind is in flight."""
+    A move loads the brokers gaining or losing a replica and the leader serving its copies. Each of them takes it
+    while it has fewer than max_moves_per_broker moves in flight, or copies fewer than `buffer_bytes` (small moves
+    beyond the count keep its throttle busy until the next poll). Leadership-only changes and data moves never
+    share a batch nor run at the same time: a batch takes the kind of the first pending move and starts only when
+    nothing of the other kind is in flight."""
     running = list(in_flight)
     if not pending or any(m.leadership_only != pending[0].leadership_only for m in running):
         return []
     kind = pending[0].leadership_only
     per_broker: dict[int, int] = {}
-    for move in running:
-        for b in move.brokers:
+    copying: dict[int, int] = {}
+
+    def take(move: PartitionMove) -> None:
+        for b in _loaded(move):
             per_broker[b] = per_broker.get(b, 0) + 1
+        for b, _, n in copy_loads(move):
+            copying[b] = copying.get(b, 0) + n
+
+    for move in running:
+        take(move)
     batch: list[PartitionMove] = []
     for move in pending:
         if len(running) + len(batch) >= limits.max_moves_cluster:
             break
-        if move.leadership_only == kind and all(per_broker.get(b, 0) < limits.max_moves_per_broker
-                                                for b in move.brokers):
+        if move.leadership_only == kind and all(
+                per_broker.get(b, 0) < limits.max_moves_per_broker or copying.get(b, 0) < limits.buffer_bytes
+                for b in _loaded(move)):
             batch.append(move)
-            for b in move.brokers:
-                per_broker[b] = per_broker.get(b, 0) + 1
+            take(move)
     return batch
+
+
+def _loaded(move: PartitionMove) -> set[int]:
+    return set(move.brokers) | {b for b, _, _ in copy_loads(move)}
+
+
+def bottleneck_first(pending: list[PartitionMove], in_flight: Iterable[PartitionMove]) -> list[PartitionMove]:
+    """Data moves by the work left on their busiest broker (bytes to receive or serve, in flight or pending), the
+    largest first within it: the broker that sets the throttle-bound minimum starts at once and stays busy to the
+    end. Leadership-only changes keep their place in front."""
+    work: dict[tuple[int, str], int] = {}
+    for move in [*pending, *in_flight]:
+        for b, side, n in copy_loads(move):
+            work[(b, side)] = work.get((b, side), 0) + n
+
+    def busiest(move: PartitionMove) -> tuple[int, int, str, int]:
+        return (-max((work[(b, side)] for b, side, _ in copy_loads(move)), default=0), -move.size_bytes, *move.key)
+
+    return [m for m in pending if m.leadership_only] + sorted((m for m in pending if not m.leadership_only),
+                                                              key=busiest)
 
 
 def order_moves(moves: list[PartitionMove], order: str, disk_utilisation: Mapping[int, float]) -> list[PartitionMove]:
@@ -147,6 +187,8 @@ def order_moves(moves: list[PartitionMove], order: str, disk_utilisation: Mappin
         "largest_first": lambda m: (-m.size_bytes, *m.key),
         "most_loaded_first": most_loaded,
     }
+    if order == "bottleneck_first":  # the executor keeps this order up as moves finish
+        return bottleneck_first(moves, [])
     data = [m for m in moves if not m.leadership_only]
     if order != "plan":
         data.sort(key=keys[order])

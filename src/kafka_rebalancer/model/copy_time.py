@@ -38,6 +38,20 @@ class CopyingMove(Protocol):
     def bytes_to_copy(self) -> int: ...
 
 
+RECEIVES, SERVES = "receives", "serves"
+
+
+def copy_loads(move: CopyingMove) -> list[tuple[int, str, int]]:
+    """What a move copies, per broker: (broker, RECEIVES or SERVES, bytes). Each new replica receives the partition;
+    the leader serves one copy per new replica (the first old replica when the snapshot's leader is not one of the
+    old replicas). Nothing for a move that only reorders its replicas."""
+    adding = sorted(set(move.new) - set(move.old))
+    if not adding:
+        return []
+    leader = move.leader if move.leader in move.old else move.old[0]
+    return [*((b, RECEIVES, move.size_bytes) for b in adding), (leader, SERVES, move.size_bytes * len(adding))]
+
+
 @dataclass(frozen=True)
 class CopyBytes:
     """Per broker: the bytes it receives as new replicas (follower side) and serves as the leader of partitions
@@ -51,21 +65,15 @@ class CopyBytes:
         received: dict[int, int] = {}
         served: dict[int, int] = {}
         for move in moves:
-            adding = set(move.new) - set(move.old)
-            if not adding:
-                continue
-            for b in adding:
-                received[b] = received.get(b, 0) + move.size_bytes
-            # One copy per new replica, all of them fetched from the leader (the first old replica when the
-            # snapshot knew no leader).
-            leader = move.leader if move.leader in move.old else move.old[0]
-            served[leader] = served.get(leader, 0) + move.size_bytes * len(adding)
+            for broker, side, n in copy_loads(move):
+                totals = received if side == RECEIVES else served
+                totals[broker] = totals.get(broker, 0) + n
         return cls(received, served)
 
     def bottleneck(self) -> tuple[int, str, int] | None:
         """The busiest broker and direction: (broker id, "receives" or "serves", bytes); None: nothing copies."""
-        sides = [(n, -b, "receives") for b, n in self.received.items()] + \
-                [(n, -b, "serves") for b, n in self.served.items()]
+        sides = [(n, -b, RECEIVES) for b, n in self.received.items()] + \
+                [(n, -b, SERVES) for b, n in self.served.items()]
         if not sides:
             return None
         most, broker, side = max(sides)
