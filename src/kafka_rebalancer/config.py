@@ -266,6 +266,8 @@ class ExecutionSettings(_Strict):
     max_moves_cluster: int = Field(default=20, ge=1)
     poll_interval_s: float = Field(default=2.0, gt=0)
     move_timeout_s: float = Field(default=900.0, gt=0)
+    # A move whose new replicas gain no bytes for this long, its receiving brokers alive, is named as stalled.
+    stall_after_s: float = Field(default=120.0, gt=0)
     run_timeout_s: float = Field(default=6 * 3600.0, gt=0)
     # Replication throttle on the brokers and topics of moving replicas; null: unthrottled.
     throttle_bytes_per_s: int | None = Field(default=50 * 2**20, ge=1)

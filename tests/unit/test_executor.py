@@ -15,6 +15,7 @@ from kafka_rebalancer.execute.executor import cancel_pool, execute_pool
 from kafka_rebalancer.execute.lock import pool_lock
 from kafka_rebalancer.execute.log import ExecutionLog
 from kafka_rebalancer.execute.moves import Limits, PartitionMove, bottleneck_first, order_moves, pick_batch
+from kafka_rebalancer.execute.stall import StallWatch, copied_bytes
 from kafka_rebalancer.execute.throttle import throttle_for
 from kafka_rebalancer.kafka_admin import PartitionInfo
 from kafka_rebalancer.model.reassignment import dumps
@@ -49,10 +50,13 @@ class FakeCluster:
         self.on_list: Callable[[FakeCluster], None] = lambda cluster: None
         self.dead: set[int] = set()  # brokers 1 to 9 run unless listed here
         self.min_isr: dict[str, int] = {}  # topic -> min.insync.replicas (Kafka's default: 1)
+        self.copied: dict[Key, int] = {}  # bytes on each new replica of a move in flight: 10 more per list call
 
     def list_reassignments(self) -> dict[Key, dict[str, list[int]]]:
         self.on_list(self)
         for key in list(self.ongoing):
+            if not self.frozen:
+                self.copied[key] = self.copied.get(key, 0) + 10
             self.remaining[key] -= 1
             if self.remaining[key] <= 0 and not self.frozen:
                 self.replicas[key] = self.isr[key] = self.ongoing.pop(key)
@@ -85,6 +89,10 @@ class FakeCluster:
             self.broker_throttle.pop(b, None) if rate is None else self.broker_throttle.__setitem__(b, rate)
         for t, value in topic_replicas.items():
             self.topic_throttle.pop(t, None) if value is None else self.topic_throttle.__setitem__(t, value)
+
+    def describe_log_dirs(self, broker_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+        return {b: {"replicas": {k: self.copied.get(k, 0) for k, target in self.ongoing.items()
+                                 if b in set(target) - set(self.replicas[k])}} for b in broker_ids}
 
     def elect_preferred_leaders(self, partitions: Iterable[Key]) -> dict[Key, str | None]:
         for key in partitions:
@@ -263,6 +271,36 @@ def test_stuck_moves_fail_with_their_names(config_factory: Callable[..., Any], t
     with pytest.raises(ExecutionError, match=r"not complete after 30s: \['t-0', 't-1'"):
         execute_pool(config, cluster, run, "a", sleep=sleep, clock=clock)
     assert ("timeout", (None, None)) in actions(run)
+
+
+def test_a_move_whose_replicas_gain_no_bytes_is_named_stalled_and_the_timeout_names_it(
+        config_factory: Callable[..., Any], tmp_path: Path) -> None:
+    config = config_factory(CONFIG | {"execution": CONFIG["execution"] | {"stall_after_s": 8}})
+    run = prepared_run(config, tmp_path)
+    cluster = FakeCluster({(t, p): old for t, p, old, _ in MOVES}, polls=10**6)  # copies that never end
+    cluster.on_list = lambda c: setattr(c, "frozen", c.copied.get(("t", 0), 0) >= 30)  # t-0 stops at 30 bytes
+    sleep, clock = no_sleep()
+    with pytest.raises(ExecutionError, match=r"stalled \(no bytes copied for 8s\): \['t-0', 't-1'"):
+        execute_pool(config, cluster, run, "a", sleep=sleep, clock=clock)
+    log = ExecutionLog(run.stage_path("execute/a") / "execution_log.jsonl", "a", "").read()
+    stalled = [e for e in log if e["action"] == "stalled"]
+    # Every move in flight stopped with t-0 (the fake freezes them all): each named once, with its bytes.
+    names = [f"{e['topic']}-{e['partition']}" for e in stalled]
+    assert names[0] == "t-0" and len(set(names)) == len(names) >= 2
+    assert stalled[0]["copied_bytes"] == 30 and stalled[0]["since_s"] >= 8
+    assert next(e for e in log if e["action"] == "timeout")["stalled"] == sorted(names)
+
+
+def test_the_stall_watch_forgets_finished_moves_and_says_when_a_stall_ends() -> None:
+    now = [0.0]
+    records: list[tuple[str, Any]] = []
+    watch = StallWatch(10, lambda action, key, **entry: records.append((action, key)), lambda: now[0])
+    watch.check({("t", 0): 5, ("t", 1): 5}, {("t", 1): False})
+    now[0] = 12
+    assert watch.check({("t", 0): 5, ("t", 1): 5}, {("t", 1): False}) == [("t", 0)]  # t-1's receiver is dead
+    now[0] = 14
+    assert watch.check({("t", 0): 9}, {}) == [] and records == [("stalled", ("t", 0)), ("stall_ended", ("t", 0))]
+    assert copied_bytes({("t", 0): [3, 4]}, {3: {"replicas": {("t", 0): 7}}}) == {("t", 0): 7}
 
 
 def test_throttle_is_kafkas_leader_and_follower_replica_lists() -> None:

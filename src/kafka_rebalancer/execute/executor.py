@@ -43,6 +43,7 @@ from kafka_rebalancer.execute.moves import (
     replaced_brokers,
 )
 from kafka_rebalancer.execute.progress import Progress
+from kafka_rebalancer.execute.stall import StallWatch, copied_bytes
 from kafka_rebalancer.execute.throttle import Throttle, throttle_for
 from kafka_rebalancer.kafka_admin import PartitionInfo
 from kafka_rebalancer.model.reassignment import Key, leadership_only
@@ -64,6 +65,7 @@ class Cluster(Protocol):
     def list_reassignments(self) -> dict[Key, dict[str, list[int]]]: ...
     def alter_reassignments(self, targets: Mapping[Key, list[int] | None]) -> dict[Key, str]: ...
     def elect_preferred_leaders(self, partitions: Iterable[Key]) -> dict[Key, str | None]: ...
+    def describe_log_dirs(self, broker_ids: Iterable[int]) -> dict[int, dict[str, Any]]: ...
     def alter_throttles(self, broker_rate: Mapping[int, int | None],
                         topic_replicas: Mapping[str, tuple[str, str] | None]) -> None: ...
 
@@ -89,6 +91,10 @@ class _PoolExecution:
         self.replaced_noted: frozenset[int] = frozenset()  # replaced brokers whose lost replicas the gate ignores
         self.unexpected: dict[Key, tuple[int, ...] | None] = {}  # in-flight partitions in a state seen once
         self.completed_now: list[Key] = []
+        self.stalls = StallWatch(config.execution.stall_after_s, xlog.append, clock)
+        # Read often enough to name a stall within a quarter of stall_after_s of it, never more than each poll.
+        self.stall_every_s = max(self.limits.poll_interval_s, config.execution.stall_after_s / 4)
+        self.stall_read_at = clock()
 
     def run(self) -> dict[str, Any]:
         ongoing = self.cluster.list_reassignments()
@@ -130,6 +136,7 @@ class _PoolExecution:
                     self._poll(pending, in_flight)
                 except Exception as exc:  # noqa: BLE001  # a status read failed (a broker died?): poll again
                     self._read_failed(exc)
+                self._watch_stalls(in_flight)
                 self._check_stuck(in_flight)
             started = False
             if pending and self._pool_healthy():
@@ -154,10 +161,11 @@ class _PoolExecution:
         elapsed = self.clock() - self.started_at
         if elapsed > self.limits.run_timeout_s:
             self.xlog.append("run_timeout", in_flight=_names(in_flight), pending=len(pending),
-                             timeout_s=self.limits.run_timeout_s)
+                             timeout_s=self.limits.run_timeout_s, stalled=_names(self.stalls.stalled))
             raise ExecutionError(f"{self.pool}: run timeout of {self.limits.run_timeout_s:.0f}s reached with "
-                                 f"{len(in_flight)} move(s) in flight {_names(in_flight)} and {len(pending)} not "
-                                 "started; a rerun continues, `kafka-rebalancer cancel` reverts the in-flight ones")
+                                 f"{len(in_flight)} move(s) in flight {_names(in_flight)}{self._stalled_text()} and "
+                                 f"{len(pending)} not started; a rerun continues, `kafka-rebalancer cancel` reverts "
+                                 "the in-flight ones")
 
     def _poll(self, pending: list[PartitionMove], in_flight: dict[Key, float]) -> None:
         ongoing = self.cluster.list_reassignments()
@@ -198,13 +206,31 @@ class _PoolExecution:
         self.xlog.append("read_failed", error=str(exc))
         log.warning("%s: reading the cluster's state failed, trying again at the next poll: %s", self.pool, exc)
 
+    def _watch_stalls(self, in_flight: dict[Key, float]) -> None:
+        if not in_flight or self.clock() - self.stall_read_at < self.stall_every_s:
+            return
+        self.stall_read_at = self.clock()
+        receivers = {k: set(self.by_key[k].new) - set(self.by_key[k].old) for k in in_flight}
+        try:
+            live = self.cluster.live_broker_ids()
+            sizes = self.cluster.describe_log_dirs(sorted(set().union(*receivers.values()) & live))
+        except Exception as exc:  # noqa: BLE001  # as in _loop: the next read tries again
+            self._read_failed(exc)
+            return
+        self.stalls.check(copied_bytes(receivers, sizes), {k: brokers <= live for k, brokers in receivers.items()})
+
+    def _stalled_text(self) -> str:
+        return f"; stalled (no bytes copied for {self.stalls.stall_after_s:.0f}s): {_names(self.stalls.stalled)}" \
+            if self.stalls.stalled else ""
+
     def _check_stuck(self, in_flight: dict[Key, float]) -> None:
         stuck = [k for k, since in in_flight.items() if self.clock() - since > self.limits.move_timeout_s]
         if stuck:
-            self.xlog.append("timeout", stuck=_names(stuck), timeout_s=self.limits.move_timeout_s)
+            self.xlog.append("timeout", stuck=_names(stuck), timeout_s=self.limits.move_timeout_s,
+                             stalled=_names(self.stalls.stalled))
             raise ExecutionError(f"{self.pool}: {len(stuck)} move(s) not complete after "
-                                 f"{self.limits.move_timeout_s:.0f}s: {_names(stuck)}; a rerun continues from the "
-                                 "execution log, `kafka-rebalancer cancel` reverts them")
+                                 f"{self.limits.move_timeout_s:.0f}s: {_names(stuck)}{self._stalled_text()}; a rerun "
+                                 "continues from the execution log, `kafka-rebalancer cancel` reverts them")
 
     def _pool_healthy(self) -> bool:
         """False while partitions of the pool outside the plan are under-replicated (fails after a while): moving
