@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import highspy
@@ -182,25 +183,29 @@ def held_brokers(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.D
 
 def solve_optimum(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.DataFrame, *,
                   time_limit: float = 120.0, mip_rel_gap: float = 1e-4, start: list[Reassignment] | None = None,
-                  held: set[tuple[int, str]] | None = None) -> Optimum:
+                  held: set[tuple[int, str]] | None = None,
+                  widened: Mapping[tuple[int, str], float] | None = None) -> Optimum:
     """The MILP of every pool with brokers (see the module docstring). HiGHS stops at `time_limit` seconds per
     pool, or when the best plan is proven within `mip_rel_gap` of the optimum (1e-4: HiGHS' default). `start`:
     a plan (e.g. the planner's; an empty list: nothing changes) given to HiGHS as a first solution when it keeps
     the rules and bands (HiGHS ignores it otherwise; `start_feasible` says which). `held`: the (broker, resource)
-    pairs to end inside the target band, `held_brokers`' when None."""
+    pairs to end inside the target band, `held_brokers`' when None. `widened`: per (broker, resource), a usage its
+    edges are widened to take in (a plan that leaves the broker outside its band: the best plan leaving it no
+    further out)."""
     pools = sorted(p for p in snapshot.brokers["broker_pool"].dropna().unique())
     # A partition whose topic's pool has no broker cannot be placed: it stays, as fixed load.
     free = free_partitions(snapshot, config) & snapshot.partitions["topic_pool"].isin(pools)
     start_map = None if start is None else {(r.topic, int(r.partition)): [int(b) for b in r.replicas]
                                             for r in start}
     held = held_brokers(snapshot, config, bands) if held is None else held
-    return Optimum([_solve_pool(snapshot, config, bands, pool, free, time_limit, mip_rel_gap, start_map, held)
-                    for pool in pools])
+    return Optimum([_solve_pool(snapshot, config, bands, pool, free, time_limit, mip_rel_gap, start_map, held,
+                                widened or {}) for pool in pools])
 
 
 def _solve_pool(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.DataFrame, pool: str,
                 free: pd.Series, time_limit: float, mip_rel_gap: float,
-                start: dict[tuple[str, int], list[int]] | None, held: set[tuple[int, str]]) -> PoolOptimum:
+                start: dict[tuple[str, int], list[int]] | None, held: set[tuple[int, str]],
+                widened: Mapping[tuple[int, str], float]) -> PoolOptimum:
     started = time.monotonic()
     brokers = snapshot.brokers.drop_duplicates("broker_id").set_index("broker_id")
     excluded = set(brokers.index[brokers["excluded"].astype(bool)].astype(int)) | set(config.exclude.brokers)
@@ -316,6 +321,8 @@ def _solve_pool(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.Da
         k = column[res.name]
         for b in eligible:
             lower, upper = (float(v) for v in edges.loc[(b, res.name), ["end_lower", "end_upper"]])
+            if (b, res.name) in widened:
+                lower, upper = min(lower, widened[(b, res.name)]), max(upper, widened[(b, res.name)])
             if res.is_count:  # a count is whole: its edges are (band_status' slack included)
                 lower, upper = math.ceil(lower - USAGE_SLACK), math.floor(upper + USAGE_SLACK)
             capacity = float(members.at[b, res.capacity_column]) if res.capacity_column else 1.0

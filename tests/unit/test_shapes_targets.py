@@ -51,3 +51,24 @@ def test_a_solver_sized_row_is_held_to_the_optimum_where_a_plan_in_band_exists()
     text = table({**ok, "base": row(1.2)})
     assert "missed: moved / LB 1.2 <= base@12's 1.05 + 0.03" in text
     assert "Targets: 1 of 2 rows met, 1 missed, 0 not measured." in text
+
+
+def test_where_the_milp_proves_no_plan_in_band_the_row_is_held_to_the_best_plan_no_further_out() -> None:
+    # The optimum of plans leaving no broker further outside its edges than this plan: the bytes are held to it,
+    # and brokers out of band are no miss where no plan brings them in.
+    proven_none = {"moved_over": 1.03, "bytes": 10, "proven": True, "plan_in_band": False}
+    rows = {"base@12": row(1.1, out_after=4, optimum=proven_none)}
+    assert [met for _, met in row_targets("base@12", rows)] == [True, True]
+    rows = {"base@12": row(1.1, out_after=4, optimum={**proven_none, "moved_over": 1.2})}
+    assert [met for _, met in row_targets("base@12", rows)] == [False, True]
+    # A plan in band exists: brokers out of band are a miss.
+    rows = {"base@12": row(1.1, out_after=4, optimum={**proven_none, "plan_in_band": True})}
+    assert [met for _, met in row_targets("base@12", rows)] == [True, False]
+    assert "no plan in band exists" in table(rows | {"base@12": row(1.1, out_after=4, optimum=proven_none)})
+
+
+def test_an_unproven_optimum_above_the_target_proves_no_miss() -> None:
+    unproven = {"moved_over": 1.09, "bytes": 10, "proven": False}
+    assert [met for _, met in row_targets("base@12", {"base@12": row(1.1, optimum=unproven)})] == [None, True]
+    below = {**unproven, "moved_over": 1.04}
+    assert [met for _, met in row_targets("base@12", {"base@12": row(1.1, optimum=below)})] == [True, True]
