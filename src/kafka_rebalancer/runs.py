@@ -12,6 +12,8 @@ from pathlib import Path
 
 from kafka_rebalancer.config import RebalancerConfig, safe_run_id
 from kafka_rebalancer.errors import RunFolderError
+from kafka_rebalancer.execute.log import ExecutionLog
+from kafka_rebalancer.execute.progress import progress_text
 from kafka_rebalancer.model.reassignment import Key, parse_reassignment
 from kafka_rebalancer.run_folder import EXECUTE, PLAN, RunFolder
 
@@ -51,6 +53,18 @@ def executed_runs(config: RebalancerConfig) -> list[RunFolder]:
         if run.path not in {r.path for r in runs}:
             runs.append(run)
     return runs
+
+
+def executions_in_progress(config: RebalancerConfig) -> list[str]:
+    """One line per pool whose execution log's last attempt has an estimate and no end: the run, the pool and where
+    it stands (`progress_text`)."""
+    lines = []
+    for run in executed_runs(config):
+        for log_path in sorted(run.stage_path(EXECUTE).glob("*/execution_log.jsonl")):
+            where = progress_text(ExecutionLog(log_path, log_path.parent.name, "").read())
+            if where:
+                lines.append(f"executing: run {run.path.name}, pool {log_path.parent.name}: {where}")
+    return lines
 
 
 def runs_to_cancel(config: RebalancerConfig, in_flight: Mapping[Key, Mapping[str, list[int]]]) -> list[RunFolder]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -10,7 +11,24 @@ from typing import Any
 from kafka_rebalancer.approve.approval import write_decision
 from kafka_rebalancer.report.overview import list_runs, run_overview
 from kafka_rebalancer.run_folder import RunFolder, write_json
+from kafka_rebalancer.runs import executions_in_progress
 from tests.unit.test_executor import CONFIG, prepared_run
+
+ESTIMATES = "\n".join(json.dumps(e) for e in [
+    {"ts": "2026-11-27T12:00:00.000+00:00", "action": "execute_started"},
+    {"ts": "2026-11-27T12:00:01.000+00:00", "action": "estimate", "done_fraction": 0.0, "remaining_s": 600},
+    {"ts": "2026-11-27T12:02:30.000+00:00", "action": "estimate", "done_fraction": 0.25, "remaining_s": 450}])
+
+
+def test_status_lists_the_executions_in_progress_with_their_last_estimate(config_factory: Callable[..., Any]) -> None:
+    config = config_factory(CONFIG)
+    for run_id, ended in (("running", False), ("done", True)):
+        log = config.run_dir(run_id) / "execute" / "a" / "execution_log.jsonl"
+        log.parent.mkdir(parents=True)
+        log.write_text(ESTIMATES + ('\n{"ts": "2026-11-27T12:09:00.000+00:00", "action": "execute_finished"}'
+                                    if ended else ""))
+    assert executions_in_progress(config) == [
+        "executing: run running, pool a: 25 % of the bytes at 12:02:30, finish about 12:10 UTC"]
 
 
 def test_the_status_follows_the_stages(config_factory: Callable[..., Any], tmp_path: Path) -> None:
@@ -28,6 +46,9 @@ def test_the_status_follows_the_stages(config_factory: Callable[..., Any], tmp_p
     pool_dir.mkdir(parents=True)
     (pool_dir / "execution_log.jsonl").write_text("{}\n")
     assert run_overview(run).status == "executing or failed"
+    # With the executor's estimates: where the last one stands.
+    (pool_dir / "execution_log.jsonl").write_text(ESTIMATES)
+    assert run_overview(run).status == "executing or failed (a: 25 % of the bytes at 12:02:30, finish about 12:10 UTC)"
     write_json(pool_dir / "result.json", {"completed": 4, "moves": 4, "skipped": []})
     assert run_overview(run).status == "executed"
     (run.path / "verify").mkdir()

@@ -417,7 +417,7 @@ def test_an_executed_run_shows_the_timeline_result_and_verification(tmp_path: Pa
         result = results[pool.broker_pool]
         assert pool.state == f"finished: {result['completed']} of {result['moves']} moves done, 0 skipped"
         assert pool.moves_done == result["completed"] and pool.progress[-1].moves_done == result["completed"]
-        assert {"start", "throttle", "finish"} <= {m.group for m in pool.markers}
+        assert {"start", "throttle", "finish", "estimate"} <= {m.group for m in pool.markers}
 
     page = report_of(run)
     assert render(data) == page  # the same run, the same page: chart ids are fixed, nothing random

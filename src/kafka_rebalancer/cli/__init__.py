@@ -393,6 +393,7 @@ def _status(config: RebalancerConfig, connection: KafkaConnection) -> None:
     from kafka_rebalancer.kafka_admin import ClusterAdmin
     from kafka_rebalancer.plan.balance.status import band_status, bands_frame, broker_load_frame
     from kafka_rebalancer.plan.balance.tables import band_table
+    from kafka_rebalancer.runs import executions_in_progress
     from kafka_rebalancer.snapshot import capture
 
     tables, _ = capture(config, connection)
@@ -404,6 +405,8 @@ def _status(config: RebalancerConfig, connection: KafkaConnection) -> None:
     print(f"reassignments in progress: {len(ongoing)}")
     for (topic, partition), state in sorted(ongoing.items()):
         print(f"  {topic}-{partition}: adding {state['adding_replicas']}, removing {state['removing_replicas']}")
+    for line in executions_in_progress(config):
+        print(line)
     print(cordons)
 
 

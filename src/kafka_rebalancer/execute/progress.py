@@ -6,6 +6,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
+from datetime import datetime, timedelta
 from typing import Any
 
 from kafka_rebalancer import terminal_progress
@@ -88,3 +89,23 @@ class Progress:
         if force or self.clock() - self.last >= self.every_s:
             self.last = self.clock()
             log.info("progress %s", self.line())
+
+
+def progress_text(entries: list[dict[str, Any]]) -> str | None:
+    """Where the execution log's last attempt stands by its last estimate: "42 % of the bytes at 12:03:10, finish
+    about 12:31 UTC" (None: no estimate since the last start, or the attempt ended)."""
+    starts = [i for i, e in enumerate(entries) if e.get("action") == "execute_started"]
+    if not starts:
+        return None
+    attempt = entries[starts[-1]:]
+    if any(e.get("action") == "execute_finished" for e in attempt):
+        return None
+    estimates = [e for e in attempt if e.get("action") == "estimate" and e.get("ts")]
+    if not estimates:
+        return None
+    last = estimates[-1]
+    at = datetime.fromisoformat(last["ts"])
+    text = f"{100 * float(last.get('done_fraction', 0)):.0f} % of the bytes at {at:%H:%M:%S}"
+    if last.get("remaining_s") is not None:
+        text += f", finish about {at + timedelta(seconds=float(last['remaining_s'])):%H:%M} UTC"
+    return text

@@ -72,7 +72,8 @@ _MARKER_GROUPS = {
     "throttle_cleared": "throttle", "skipped": "skip", "cancel_requested": "cancel", "cancelled": "cancel",
     "cancel_observed": "cancel", "cancel_finished": "cancel", "cancel_cleared": "cancel", "waiting_for_isr": "wait",
     "isr_recovered": "wait", "timeout": "problem", "run_timeout": "problem", "isr_wait_timeout": "problem",
-    "read_failed": "problem", "restart": "problem", "throttle_clear_failed": "problem",
+    "read_failed": "problem", "restart": "problem", "throttle_clear_failed": "problem", "stalled": "problem",
+    "stall_ended": "wait", "estimate": "estimate",
 }
 # The log actions that say where a pool's execution stands; the last one in the log wins.
 _EXECUTION_STATES = {
@@ -84,7 +85,8 @@ _EXECUTION_STATES = {
     "isr_wait_timeout": "failed: under-replicated partitions did not recover",
 }
 _LABEL_DETAILS = ("rate_bytes_per_s", "reason", "detail", "error", "stuck", "in_flight", "count", "cancelled",
-                  "completed", "skipped", "moves", "resumed")
+                  "completed", "skipped", "moves", "resumed", "done_fraction", "remaining_s", "finish_s", "bound_s",
+                  "copied_bytes", "since_s", "stalled")
 
 T = TypeVar("T")
 

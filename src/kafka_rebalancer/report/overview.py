@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from kafka_rebalancer.errors import RebalancerError
+from kafka_rebalancer.execute.log import ExecutionLog
+from kafka_rebalancer.execute.progress import progress_text
 from kafka_rebalancer.run_folder import (
     APPROVAL,
     EXECUTE,
@@ -92,7 +94,8 @@ def run_status(run: RunFolder) -> str:
     if not executed:
         return "dry run"
     if any(e["result"] is None for e in executed):
-        return "executing or failed"
+        where = [f"{e['pool']}: {e['progress']}" for e in executed if e["result"] is None and e["progress"]]
+        return "executing or failed" + (f" ({'; '.join(where)})" if where else "")
     if not run.has(VERIFY):
         return "executed"
     verified = _json(run, f"{VERIFY}/summary.json") or {}
@@ -137,7 +140,8 @@ def _executions(run: RunFolder) -> list[dict[str, Any]]:
         return []
     return [{"pool": d.name, "result": _json(run, f"{EXECUTE}/{d.name}/result.json"),
              "dry_run": (d / "dry_run.json").exists() and not (d / "execution_log.jsonl").exists(),
-             "cancelled": (d / "cancel.json").exists()}
+             "cancelled": (d / "cancel.json").exists(),
+             "progress": progress_text(ExecutionLog(d / "execution_log.jsonl", d.name, "").read())}
             for d in sorted(run.stage_path(EXECUTE).iterdir()) if d.is_dir() and not d.name.startswith(".")]
 
 
