@@ -84,3 +84,20 @@ def test_unthrottled_the_time_left_is_the_rate_so_far() -> None:
     clock.now = 10.0
     progress.done(moves[0])
     assert "about 30s left" in progress.line()
+
+
+def test_the_bytes_already_copied_by_moves_in_flight_are_not_left() -> None:
+    # Two new replicas of 100 bytes: 50 copied of 200 leaves three quarters on each broker it loads.
+    move = PartitionMove("t", 0, (1, 2), (3, 4), 100, leader=1)
+    copies = CopyBytes.of([move], {move.key: 50})
+    assert dict(copies.received) == {3: 75, 4: 75} and dict(copies.served) == {1: 150}
+    moves = [PartitionMove("t", i, (1,), (9,), 100, leader=1) for i in range(4)]  # 40 s at 10 bytes/s
+    clock = Clock()
+    progress = Progress("p", moves, 10, lambda action, **entry: None, clock=clock)
+    clock.now = 15.0
+    progress.copying({moves[0].key: 60, moves[1].key: 60})  # 12 s of the bound done in 15 s
+    figures = progress.estimate()
+    assert figures is not None and figures.remaining_bound_s == pytest.approx(28.0)
+    assert figures.slowdown == pytest.approx(1.25) and figures.remaining_s == pytest.approx(35.0)
+    progress.done(moves[0])
+    assert progress.copied == {moves[1].key: 60}

@@ -54,6 +54,7 @@ from kafka_rebalancer.snapshot.evacuation import leaving_brokers
 log = logging.getLogger(__name__)
 
 CANCEL_MARKER = "cancel_requested.json"
+COPIED_EVERY_S = 10.0
 
 
 class Cluster(Protocol):
@@ -92,8 +93,9 @@ class _PoolExecution:
         self.unexpected: dict[Key, tuple[int, ...] | None] = {}  # in-flight partitions in a state seen once
         self.completed_now: list[Key] = []
         self.stalls = StallWatch(config.execution.stall_after_s, xlog.append, clock)
-        # Read often enough to name a stall within a quarter of stall_after_s of it, never more than each poll.
-        self.stall_every_s = max(self.limits.poll_interval_s, config.execution.stall_after_s / 4)
+        # The copies' bytes, read for the estimate (every COPIED_EVERY_S) and to name a stall within a quarter of
+        # stall_after_s of it; never more often than each poll.
+        self.stall_every_s = max(self.limits.poll_interval_s, min(COPIED_EVERY_S, config.execution.stall_after_s / 4))
         self.stall_read_at = clock()
 
     def run(self) -> dict[str, Any]:
@@ -217,7 +219,9 @@ class _PoolExecution:
         except Exception as exc:  # noqa: BLE001  # as in _loop: the next read tries again
             self._read_failed(exc)
             return
-        self.stalls.check(copied_bytes(receivers, sizes), {k: brokers <= live for k, brokers in receivers.items()})
+        copied = copied_bytes(receivers, sizes)
+        self.progress.copying(copied)
+        self.stalls.check(copied, {k: brokers <= live for k, brokers in receivers.items()})
 
     def _stalled_text(self) -> str:
         return f"; stalled (no bytes copied for {self.stalls.stall_after_s:.0f}s): {_names(self.stalls.stalled)}" \

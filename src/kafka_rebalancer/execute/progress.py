@@ -36,6 +36,13 @@ class Progress:
         self.points = [p for p in ESTIMATE_POINTS if p * self.total_bytes > self.done_bytes]
         self.clock, self.every_s = clock, every_s
         self.started = self.last = clock()
+        self.copied: dict[Key, int] = {}  # bytes already on the new replicas of moves in flight
+
+    def copying(self, copied: dict[Key, int]) -> None:
+        """The bytes the new replicas of the moves in flight hold now (`stall.copied_bytes`): the estimate leaves
+        them out of what is left (a move counted whole until it finished made a quarter of the bytes look like a
+        sixth of the time at 25 %)."""
+        self.copied = {k: n for k, n in copied.items() if k in self.left}
 
     def begin(self) -> None:
         """Record the estimate before the first move."""
@@ -44,6 +51,7 @@ class Progress:
     def done(self, move: CopyingMove) -> None:
         if self.left.pop(move.key, None) is None:
             return
+        self.copied.pop(move.key, None)
         self.done_moves += 1
         self.done_bytes += move.bytes_to_copy
         self.show()
@@ -56,7 +64,7 @@ class Progress:
         """The time left at the throttle (None: unthrottled, see `line`)."""
         if self.bound_s is None:
             return None
-        remaining = CopyBytes.of(self.left.values()).seconds(self.rate) or 0.0
+        remaining = CopyBytes.of(self.left.values(), self.copied).seconds(self.rate) or 0.0
         return estimate(self.clock() - self.started, self.bound_s, remaining)
 
     def _record(self) -> None:

@@ -61,13 +61,17 @@ class CopyBytes:
     served: Mapping[int, int]
 
     @classmethod
-    def of(cls, moves: Iterable[CopyingMove]) -> CopyBytes:
+    def of(cls, moves: Iterable[CopyingMove], copied: Mapping[Key, int] | None = None) -> CopyBytes:
+        """`copied`: per move in flight, the bytes its new replicas hold already (their share is left out)."""
         received: dict[int, int] = {}
         served: dict[int, int] = {}
         for move in moves:
-            for broker, side, n in copy_loads(move):
+            loads = copy_loads(move)
+            done = (copied or {}).get(move.key, 0)
+            left = max(0.0, 1.0 - done / (move.size_bytes * (len(loads) - 1))) if done and move.size_bytes else 1.0
+            for broker, side, n in loads:
                 totals = received if side == RECEIVES else served
-                totals[broker] = totals.get(broker, 0) + n
+                totals[broker] = totals.get(broker, 0) + round(n * left)
         return cls(received, served)
 
     def bottleneck(self) -> tuple[int, str, int] | None:
