@@ -268,6 +268,9 @@ class ExecutionSettings(_Strict):
     move_timeout_s: float = Field(default=900.0, gt=0)
     # A move whose new replicas gain no bytes for this long, its receiving brokers alive, is named as stalled.
     stall_after_s: float = Field(default=120.0, gt=0)
+    # Hold the copies' measured rate at throttle_bytes_per_s: Kafka's quota lets them run below the rate it is given,
+    # so the rate given to a broker is raised (up to twice) until they do (execute.throttle_tuner).
+    tune_throttle: bool = True
     run_timeout_s: float = Field(default=6 * 3600.0, gt=0)
     # Replication throttle on the brokers and topics of moving replicas; null: unthrottled.
     throttle_bytes_per_s: int | None = Field(default=50 * 2**20, ge=1)

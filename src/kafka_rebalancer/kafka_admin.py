@@ -366,10 +366,11 @@ class ClusterAdmin:
         return out
 
     # -- replication throttles (IncrementalAlterConfigs) --------------------------------------------
-    def alter_throttles(self, broker_rate: Mapping[int, int | None],
+    def alter_throttles(self, broker_rate: Mapping[int, int | tuple[int, int] | None],
                         topic_replicas: Mapping[str, tuple[str, str] | None]) -> None:
-        """Set the throttle configs (a value) or remove them (None): per broker the leader and follower rates, per
-        topic the leader and follower throttled replicas ("partition:broker,...")."""
+        """Set the throttle configs (a value) or remove them (None): per broker the leader and follower rates (one
+        rate for both, or (leader, follower)), per topic the leader and follower throttled replicas
+        ("partition:broker,...")."""
         from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
@@ -379,9 +380,14 @@ class ClusterAdmin:
             return [ConfigEntry(n, v, incremental_operation=AlterConfigOpType.SET)
                     for n, v in zip(names, values, strict=True)]
 
+        def rates(rate: int | tuple[int, int] | None) -> tuple[str, str] | None:
+            if rate is None:
+                return None
+            leader, follower = rate if isinstance(rate, tuple) else (rate, rate)
+            return str(leader), str(follower)
+
         brokers = [ConfigResource(ResourceType.BROKER, str(b),
-                                  incremental_configs=entries(BROKER_THROTTLE_CONFIGS,
-                                                              None if rate is None else (str(rate), str(rate))))
+                                  incremental_configs=entries(BROKER_THROTTLE_CONFIGS, rates(rate)))
                    for b, rate in sorted(broker_rate.items())]
         topics = [ConfigResource(ResourceType.TOPIC, t, incremental_configs=entries(TOPIC_THROTTLE_CONFIGS, v))
                   for t, v in sorted(topic_replicas.items())]

@@ -45,6 +45,7 @@ from kafka_rebalancer.execute.moves import (
 from kafka_rebalancer.execute.progress import Progress
 from kafka_rebalancer.execute.stall import StallWatch, copied_bytes
 from kafka_rebalancer.execute.throttle import Throttle, throttle_for
+from kafka_rebalancer.execute.throttle_tuner import ThrottleTuner
 from kafka_rebalancer.kafka_admin import PartitionInfo
 from kafka_rebalancer.model.reassignment import Key, leadership_only
 from kafka_rebalancer.operations.request import read_request
@@ -67,7 +68,7 @@ class Cluster(Protocol):
     def alter_reassignments(self, targets: Mapping[Key, list[int] | None]) -> dict[Key, str]: ...
     def elect_preferred_leaders(self, partitions: Iterable[Key]) -> dict[Key, str | None]: ...
     def describe_log_dirs(self, broker_ids: Iterable[int]) -> dict[int, dict[str, Any]]: ...
-    def alter_throttles(self, broker_rate: Mapping[int, int | None],
+    def alter_throttles(self, broker_rate: Mapping[int, int | tuple[int, int] | None],
                         topic_replicas: Mapping[str, tuple[str, str] | None]) -> None: ...
 
 
@@ -97,6 +98,10 @@ class _PoolExecution:
         # stall_after_s of it; never more often than each poll.
         self.stall_every_s = max(self.limits.poll_interval_s, min(COPIED_EVERY_S, config.execution.stall_after_s / 4))
         self.stall_read_at = clock()
+        self.tuner = (ThrottleTuner(throttle.rate_bytes_per_s, lambda rates: cluster.alter_throttles(rates, {}),
+                                    xlog.append, clock)
+                      if config.execution.tune_throttle and throttle.rate_bytes_per_s and not throttle.empty else None)
+        self.tuned = 0  # completed_now up to here is known to the tuner
 
     def run(self) -> dict[str, Any]:
         ongoing = self.cluster.list_reassignments()
@@ -222,6 +227,12 @@ class _PoolExecution:
         copied = copied_bytes(receivers, sizes)
         self.progress.copying(copied)
         self.stalls.check(copied, {k: brokers <= live for k, brokers in receivers.items()})
+        if self.tuner is not None:
+            finished, self.tuned = self.completed_now[self.tuned:], len(self.completed_now)
+            try:
+                self.tuner.observe([self.by_key[k] for k in in_flight], copied, [self.by_key[k] for k in finished])
+            except Exception as exc:  # noqa: BLE001  # the rates stay as they were; the next read tries again
+                self._read_failed(exc)
 
     def _stalled_text(self) -> str:
         return f"; stalled (no bytes copied for {self.stalls.stall_after_s:.0f}s): {_names(self.stalls.stalled)}" \

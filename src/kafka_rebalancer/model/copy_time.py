@@ -67,7 +67,7 @@ class CopyBytes:
         served: dict[int, int] = {}
         for move in moves:
             loads = copy_loads(move)
-            done = (copied or {}).get(move.key, 0)
+            done = copied.get(move.key, 0) if copied else 0
             left = max(0.0, 1.0 - done / (move.size_bytes * (len(loads) - 1))) if done and move.size_bytes else 1.0
             for broker, side, n in loads:
                 totals = received if side == RECEIVES else served
