@@ -11,7 +11,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export KAFKA_REBALANCER_JVM_ARCHIVE := $(abspath .cache/jvm/plan-driver.jsa)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv kafka-jars jvm-archive browser prometheus demo test test-unit lint bench bench-optimum bench-vs bench-shapes cluster-up cluster-down airflow-up airflow-down cluster-status spark-up spark-down \
+.PHONY: help venv kafka-jars jvm-archive browser prometheus demo test test-unit lint bench bench-optimum bench-vs bench-shapes bench-execute cluster-up cluster-down airflow-up airflow-down cluster-status spark-up spark-down \
 	clean distclean
 PACKAGE_ZIP := dist/kafka_rebalancer.zip
 
@@ -71,6 +71,9 @@ bench-vs: $(STAMP) jvm-archive ## plan speed as a ratio against another checkout
 
 bench-shapes: $(STAMP) jvm-archive ## the planner on many cluster shapes, one factor at a time around a base (QUICK=1: 12-broker rows only); writes bench/shapes-results.json and BENCHMARKS.md
 	$(PY) -m bench.shapes $(if $(QUICK),--quick)
+
+bench-execute: $(STAMP) kafka-jars jvm-archive ## the executor on a real local 4-broker cluster, per execution order (ORDERS=a,b to choose): efficiency against the throttle-bound minimum, estimate error, ISR gate, traffic impact; writes bench/execute-results.json and BENCHMARKS.md
+	$(PY) -m bench.execute $(if $(ORDERS),--orders $(ORDERS))
 
 cluster-up: $(STAMP) kafka-jars ## start the local demo cluster and leave it running
 	$(PY) -m tools.local_kafka start --name demo

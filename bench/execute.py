@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -135,10 +136,12 @@ class Traffic:
         consumer.assign([TopicPartition(self.topic, p, OFFSET_END) for p in range(self.partitions)])
         try:
             while not self._stop.is_set():
-                for msg in consumer.consume(500, timeout=0.2):
-                    if msg.error() is None:
-                        now = time.time()
-                        self.delays.append((now, now - msg.timestamp()[1] / 1000))
+                # One message a call: consume(n, timeout) would hold a batch until it fills or times out, a delay of
+                # the client's own in every sample.
+                msg = consumer.poll(0.1)
+                if msg is not None and msg.error() is None:
+                    now = time.time()
+                    self.delays.append((now, now - msg.timestamp()[1] / 1000))
         finally:
             consumer.close()
 
@@ -244,32 +247,65 @@ def wait_reassigned(admin: Any, keys: set[Key], timeout_s: float, poll_s: float)
     return time.monotonic() - started
 
 
-def calibrate(bootstrap: str, size_bytes: int) -> dict[str, Any]:
-    """The machine's unthrottled copy rate: one partition on brokers 1, 2 reassigned to 4, 2 (its leader, broker 1,
-    serves broker 4), timed until it leaves ListPartitionReassignments; the topic is deleted afterwards."""
+def timed_copies(admin: Any, targets: Mapping[Key, list[int]], sizes: Mapping[Key, int]) -> dict[str, Any]:
+    """Reassign these partitions at once; the bytes, the seconds until none is in ListPartitionReassignments (then
+    until the brokers' metadata shows every target) and the rate."""
+    refused = admin.alter_reassignments(targets)
+    if refused:
+        raise RuntimeError(f"reassignments refused: {refused}")
+    seconds = wait_reassigned(admin, set(targets), 900, 0.02)
+    deadline = time.monotonic() + 30  # broker metadata lags the controller's reassignment list a moment
+    while any(targets[(p.topic, p.partition)] != p.replicas for p in admin.describe_partitions([CALIBRATION])
+              if (p.topic, p.partition) in targets):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"calibration partitions not on {targets} after the reassignment")
+        time.sleep(0.2)
+    total = sum(sizes[k] for k in targets)
+    return {"partitions": len(targets), "bytes": total, "seconds": round(seconds, 3),
+            "bytes_per_s": round(total / seconds)}
+
+
+def onto_new_broker(pair: list[int]) -> list[int]:
+    """The pair with broker 4 in place of broker 1 (both on rack a) or else of its first broker: still on two racks."""
+    moved = list(pair)
+    moved[moved.index(1) if 1 in moved else 0] = NEW_BROKER
+    return moved
+
+
+def calibrate(bootstrap: str, size_bytes: int, throttle_mib: int | None) -> dict[str, Any]:
+    """Copies to broker 4 by hand, no executor: one partition unthrottled (the machine's rate, which sets the
+    throttle); then under that throttle as the product sets it, one partition alone, then five at once led by
+    brokers 1 and 2 (as the executor keeps several in flight): Kafka's own rates at the throttle, which the bound
+    takes to be the throttle itself. The topic is deleted afterwards."""
     from confluent_kafka.admin import AdminClient
 
+    from kafka_rebalancer.execute.moves import PartitionMove
+    from kafka_rebalancer.execute.throttle import throttle_for
     from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
 
-    key = (CALIBRATION, 0)
-    create_topics(bootstrap, {CALIBRATION: [[1, 2]]})
-    produce_bulk(bootstrap, {key: size_bytes})
+    # Partition 0 unthrottled, 1 throttled alone, 2-6 throttled together (a fifth of the size each).
+    pairs = [[1, 2], [1, 2], *(PAIRS[i % len(PAIRS)] for i in range(5))]
+    create_topics(bootstrap, {CALIBRATION: pairs})
+    produce_bulk(bootstrap, {(CALIBRATION, p): size_bytes if p < 2 else size_bytes // 5 for p in range(len(pairs))})
+    targets = {(CALIBRATION, p): onto_new_broker(pair) for p, pair in enumerate(pairs)}
     with ClusterAdmin(KafkaConnection(bootstrap)) as admin:
         wait_in_sync(admin)
-        size = admin.describe_log_dirs([1])[1]["replicas"][key]
-        refused = admin.alter_reassignments({key: [NEW_BROKER, 2]})
-        if refused:
-            raise RuntimeError(f"calibration reassignment refused: {refused}")
-        seconds = wait_reassigned(admin, {key}, 600, 0.02)
-        deadline = time.monotonic() + 30  # broker metadata lags the controller's reassignment list a moment
-        while (replicas := next(p.replicas for p in admin.describe_partitions([CALIBRATION]))) != [NEW_BROKER, 2]:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"calibration partition ended on {replicas}")
-            time.sleep(0.2)
+        sizes = admin.describe_log_dirs([1, 2, 3])
+        size = {k: max(d["replicas"].get(k, 0) for d in sizes.values()) for k in targets}
+        copies = {"unthrottled": timed_copies(admin, {k: targets[k] for k in [(CALIBRATION, 0)]}, size)}
+        rate = choose_throttle(copies["unthrottled"]["bytes_per_s"], throttle_mib)
+        throttle = throttle_for([PartitionMove(t, p, tuple(pairs[p]), tuple(r), 0, leader=pairs[p][0])
+                                 for (t, p), r in targets.items()], rate)
+        admin.alter_throttles(*throttle.set_configs())
+        try:
+            copies["throttled_one"] = timed_copies(admin, {(CALIBRATION, 1): targets[(CALIBRATION, 1)]}, size)
+            copies["throttled_five"] = timed_copies(admin, {k: r for k, r in targets.items() if k[1] >= 2}, size)
+        finally:
+            admin.alter_throttles(*throttle.clear_configs())
     client = AdminClient({"bootstrap.servers": bootstrap})  # a name for it: its futures fail once it is gone
     for future in client.delete_topics([CALIBRATION]).values():
         future.result()
-    return {"bytes": size, "seconds": round(seconds, 3), "bytes_per_s": round(size / seconds)}
+    return {"calibration": copies, "throttle_bytes_per_s": rate}
 
 
 def choose_throttle(unthrottled_bytes_per_s: float, override_mib: int | None) -> int:
@@ -312,28 +348,45 @@ def cli(config: Path, run_id: str, *args: str, log: Path, timeout_s: float = 360
     return time.monotonic() - started
 
 
-def run_order(order: str, bootstrap: str, throttle: int, traffic: Traffic, disk: DiskSampler) -> dict[str, Any]:
-    """Snapshot, plan, validate and execute at this order; the figures of the execution."""
+def log_figures(run_id: str, throttle: int, kafka_rate: float) -> dict[str, Any]:
+    """The figures of one order's execution log and plan, from its run folder."""
+    run_dir = OUT / "runs" / CLUSTER / run_id
+    log_text = (run_dir / "execute" / POOL / "execution_log.jsonl").read_text()
+    entries = [json.loads(line) for line in log_text.splitlines() if line.strip()]
+    moves = read_pool_plan(RunFolder(run_dir), POOL, entries[0]["plan_hash"]).moves
+    started, finished = wall_span(last_attempt(entries))
+    return {"moves": len(moves), "data_moves": sum(1 for m in moves if not m.leadership_only),
+            "leadership_moves": sum(1 for m in moves if m.leadership_only),
+            "moved_bytes": sum(m.bytes_to_copy for m in moves), "started": started, "finished": finished,
+            **execution_figures(entries, moves, throttle, kafka_rate)}
+
+
+def run_order(order: str, bootstrap: str, throttle: int, kafka_rate: float, traffic: Traffic,
+              disk: DiskSampler) -> dict[str, Any]:
+    """Snapshot, plan, validate and execute at this order; the figures of the execution. kafka_rate: the rate Kafka
+    copied at under the throttle with no executor (the calibration's)."""
     run_id = f"{order}-{time.strftime('%Y%m%dT%H%M%S')}"
     config = write_config(OUT / f"config-{order}.yaml", bootstrap, order, throttle)
     log = OUT / f"{run_id}.log"
     steps = {step: round(cli(config, run_id, step, log=log), 1) for step in ("snapshot", "plan", "validate")}
     time.sleep(BEFORE_S)  # the traffic's "before" window, with nothing else running
     launched = time.time()
+    others = other_benchmarks()
     steps["execute"] = round(cli(config, run_id, "execute", "--apply", log=log), 1)
-    run_dir = OUT / "runs" / CLUSTER / run_id
-    log_text = (run_dir / "execute" / POOL / "execution_log.jsonl").read_text()
-    entries = [json.loads(line) for line in log_text.splitlines() if line.strip()]
-    moves = read_pool_plan(RunFolder(run_dir), POOL, entries[0]["plan_hash"]).moves
-    figures = execution_figures(entries, moves, throttle)
-    started, finished = wall_span(last_attempt(entries))
+    others |= other_benchmarks()
+    figures = log_figures(run_id, throttle, kafka_rate)
+    started, finished = figures.pop("started"), figures.pop("finished")
     copied = intake(disk.samples, started + figures.get("before_first_data_s", 0.0), finished, throttle)
     figures["intake"] = copied and {"broker": NEW_BROKER, **copied}
-    return {"run_id": run_id, "steps_s": steps, "moves": len(moves),
-            "data_moves": sum(1 for m in moves if not m.leadership_only),
-            "leadership_moves": sum(1 for m in moves if m.leadership_only),
-            "moved_bytes": sum(m.bytes_to_copy for m in moves), **figures,
+    return {"run_id": run_id, "steps_s": steps, "other_benchmarks": sorted(others), **figures,
             **traffic.impact((launched - BEFORE_S, launched), (started, finished))}
+
+
+def other_benchmarks() -> set[str]:
+    """The other benchmarks running now (their CPU use on a small machine slows the brokers: the row says so)."""
+    found = subprocess.run(["pgrep", "-af", r"bench\.(shapes|run|optimum|side_by_side|plan_once)"],
+                           capture_output=True, text=True).stdout
+    return {word for line in found.splitlines() for word in line.split() if word.startswith("bench.")}
 
 
 def reset(bootstrap: str, run_id: str) -> float:
@@ -361,8 +414,14 @@ def reset(bootstrap: str, run_id: str) -> float:
 # -- report -----------------------------------------------------------------------------------------------------------
 def report_block(results: Mapping[str, Any]) -> str:
     m, w, cal = results["machine"], results["workload"], results["calibration"]
+    settings = ", ".join(f"{k} {v}" for k, v in results["execution_defaults"].items())
     not_run = f" Not run (time budget): {', '.join(results['not_run'])}." if results.get("not_run") else ""
     checks = "; ".join(f"{text}: {'met' if met else 'NOT met'}" for text, met in targets(results))
+    rates = [r["intake"]["rate_bytes_per_s"] / 2**20 for r in results["orders"].values() if (r.get("intake") or {})
+             .get("rate_bytes_per_s")]
+    delivered = (f"While copying, broker {NEW_BROKER} took in {min(rates):.1f}-{max(rates):.1f} MiB/s under the "
+                 f"{results['throttle_bytes_per_s'] / 2**20:.0f} MiB/s throttle (the bound assumes the throttle "
+                 "itself).\n\n") if rates else ""
     return (
         f"{START}\n## Execution on a real local cluster (issue 37)\n\nCommand: {results['command']} at "
         f"{results['commit']}, {results['date']} ({results['bench_s'] / 60:.0f} min). Machine: {m['cpu']}, "
@@ -370,18 +429,20 @@ def report_block(results: Mapping[str, Any]) -> str:
         f"pool: `{BULK}` {w['bulk_partitions']} partitions, RF 2 on brokers 1-3 (most leaders on broker 1), partition "
         f"k holding {LARGEST * w['scale'] / 2**20:.0f} MiB / (k + 1), {w['bulk_bytes'] / 2**30:.1f} GiB; broker "
         f"{NEW_BROKER} new and empty; `{LIVE}` {len(LIVE_ASSIGNMENT)} partitions with an acks=all idempotent producer "
-        f"at {LIVE_RATE / 2**20:g} MiB/s and a consumer throughout. Unthrottled copy rate "
-        f"{cal['bytes_per_s'] / 2**20:.0f} MiB/s ({cal['bytes'] / 2**30:.1f} GiB to broker {NEW_BROKER} in "
-        f"{cal['seconds']:.2f} s, page cache over loopback); throttle {results['throttle_bytes_per_s'] / 2**20:.0f} "
-        f"MiB/s (a third of that at most, not above the product's default), the other execution settings at their "
-        f"defaults (max {DEFAULTS.max_moves_per_broker} moves per broker, {DEFAULTS.max_moves_cluster} in the "
-        f"cluster, poll {DEFAULTS.poll_interval_s:g} s). Per order: snapshot → plan → validate → {BEFORE_S:.0f} s of "
+        f"at {LIVE_RATE / 2**20:g} MiB/s and a consumer throughout. Copies to broker {NEW_BROKER} by hand (no "
+        f"executor) of {cal['unthrottled']['bytes'] / 2**30:.1f} GiB: unthrottled "
+        f"{cal['unthrottled']['bytes_per_s'] / 2**20:.0f} MiB/s (page cache over loopback); under the throttle, one "
+        f"partition {cal['throttled_one']['bytes_per_s'] / 2**20:.1f} MiB/s, five at once "
+        f"{cal['throttled_five']['bytes_per_s'] / 2**20:.1f} MiB/s (Kafka's own rates at it; \"at Kafka's throttled "
+        f"rate\" below is against the second). Throttle {results['throttle_bytes_per_s'] / 2**20:.0f} MiB/s (a third "
+        "of the machine's rate at most, not above the product's default), the other execution settings at their "
+        f"defaults ({settings}). Per order: snapshot → plan → validate → {BEFORE_S:.0f} s of "
         "traffic alone (before) → execute --apply (during) → rollback.json unthrottled; the first row is the default "
         f"order.{not_run} Bottleneck idle: seconds of the data phase with no move in flight on the bound's broker and "
         "side, per the log (a move counts until the poll that saw it done: the real idle time is at least this). "
         "Estimate error: the recorded finish / the real one - 1. Producer: produce() to the delivery report; "
         "consumer: consumed - the message's timestamp. `bench/execute-results.json` has every figure.\n\n"
-        f"{table(results)}\n\nTargets (issue 37: efficiency ≤ {EFFICIENCY_TARGET} at the "
+        f"{table(results)}\n\n{delivered}Targets (issue 37: efficiency ≤ {EFFICIENCY_TARGET} at the "
         f"default settings, the estimate within ±{ESTIMATE_TARGET:.0%} from 25 % on; the other orders for comparison): "
         f"{checks}.\n{END}")
 
@@ -406,10 +467,15 @@ def prepare(bootstrap: str, scale: float, throttle_mib: int | None) -> dict[str,
     written = produce_bulk(bootstrap, bulk_sizes(scale))
     workload = {"scale": scale, "bulk_partitions": BULK_PARTITIONS, "bulk_bytes": written,
                 "produce_s": round(time.monotonic() - started, 1)}
-    calibration = calibrate(bootstrap, max(int(CALIBRATION_BYTES * min(scale, 1.0)), 256 * 2**20))
+    calibration = calibrate(bootstrap, max(int(CALIBRATION_BYTES * min(scale, 1.0)), 256 * 2**20), throttle_mib)
     create_topics(bootstrap, {LIVE: LIVE_ASSIGNMENT}, {LIVE: LIVE_CONFIG})
-    return {"workload": workload, "calibration": calibration,
-            "throttle_bytes_per_s": choose_throttle(calibration["bytes_per_s"], throttle_mib)}
+    return {"workload": workload, **calibration}
+
+
+def execution_defaults() -> dict[str, Any]:
+    """The execution settings the bench leaves at their defaults, as this checkout has them."""
+    return {k: v for k, v in DEFAULTS.model_dump().items()
+            if k in ("max_moves_per_broker", "max_moves_cluster", "poll_interval_s", "tune_throttle")}
 
 
 def measure(orders: list[str], scale: float, throttle_mib: int | None, budget_s: float,
@@ -420,7 +486,7 @@ def measure(orders: list[str], scale: float, throttle_mib: int | None, budget_s:
     results: dict[str, Any] = {"machine": {k: info[k] for k in ("cpu", "cores", "memory_gb", "python")},
                                "date": time.strftime("%Y-%m-%d"), "commit": info["commit"], "command": command,
                                "cluster": {"brokers": N_BROKERS, "racks": "a, b, c, a", "pools": 1},
-                               "orders": {}, "not_run": []}
+                               "execution_defaults": execution_defaults(), "orders": {}, "not_run": []}
     cluster, traffic, disk = LocalKafkaCluster(CLUSTER), None, None
     started, longest = time.monotonic(), 0.0
     try:
@@ -437,7 +503,8 @@ def measure(orders: list[str], scale: float, throttle_mib: int | None, budget_s:
                 continue
             began = time.monotonic()
             try:
-                r = run_order(order, bootstrap, results["throttle_bytes_per_s"], traffic, disk)
+                r = run_order(order, bootstrap, results["throttle_bytes_per_s"],
+                              results["calibration"]["throttled_five"]["bytes_per_s"], traffic, disk)
             except Exception as exc:  # noqa: BLE001 - recorded in the results: the other orders still run
                 r = {"error": str(exc)[:300]}
             if "run_id" in r and i < len(orders) - 1:
@@ -453,6 +520,8 @@ def measure(orders: list[str], scale: float, throttle_mib: int | None, budget_s:
             if thread is not None:
                 thread.stop()
         cluster.stop(quiet=True)
+        for data in cluster.dir.glob("*/data"):  # over 10 GB of copies; the brokers' logs stay for a look
+            shutil.rmtree(data, ignore_errors=True)
     results["bench_s"] = round(time.monotonic() - started)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     return results
@@ -468,8 +537,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # A SIGTERM unwinds like an error, so `measure` stops the traffic and the cluster it started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    if args.report_only:
-        write_report(json.loads(RESULTS.read_text()))
+    if args.report_only:  # the execution logs' figures computed again (the traffic's and the intake's are kept)
+        results = json.loads(RESULTS.read_text())
+        results.setdefault("execution_defaults", execution_defaults())
+        for r in results["orders"].values():
+            if "run_id" in r:
+                figures = log_figures(r["run_id"], results["throttle_bytes_per_s"],
+                                      results["calibration"]["throttled_five"]["bytes_per_s"])
+                r.update({k: v for k, v in figures.items() if k not in ("started", "finished")})
+        RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+        write_report(results)
         return 0
     words = argv if argv is not None else sys.argv[1:]
     OUT.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,7 @@ from kafka_rebalancer.execute.moves import PartitionMove
 from kafka_rebalancer.model.copy_time import ESTIMATE_POINTS, CopyBytes
 
 EFFICIENCY_TARGET, ESTIMATE_TARGET = 1.15, 0.20
+TIMELINE_STEP_S = 5.0
 
 Key = tuple[str, int]
 
@@ -89,6 +90,15 @@ def estimate_errors(entries: Sequence[Mapping[str, Any]], actual_s: float) -> di
     return out
 
 
+def tuned(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The throttle tuner's changes (throttle_tuned entries): how many, when the first came (seconds from the start)
+    and the highest rate it gave Kafka."""
+    changes = [e for e in entries if e["action"] == "throttle_tuned"]
+    given = [r for e in changes for r in e.get("rates", {}).values()]
+    return {"changes": len(changes), "first_s": round(ts(changes[0]) - ts(entries[0]), 1) if changes else None,
+            "max_given_bytes_per_s": max(given, default=None)}
+
+
 def union_seconds(intervals: Iterable[tuple[float, float]], start: float, end: float) -> float:
     """The length of the union of the intervals, within [start, end]."""
     total, reach = 0.0, start
@@ -114,8 +124,11 @@ def in_flight(entries: Sequence[Mapping[str, Any]], keys: set[Key]) -> list[tupl
     return intervals + [(t, ts(entries[-1])) for t in opened.values()]
 
 
-def execution_figures(log: Sequence[Mapping[str, Any]], moves: Sequence[PartitionMove], rate: int) -> dict[str, Any]:
-    """Efficiency, leadership time, estimate errors, ISR gate and the bottleneck's idle time of one execution."""
+def execution_figures(log: Sequence[Mapping[str, Any]], moves: Sequence[PartitionMove], rate: int,
+                      kafka_rate: float | None = None) -> dict[str, Any]:
+    """Efficiency, leadership time, estimate errors, ISR gate and the bottleneck's idle time of one execution.
+    kafka_rate: the rate Kafka copies at under this throttle without the executor; efficiency_at_kafka_rate is the
+    wall time over the bound at that rate (what is left to the executor)."""
     entries = last_attempt(log)
     started, finished = wall_span(entries)
     wall = finished - started
@@ -129,8 +142,10 @@ def execution_figures(log: Sequence[Mapping[str, Any]], moves: Sequence[Partitio
         "wall_s": round(wall, 2), "bound_s": round(bound, 2), "leadership_s": round(lead, 2),
         "efficiency": round(wall / bound, 3) if bound else None,
         "efficiency_without_leadership": round((wall - lead) / bound, 3) if bound else None,
+        "efficiency_at_kafka_rate": round(wall * kafka_rate / (bound * rate), 3) if bound and kafka_rate else None,
         "estimates": estimate_errors(entries, wall),
         "isr_gate_s": round(sum(b - a for a, b in holds), 2), "isr_gate_holds": len(holds),
+        "throttle_tuned": tuned(entries),
         "completed": sum(1 for e in entries if e["action"] == "completed"),
         "skipped": sum(1 for e in entries if e["action"] == "skipped"),
     }
@@ -169,7 +184,20 @@ def intake(samples: Sequence[tuple[float, float]], start: float, end: float, rat
     copy_s = done_at - t_first
     return {"bytes": round(gained), "copy_s": round(copy_s, 1),
             "rate_bytes_per_s": round(0.99 * gained / copy_s) if copy_s > 0 else None,
-            "stalled_s": round(stalled, 1), "done_before_end_s": round(end - done_at, 1)}
+            "stalled_s": round(stalled, 1), "done_before_end_s": round(end - done_at, 1),
+            "timeline_mib_per_s": timeline(inside, TIMELINE_STEP_S)}
+
+
+def timeline(samples: Sequence[tuple[float, float]], step_s: float) -> list[float]:
+    """The rate (MiB/s) of each step_s from the first sample on, between the last samples at or before its edges."""
+    def last(t: float) -> tuple[float, float]:
+        return max((s for s in samples if s[0] <= t + 1e-9), default=samples[0])
+
+    edges = [samples[0][0] + k * step_s for k in range(math.ceil((samples[-1][0] - samples[0][0]) / step_s) + 1)]
+    rates = []
+    for lo, hi in pairwise(last(t) for t in edges):
+        rates.append(round((hi[1] - lo[1]) / (hi[0] - lo[0]) / 2**20, 1) if hi[0] > lo[0] else 0.0)
+    return rates
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -219,25 +247,36 @@ def _intake(copied: Mapping[str, Any] | None) -> str:
     return f"broker {copied['broker']}: {copied['rate_bytes_per_s'] / 2**20:.1f} ({copied['stalled_s']:.0f})"
 
 
+def _tuned(t: Mapping[str, Any] | None) -> str:
+    if not t:
+        return "–"
+    if not t["changes"]:
+        return "0"
+    return f"{t['changes']} ({t['first_s']:.0f}, {t['max_given_bytes_per_s'] / 2**20:.0f})"
+
+
 def table(results: Mapping[str, Any]) -> str:
     rows = [("order", "data moves / leadership-only", "moved GiB", "bound s (bottleneck)", "wall s", "leadership s",
-             "efficiency / without leadership", "estimate error at 0 / 25 / 50 / 75 %", "ISR gate s (holds)",
-             "bottleneck idle s of data phase s", "receiving broker's intake MiB/s while copying (stalled s)",
-             "producer p99 ms before → during",
+             "efficiency / without leadership / at Kafka's throttled rate", "estimate error at 0 / 25 / 50 / 75 %",
+             "ISR gate s (holds)", "bottleneck idle s of data phase s",
+             "receiving broker's intake MiB/s while copying (stalled s)",
+             "throttle tuner: changes (first at s, most MiB/s given)", "producer p99 ms before → during",
              "consumer delay p99 ms before → during", "consumer delay max ms before → during")]
     for order, r in results.get("orders", {}).items():
         if "error" in r:
             rows.append((order, f"failed: {r['error']}", *("–" for _ in rows[0][2:])))
             continue
-        b = r.get("bottleneck") or {}
+        b, eff = r.get("bottleneck") or {}, (r["efficiency"], r["efficiency_without_leadership"],
+                                              r.get("efficiency_at_kafka_rate", "–"))
         est = " / ".join(_pct(r["estimates"].get(p, {}).get("error")) for p in ("0", "25", "50", "75"))
         p, c = r["producer"], r["consumer"]
-        rows.append((order, f"{r['data_moves']} / {r['leadership_moves']}", f"{r['moved_bytes'] / 2**30:.2f}",
-                     f"{r['bound_s']:.1f} (broker {b.get('broker')} {b.get('side')})", f"{r['wall_s']:.1f}",
-                     f"{r['leadership_s']:.1f}", f"{r['efficiency']} / {r['efficiency_without_leadership']}", est,
-                     f"{r['isr_gate_s']:.1f} ({r['isr_gate_holds']})",
+        while_others = f" (while {', '.join(r['other_benchmarks'])} ran)" if r.get("other_benchmarks") else ""
+        rows.append((order + while_others, f"{r['data_moves']} / {r['leadership_moves']}",
+                     f"{r['moved_bytes'] / 2**30:.2f}", f"{r['bound_s']:.1f} (broker {b.get('broker')} "
+                     f"{b.get('side')})", f"{r['wall_s']:.1f}", f"{r['leadership_s']:.1f}",
+                     " / ".join(str(e) for e in eff), est, f"{r['isr_gate_s']:.1f} ({r['isr_gate_holds']})",
                      f"{r.get('bottleneck_idle_s', 0):.1f} of {r.get('data_phase_s', 0):.1f}", _intake(r.get("intake")),
-                     _ms(p["before"], p["during"], "p99_ms"), _ms(c["before"], c["during"], "p99_ms"),
-                     _ms(c["before"], c["during"], "max_ms")))
+                     _tuned(r.get("throttle_tuned")), _ms(p["before"], p["during"], "p99_ms"),
+                     _ms(c["before"], c["during"], "p99_ms"), _ms(c["before"], c["during"], "max_ms")))
     return "\n".join("| " + " | ".join(r) + " |" for r in [rows[0], tuple("---" for _ in rows[0]), *rows[1:]])
 

@@ -70,6 +70,9 @@ def test_efficiency_is_the_wall_time_over_the_throttle_bound_with_and_without_th
     assert figures["bottleneck"] == {"broker": 3, "side": "receives", "bytes": 1000 * MiB}
     assert figures["data_phase_s"] == 113.5 and figures["bottleneck_idle_s"] == 4.0
     assert figures["before_first_data_s"] == 4.5 and figures["after_last_data_s"] == 2.0
+    assert figures["efficiency_at_kafka_rate"] is None
+    # Kafka alone copies at 8 MiB/s under this throttle: at that rate the bound is 125 s, the executor took 120.
+    assert execution_figures(a_run(), MOVES, 10 * MiB, 8 * MiB)["efficiency_at_kafka_rate"] == 0.96
 
 
 def test_a_run_without_leadership_changes_has_none_to_leave_out() -> None:
@@ -121,6 +124,16 @@ def test_the_isr_gate_holds_from_waiting_to_recovered_or_timeout_and_an_open_one
     assert figures["isr_gate_s"] == 2.5 and figures["isr_gate_holds"] == 1
 
 
+def test_the_throttle_tuners_changes_are_counted_with_the_first_and_the_most_it_gave() -> None:
+    run = a_run()
+    assert execution_figures(run, MOVES, 10 * MiB)["throttle_tuned"] == {"changes": 0, "first_s": None,
+                                                                          "max_given_bytes_per_s": None}
+    run[7:7] = [at(20, "throttle_tuned", rates={"3 receives": 15 * MiB}),
+                at(30, "throttle_tuned", rates={"3 receives": 12 * MiB, "1 serves": 11 * MiB})]
+    assert execution_figures(run, MOVES, 10 * MiB)["throttle_tuned"] == {"changes": 2, "first_s": 20.0,
+                                                                          "max_given_bytes_per_s": 15 * MiB}
+
+
 def test_union_seconds_counts_overlaps_once_and_only_inside_the_window() -> None:
     assert union_seconds([(0, 10), (5, 15), (20, 30), (22, 25)], 0, 100) == 25
     assert union_seconds([(0, 10), (5, 15)], 8, 12) == 4
@@ -156,12 +169,17 @@ def test_the_targets_hold_efficiency_and_every_estimate_from_25_percent_on() -> 
         "largest_first": result_row(1.16, {"0": 0.0, "25": 0.21, "75": 0.0}),
         "most_loaded_first": result_row(1.0, {"0": 0.0}),  # no estimate from 25 % on: not met
         "plan": {"error": "kafka-rebalancer execute exited 1"}}}
+    results["orders"]["largest_first"]["other_benchmarks"] = ["bench.shapes"]
+    results["orders"]["smallest_first"]["throttle_tuned"] = {"changes": 2, "first_s": 20.4,
+                                                             "max_given_bytes_per_s": 70 * 2**20}
     assert [met for _, met in targets(results)] == [True, True, False, False, True, False, False]
     texts = [text for text, _ in targets(results)]
     assert texts[1] == "smallest_first estimate within ±20% from 25 % on (25 %: +19%, 50 %: -20%, 75 %: +5%)"
     assert "no estimate recorded" in texts[5] and texts[6].startswith("plan failed")
     rendered = table(results)
     assert rendered.count("\n") == 5 and "| smallest_first | 3 / 1 | 1.00 |" in rendered
+    assert "| 2 (20, 70) |" in rendered
+    assert "| largest_first (while bench.shapes ran) |" in rendered and "| 1.1 / 1.1 / – |" in rendered
     assert "-50% / +19% / -20% / +5%" in rendered and "5 → 50" in rendered and "failed: kafka-rebalancer" in rendered
 
 
@@ -179,4 +197,5 @@ def test_the_receiving_brokers_intake_is_its_copying_rate_and_the_seconds_it_sta
     assert copied is not None and copied["bytes"] == 160 * MiB
     assert copied["copy_s"] == 20.0 and copied["stalled_s"] == 4.0 and copied["done_before_end_s"] == 5.0
     assert copied["rate_bytes_per_s"] == round(0.99 * 160 * MiB / 20)
+    assert copied["timeline_mib_per_s"] == [10.0, 10.0, 2.0, 10.0, 0.0]
     assert intake(samples, 5000.0, 6000.0, 10 * MiB) is None
