@@ -56,6 +56,7 @@ def test_progress_records_its_estimate_before_the_first_move_and_at_each_quarter
     for i, move in enumerate(moves[:6]):
         clock.now = 12.5 * (i + 1)  # each move 12.5 s: 1.25x the throttle's 10 s
         progress.done(move)
+        progress.record_due()
     assert [r["done_fraction"] for r in records] == [0.0, 0.25, 0.5, 0.75]
     assert records[0]["bound_s"] == 80.0 and records[0]["remaining_s"] == 80.0
     assert records[1]["slowdown"] == pytest.approx(1.25) and records[1]["finish_s"] == pytest.approx(100.0)
@@ -73,6 +74,9 @@ def test_a_resumed_execution_bounds_only_the_moves_left_and_skips_the_quarters_p
                         "remaining_bound_s": 20.0, "remaining_s": 20.0, "slowdown": 1.0, "finish_s": 20.0}]
     progress.done(moves[0])  # an earlier attempt's move reported again changes nothing
     progress.done(moves[2])
+    assert [r["done_fraction"] for r in records] == [0.5] and progress.due  # recorded once the bytes are read
+    progress.record_due()
+    progress.record_due()
     assert [r["done_fraction"] for r in records] == [0.5, 0.75]
 
 

@@ -55,7 +55,7 @@ from kafka_rebalancer.snapshot.evacuation import leaving_brokers
 log = logging.getLogger(__name__)
 
 CANCEL_MARKER = "cancel_requested.json"
-COPIED_EVERY_S = 10.0
+COPIED_EVERY_S = 5.0
 
 
 class Cluster(Protocol):
@@ -143,7 +143,8 @@ class _PoolExecution:
                     self._poll(pending, in_flight)
                 except Exception as exc:  # noqa: BLE001  # a status read failed (a broker died?): poll again
                     self._read_failed(exc)
-                self._watch_stalls(in_flight)
+                self._watch_stalls(in_flight, fresh=self.progress.due)
+                self.progress.record_due()
                 self._check_stuck(in_flight)
             started = False
             if pending and self._pool_healthy():
@@ -213,8 +214,10 @@ class _PoolExecution:
         self.xlog.append("read_failed", error=str(exc))
         log.warning("%s: reading the cluster's state failed, trying again at the next poll: %s", self.pool, exc)
 
-    def _watch_stalls(self, in_flight: dict[Key, float]) -> None:
-        if not in_flight or self.clock() - self.stall_read_at < self.stall_every_s:
+    def _watch_stalls(self, in_flight: dict[Key, float], fresh: bool = False) -> None:
+        """Read the bytes the moves in flight copied (every stall_every_s, or now when `fresh`): for the estimate,
+        the stall watch and the throttle tuner."""
+        if not in_flight or (not fresh and self.clock() - self.stall_read_at < self.stall_every_s):
             return
         self.stall_read_at = self.clock()
         receivers = {k: set(self.by_key[k].new) - set(self.by_key[k].old) for k in in_flight}
@@ -227,7 +230,7 @@ class _PoolExecution:
         copied = copied_bytes(receivers, sizes)
         self.progress.copying(copied)
         self.stalls.check(copied, {k: brokers <= live for k, brokers in receivers.items()})
-        if self.tuner is not None:
+        if self.tuner is not None and not fresh:  # a rate over the few seconds since the last read is noise
             finished, self.tuned = self.completed_now[self.tuned:], len(self.completed_now)
             try:
                 self.tuner.observe([self.by_key[k] for k in in_flight], copied, [self.by_key[k] for k in finished])

@@ -19,7 +19,8 @@ log = logging.getLogger(__name__)
 class Progress:
     """Moves and bytes done of the total with the time left, shown on the terminal, logged every `every_s` and
     recorded (`record`: the execution log's append) before the first move and at each of ESTIMATE_POINTS of the
-    bytes. `completed`: the moves an earlier attempt finished (done, and outside this attempt's bound)."""
+    bytes (`record_due`). `completed`: the moves an earlier attempt finished (done, and outside this attempt's
+    bound)."""
 
     def __init__(self, pool: str, moves: list[CopyingMove], rate_bytes_per_s: int | None,
                  record: Callable[..., Any], completed: Iterable[Key] = (), every_s: float = 10.0,
@@ -37,6 +38,7 @@ class Progress:
         self.clock, self.every_s = clock, every_s
         self.started = self.last = clock()
         self.copied: dict[Key, int] = {}  # bytes already on the new replicas of moves in flight
+        self.due = False  # a point of ESTIMATE_POINTS reached, its estimate not recorded yet
 
     def copying(self, copied: dict[Key, int]) -> None:
         """The bytes the new replicas of the moves in flight hold now (`stall.copied_bytes`): the estimate leaves
@@ -58,6 +60,13 @@ class Progress:
         reached = [p for p in self.points if self.done_bytes >= p * self.total_bytes]
         if reached:
             self.points = self.points[len(reached):]
+            self.due = True
+
+    def record_due(self) -> None:
+        """Record the estimate if a point was reached since the last call: after the executor has read the bytes
+        the moves in flight copied (`copying`) afresh, a read up to 10 s old made the estimate a third too long."""
+        if self.due:
+            self.due = False
             self._record()
 
     def estimate(self) -> Estimate | None:

@@ -1,11 +1,11 @@
 """The throttle's rate held as measured: Kafka's replication quota lets throttled copies run below the rate it is
-given (on the execute bench's cluster, 74 % of it: the quota's windows stop a follower's fetches for longer than
-its overshoot), so a plan took 1.4x its throttle-bound minimum. Each time the executor reads the copies' bytes, the
-tuner works out each broker's copy rate since the last read (bytes received, and served as the leader of copies,
-each side apart: Kafka's leader and follower rates) and, for a side copying the whole time, scales the rate Kafka
-is given by how far the measured one fell short of or went over the configured rate, within MAX_BOOST times it
-either way. The configured rate is what the copies run at; what Kafka is given is in the execution log
-(`throttle_tuned`)."""
+given (on the execute bench's cluster 53 % of it for one partition, 74 % for several: the quota's windows stop a
+follower's fetches for longer than its overshoot), so a plan took 1.4x its throttle-bound minimum. Each time the
+executor reads the copies' bytes, the tuner works out each broker's copy rate since the last read (bytes received,
+and served as the leader of copies, each side apart: Kafka's leader and follower rates) and, for a side copying the
+whole time, scales the rate Kafka is given by how far the measured one fell short of or went over the configured
+rate, within MAX_BOOST times it either way. The configured rate is what the copies run at; what Kafka is given is
+in the execution log (`throttle_tuned`)."""
 
 from __future__ import annotations
 
