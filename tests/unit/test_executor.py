@@ -28,7 +28,7 @@ Key = tuple[str, int]
 CONFIG = {"cluster": {"name": "c1"}, "pools": {"a": {"brokers": [1, 2, 3, 4]}},
           "topic_pools": [{"topics": "t*", "pool": "a"}], "capacity": {"default": {"disk_bytes": 1000}},
           "execution": {"max_moves_per_broker": 2, "max_moves_cluster": 3, "poll_interval_s": 1,
-                        "move_timeout_s": 30}}
+                        "move_timeout_s": 30, "order": "smallest_first"}}
 
 
 class FakeCluster:
