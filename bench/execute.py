@@ -49,6 +49,8 @@ from bench.execute_figures import (
 from kafka_rebalancer.config import ExecutionSettings
 from kafka_rebalancer.execute.moves import read_pool_plan
 from kafka_rebalancer.run_folder import RunFolder
+from tools import demo_workload
+from tools.demo_workload import TopicSpec
 
 RESULTS = run.BENCH / "execute-results.json"
 OUT = run.OUT / "execute"
@@ -186,21 +188,10 @@ def bulk_sizes(scale: float) -> dict[Key, int]:
 
 
 def create_topics(bootstrap: str, assignments: Mapping[str, list[list[int]]],
-                  configs: Mapping[str, Mapping[str, str]] | None = None, timeout_s: float = 60.0) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    new = [NewTopic(name, num_partitions=len(a), replica_assignment=a, config=dict((configs or {}).get(name, {})))
-           for name, a in assignments.items()]
-    for future in admin.create_topics(new, request_timeout=timeout_s).values():
-        future.result(timeout=timeout_s)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:  # until every partition has a leader
-        md = admin.list_topics(timeout=10)
-        if all(n in md.topics and all(p.leader >= 0 for p in md.topics[n].partitions.values()) for n in assignments):
-            return
-        time.sleep(0.2)
-    raise TimeoutError(f"topics {sorted(assignments)} have no leaders after {timeout_s:.0f}s")
+                  configs: Mapping[str, Mapping[str, str]] | None = None) -> None:
+    """The demo's topic creation (explicit assignments, every partition led before it returns)."""
+    demo_workload.create_topics(bootstrap, [TopicSpec(name, a, []) for name, a in assignments.items()],
+                                configs=configs)
 
 
 def produce_bulk(bootstrap: str, sizes: Mapping[Key, int]) -> int:

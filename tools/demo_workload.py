@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,10 +40,14 @@ def demo_topics() -> list[TopicSpec]:
     ]
 
 
-def create_topics(bootstrap: str, topics: list[TopicSpec], timeout_s: float = 60.0) -> None:
+def create_topics(bootstrap: str, topics: list[TopicSpec], timeout_s: float = 60.0,
+                  configs: Mapping[str, Mapping[str, str]] | None = None) -> None:
+    """Create the topics with their explicit assignments (`configs`: topic configs by name) and wait until every
+    partition has a leader."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     # confluent-kafka needs num_partitions to match the explicit assignment's length.
-    new = [NewTopic(t.name, num_partitions=len(t.assignment), replica_assignment=t.assignment) for t in topics]
+    new = [NewTopic(t.name, num_partitions=len(t.assignment), replica_assignment=t.assignment,
+                    config=dict((configs or {}).get(t.name, {}))) for t in topics]
     for future in admin.create_topics(new, request_timeout=timeout_s).values():
         future.result(timeout=timeout_s)
     deadline = time.monotonic() + timeout_s
