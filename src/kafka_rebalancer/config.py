@@ -12,14 +12,12 @@ import fnmatch
 import hashlib
 import json
 import math
-import os
 import re
 from datetime import datetime, time, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import yaml
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -31,6 +29,7 @@ from pydantic import (
     model_validator,
 )
 
+from kafka_rebalancer.config_file import load_pools_file, read_config_file
 from kafka_rebalancer.errors import ConfigError, RebalancerError
 from kafka_rebalancer.model.resources import (
     CANONICAL_ORDER,
@@ -158,8 +157,10 @@ class PrometheusQueries(_Strict):
     bytes_in: str | None = None
     bytes_out: str | None = None
     log_end_offset: str | None = None
+    produce_latency_ms: str | None = None
+    network_bytes_per_s: str | None = None
 
-    @field_validator("cpu", "bytes_in", "bytes_out", "log_end_offset")
+    @field_validator("cpu", "bytes_in", "bytes_out", "log_end_offset", "produce_latency_ms", "network_bytes_per_s")
     @classmethod
     def _placeholders(cls, v: str | None) -> str | None:
         if v is None:
@@ -261,6 +262,23 @@ class Exclusions(_Strict):
     brokers: list[int] = Field(default_factory=list)
 
 
+class ThrottleControlSettings(_Strict):
+    """A broker's throttle lowered while its load (metrics.prometheus) is over a line (README: Throttle control)."""
+
+    produce_latency_ms: float | None = Field(default=None, gt=0)  # the broker's p99 of produce requests
+    network_bytes_per_s: ByteSize | None = None  # bytes in and out: clients' and replication's
+    interval_s: float = Field(default=15.0, gt=0)
+    lower_by: float = Field(default=0.5, gt=0, lt=1)  # the throttle times this while over a line
+    raise_below: float = Field(default=0.8, gt=0, le=1)  # raised again (divided by lower_by) below this share of lines
+    min_bytes_per_s: ByteSize = Field(default=2**20, ge=1)
+
+    @model_validator(mode="after")
+    def _a_line(self) -> ThrottleControlSettings:
+        if self.produce_latency_ms is None and self.network_bytes_per_s is None:
+            raise ValueError("no line set, expected produce_latency_ms or network_bytes_per_s (or both)")
+        return self
+
+
 class ExecutionSettings(_Strict):
     max_moves_per_broker: int = Field(default=5, ge=1)
     max_moves_cluster: int = Field(default=20, ge=1)
@@ -268,16 +286,14 @@ class ExecutionSettings(_Strict):
     move_timeout_s: float = Field(default=900.0, gt=0)
     # A move whose new replicas gain no bytes for this long, its receiving brokers alive, is named as stalled.
     stall_after_s: float = Field(default=120.0, gt=0)
-    # Hold the copies' measured rate at throttle_bytes_per_s: Kafka's quota lets them run below the rate it is given,
-    # so the rate given to a broker is raised (up to twice) until they do (execute.throttle_tuner).
+    # Hold the copies' measured rate at throttle_bytes_per_s: Kafka's quota runs them slower (execute.throttle_tuner).
     tune_throttle: bool = True
+    throttle_control: ThrottleControlSettings | None = None
     run_timeout_s: float = Field(default=6 * 3600.0, gt=0)
     # Replication throttle on the brokers and topics of moving replicas; null: unthrottled.
     throttle_bytes_per_s: int | None = Field(default=50 * 2**20, ge=1)
-    # Data moves start in this order (leadership-only changes always go first, in batches of their own);
-    # bottleneck_first: the moves of the broker with the most bytes left to receive or serve first, kept up as
-    # moves finish. The default from `make bench-execute`: 1.13x the throttle-bound minimum, smallest_first 1.42x
-    # (its small moves kept the throttle tuner from measuring for 40 s).
+    # Data moves start in this order (after leadership-only changes); bottleneck_first (the broker with the most bytes
+    # left to receive or serve first): the fastest on `make bench-execute` with largest_first (README: Execution).
     order: Literal["smallest_first", "largest_first", "most_loaded_first", "bottleneck_first", "plan"] = \
         "bottleneck_first"
     # No new batch starts while the pool has under-replicated partitions besides the moving ones; this long at most.
@@ -379,6 +395,12 @@ class RebalancerConfig(_Strict):
         if self.metrics.source == "prometheus" and self.metrics.prometheus is None:
             raise ValueError("metrics.source is 'prometheus' but metrics.prometheus is not set, expected at least "
                              "{url: https://...}")
+        lacking = self.execution.throttle_control and (
+            "metrics.prometheus is not set" if self.metrics.prometheus is None else
+            "execution.throttle_bytes_per_s is null" if self.execution.throttle_bytes_per_s is None else None)
+        if lacking:
+            raise ValueError(f"execution.throttle_control reads the brokers' load from Prometheus and lowers their "
+                             f"replication throttle, but {lacking}, expected metrics.prometheus and a throttle rate")
         return self
 
     # -- derived ---------------------------------------------------------------------------------
@@ -429,26 +451,6 @@ def safe_run_id(run_id: str) -> str:
     return name
 
 
-_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-
-
-def _expand_env(value: Any, file: str, path: str = "") -> Any:
-    if isinstance(value, dict):
-        return {k: _expand_env(v, file, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_expand_env(v, file, f"{path}[{i}]") for i, v in enumerate(value)]
-    if isinstance(value, str):
-        def sub(m: re.Match[str]) -> str:
-            name, default = m.group(1), m.group(2)
-            if name in os.environ:
-                return os.environ[name]
-            if default is not None:
-                return default
-            raise ConfigError(file, path, f"environment variable {name} is not set (and no ${{{name}:-default}})")
-        return _ENV.sub(sub, value)
-    return value
-
-
 def _loc(loc: tuple[Any, ...]) -> str:
     out = ""
     for part in loc:
@@ -468,70 +470,10 @@ def _format_validation_error(file: str, exc: ValidationError) -> ConfigError:
     return ConfigError(file, _loc(first["loc"]), message + more)
 
 
-class _DuplicateKey(yaml.YAMLError):
-    def __init__(self, key: Any, line: int, first_line: int) -> None:
-        self.key, self.line, self.first_line = key, line, first_line
-        super().__init__(f"key {key!r} on line {line} was given before on line {first_line}")
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML keeps the last of two equal keys; a config edited by hand must not silently lose the first."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        first_line: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` merges defaults the mapping may override
-                continue
-            key = self.construct_object(key_node, deep=True)
-            try:
-                seen = first_line.get(key)
-            except TypeError:  # an unhashable key: the base class reports it
-                continue
-            if seen is not None:
-                raise _DuplicateKey(key, key_node.start_mark.line + 1, seen)
-            first_line[key] = key_node.start_mark.line + 1
-        return super().construct_mapping(node, deep=deep)
-
-
-def load_pools_file(path: Path) -> dict[str, dict[str, list[int]]]:
-    """Cruise Control `brokerSets.json`: {"brokerSets": [{"brokerSetId": ..., "brokerIds": [...]}]}."""
-    try:
-        raw = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(str(path), "", f"cannot read broker sets: {exc}") from exc
-    sets = raw.get("brokerSets") if isinstance(raw, dict) else None
-    if not isinstance(sets, list):
-        raise ConfigError(str(path), "brokerSets", "expected a list of {brokerSetId, brokerIds}")
-    pools: dict[str, dict[str, list[int]]] = {}
-    for i, entry in enumerate(sets):
-        if not isinstance(entry, dict) or "brokerSetId" not in entry or "brokerIds" not in entry:
-            raise ConfigError(str(path), f"brokerSets[{i}]", "expected an object with brokerSetId and brokerIds")
-        ids = entry["brokerIds"]
-        if not isinstance(ids, list) or not all(isinstance(b, int) and not isinstance(b, bool) for b in ids):
-            raise ConfigError(str(path), f"brokerSets[{i}].brokerIds", f"expected a list of integers, got {ids!r}")
-        pools[str(entry["brokerSetId"])] = {"brokers": ids}
-    return pools
-
-
 def load_config(path: str | Path) -> RebalancerConfig:
     path = Path(path).resolve()
     file, base = str(path), path.parent
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(file, "", f"cannot read config file: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(file, "", f"byte {exc.start} is not UTF-8 text, expected a YAML file in UTF-8") from None
-    try:
-        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: plain data only
-    except _DuplicateKey as exc:
-        raise ConfigError(file, str(exc.key), f"line {exc.line}: key given twice (first on line {exc.first_line}), "
-                                              f"expected each key once per mapping") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(file, "", f"not valid YAML: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise ConfigError(file, "", "expected a mapping at the top level (cluster:, pools:, ...)")
-    raw = _expand_env(raw, file)
+    raw = read_config_file(path)
     if raw.get("pools_file") is not None:
         if raw.get("pools"):
             raise ConfigError(file, "pools_file", "give either 'pools' or 'pools_file', not both")

@@ -154,3 +154,21 @@ def test_the_generated_config_passes_promtool(prometheus: Any) -> None:
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout + result.stderr
+
+
+def test_replication_bytes_and_produce_latency_for_throttle_control(prometheus: Any, traffic: str) -> None:
+    """The series execution.throttle_control's default queries read: a follower's fetches counted broker-wide on
+    both ends (not as client traffic), and each leader's produce latency quantiles."""
+    copied = {b: TOPIC.sizes_kib[p] * 1024.0 for b, p in LEADERS.items()}
+    follower_of = {b: str(TOPIC.assignment[p][1]) for b, p in LEADERS.items()}
+
+    def followers_copied() -> dict[str, float]:
+        seen = per_broker(prometheus, "kafka_server_brokertopicmetrics_replicationbytesin_total")
+        return seen if all(seen.get(follower_of[b], -1.0) >= bound for b, bound in copied.items()) else {}
+
+    replicated_in = eventually(followers_copied, "the followers' replication bytes in")
+    served = per_broker(prometheus, "kafka_server_brokertopicmetrics_replicationbytesout_total")
+    assert all(served[b] >= bound for b, bound in copied.items()), (served, replicated_in)
+    latency = eventually(lambda: per_broker(prometheus, 'kafka_network_requestmetrics_totaltimems{request="Produce",'
+                                                        'quantile="0.99"}'), "the produce latency p99")
+    assert set(LEADERS) <= set(latency) and all(latency[b] > 0 for b in LEADERS), latency

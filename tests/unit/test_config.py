@@ -157,3 +157,18 @@ def test_fingerprint_ignores_execution_settings(tmp_path: Path) -> None:
     b = load(tmp_path, {**BASE, "execution": {"max_moves_per_broker": 2}})
     c = load(tmp_path, {**BASE, "budgets": {"max_replica_moves": 2}})
     assert a.fingerprint() == b.fingerprint() != c.fingerprint()
+
+
+def test_throttle_control_needs_prometheus_and_a_throttle(tmp_path: Path) -> None:
+    control = {"execution": {"throttle_control": {"produce_latency_ms": 50}}}
+    with pytest.raises(ConfigError, match=r"throttle_control reads the brokers' load from Prometheus and "
+                                          r"lowers their replication throttle, but metrics\.prometheus is not set"):
+        load(tmp_path, BASE | control)
+    prometheus = {"metrics": {"prometheus": {"url": "http://prometheus:9090"}}}
+    with pytest.raises(ConfigError, match=r"execution\.throttle_bytes_per_s is null"):
+        load(tmp_path, BASE | prometheus | {"execution": {"throttle_control": {"produce_latency_ms": 50},
+                                                          "throttle_bytes_per_s": None}})
+    with pytest.raises(ConfigError, match=r"c\.yaml: execution\.throttle_control: no line set"):
+        load(tmp_path, BASE | prometheus | {"execution": {"throttle_control": {"interval_s": 5}}})
+    config = load(tmp_path, BASE | prometheus | control)
+    assert config.execution.throttle_control.produce_latency_ms == 50  # type: ignore[attr-defined]

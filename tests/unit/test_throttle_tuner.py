@@ -60,3 +60,15 @@ def test_the_rate_given_stays_within_twice_the_configured_one_either_way() -> No
     # 80/s into broker 9, 40/s out of each leader: every side over the rate is lowered.
     assert tuned.at(10, [A, B], {A.key: 400, B.key: 400}) == {(9, "receives"): 5, (1, "serves"): 5,
                                                              (2, "serves"): 5}
+
+
+def test_a_lowered_target_scales_what_kafka_is_given_and_the_tuner_holds_the_new_one() -> None:
+    tuned = Tuned()
+    tuned.at(0, [A, B], {})
+    tuned.at(10, [A, B], {A.key: 37, B.key: 37})  # broker 9's follower rate raised to 14 for a target of 10
+    tuned.tuner.retarget({9: 5})
+    # Kafka is given half of both sides: the shortfall measured (10 -> 14) stays.
+    assert tuned.applied[-1] == {9: (5, 7)} and tuned.tuner.target(9) == 5
+    # 5/s into broker 9 now meets its target: left alone; brokers 1 and 2 keep the configured rate.
+    assert tuned.at(20, [A, B], {A.key: 62, B.key: 62}) == {}
+    assert tuned.tuner.target(1) == 10

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import ExecutionCancelled, ExecutionError
+from kafka_rebalancer.execute.load_control import LoadControl, prometheus_loads
 from kafka_rebalancer.execute.lock import pool_lock
 from kafka_rebalancer.execute.log import ExecutionLog
 from kafka_rebalancer.execute.moves import (
@@ -98,9 +99,15 @@ class _PoolExecution:
         # stall_after_s of it; never more often than each poll.
         self.stall_every_s = max(self.limits.poll_interval_s, min(COPIED_EVERY_S, config.execution.stall_after_s / 4))
         self.stall_read_at = clock()
+        control = config.execution.throttle_control
         self.tuner = (ThrottleTuner(throttle.rate_bytes_per_s, lambda rates: cluster.alter_throttles(rates, {}),
                                     xlog.append, clock)
-                      if config.execution.tune_throttle and throttle.rate_bytes_per_s and not throttle.empty else None)
+                      if (config.execution.tune_throttle or control) and throttle.rate_bytes_per_s
+                      and not throttle.empty else None)
+        self.tuning = self.tuner if config.execution.tune_throttle else None  # else the tuner only retargets
+        self.load_control = (LoadControl(control, self.tuner.rate, prometheus_loads(config), self.tuner.retarget,
+                                         xlog.append, clock)
+                             if control is not None and self.tuner is not None else None)
         self.tuned = 0  # completed_now up to here is known to the tuner
 
     def run(self) -> dict[str, Any]:
@@ -145,6 +152,8 @@ class _PoolExecution:
                     self._read_failed(exc)
                 self._watch_stalls(in_flight, fresh=self.progress.due)
                 self.progress.record_due()
+                if self.load_control is not None:
+                    self.load_control.check(b for k in in_flight for b in self.by_key[k].old + self.by_key[k].new)
                 self._check_stuck(in_flight)
             started = False
             if pending and self._pool_healthy():
@@ -230,10 +239,10 @@ class _PoolExecution:
         copied = copied_bytes(receivers, sizes)
         self.progress.copying(copied)
         self.stalls.check(copied, {k: brokers <= live for k, brokers in receivers.items()})
-        if self.tuner is not None and not fresh:  # a rate over the few seconds since the last read is noise
+        if self.tuning is not None and not fresh:  # a rate over the few seconds since the last read is noise
             finished, self.tuned = self.completed_now[self.tuned:], len(self.completed_now)
             try:
-                self.tuner.observe([self.by_key[k] for k in in_flight], copied, [self.by_key[k] for k in finished])
+                self.tuning.observe([self.by_key[k] for k in in_flight], copied, [self.by_key[k] for k in finished])
             except Exception as exc:  # noqa: BLE001  # the rates stay as they were; the next read tries again
                 self._read_failed(exc)
 

@@ -5,7 +5,8 @@ executor reads the copies' bytes, the tuner works out each broker's copy rate si
 and served as the leader of copies, each side apart: Kafka's leader and follower rates) and, for a side copying the
 whole time, scales the rate Kafka is given by how far the measured one fell short of or went over the configured
 rate, within MAX_BOOST times it either way. The configured rate is what the copies run at; what Kafka is given is
-in the execution log (`throttle_tuned`)."""
+in the execution log (`throttle_tuned`). A broker's rate to hold may be lowered for a while (`retarget`: the
+throttle control from measured load); what Kafka is given moves with it."""
 
 from __future__ import annotations
 
@@ -27,8 +28,9 @@ class ThrottleTuner:
     def __init__(self, rate_bytes_per_s: int, apply: Callable[[dict[int, tuple[int, int]]], None],
                  record: Callable[..., Any], clock: Callable[[], float]) -> None:
         """`apply`: per broker, the (leader, follower) rates to give Kafka."""
-        self.target, self.apply, self.record, self.clock = rate_bytes_per_s, apply, record, clock
-        self.given: dict[Side, int] = {}  # the rates Kafka has, where not the configured one
+        self.rate, self.apply, self.record, self.clock = rate_bytes_per_s, apply, record, clock
+        self.targets: dict[int, int] = {}  # the rates to hold, where not the configured one
+        self.given: dict[Side, int] = {}  # the rates Kafka has, where not the target
         self.last: tuple[float, dict[Key, int], dict[Side, int]] | None = None  # time, copied, bytes left per side
 
     def observe(self, in_flight: Iterable[CopyingMove], copied: Mapping[Key, int],
@@ -52,24 +54,42 @@ class ThrottleTuner:
         limiting = {max(((b, side) for b, side, _ in copy_loads(m)), key=lambda e: (rates.get(e, 0.0), e))
                     for m, n in progress if n > 0}
         changed = {}
-        for end in (e for e, n in work.items() if n >= self.target * (now - since)):
-            measured = rates.get(end, 0.0)
-            if measured <= 0 or abs(measured - self.target) <= TOLERANCE * self.target or (
-                    measured < self.target and end not in limiting):
+        for end in (e for e, n in work.items() if n >= self.target(e[0]) * (now - since)):
+            measured, target = rates.get(end, 0.0), self.target(end[0])
+            if measured <= 0 or abs(measured - target) <= TOLERANCE * target or (
+                    measured < target and end not in limiting):
                 continue
-            given = self.given.get(end, self.target)
-            new = round(min(MAX_BOOST * self.target, max(self.target / MAX_BOOST, given * self.target / measured)))
+            given = self.given.get(end, target)
+            new = round(min(MAX_BOOST * target, max(target / MAX_BOOST, given * target / measured)))
             if new != given:
                 changed[end] = new
         if changed:
             self.given.update(changed)
-            brokers = sorted({b for b, _ in changed})
-            self.apply({b: (self.given.get((b, SERVES), self.target), self.given.get((b, RECEIVES), self.target))
-                        for b in brokers})
-            self.record("throttle_tuned", target_bytes_per_s=self.target,
+            self._apply({b for b, _ in changed})
+            self.record("throttle_tuned", target_bytes_per_s=self.rate,
+                        targets={b: self.targets[b] for b in sorted({b for b, _ in changed}) if b in self.targets},
                         rates={f"{b} {side}": r for (b, side), r in sorted(changed.items())},
                         measured={f"{b} {side}": round(rates.get((b, side), 0.0)) for b, side in sorted(changed)})
         return changed
+
+    def target(self, broker: int) -> int:
+        """The rate a broker's copies are held at."""
+        return self.targets.get(broker, self.rate)
+
+    def retarget(self, targets: Mapping[int, int]) -> None:
+        """Hold these brokers' copies at these rates from now on: what Kafka is given scales with the target (the
+        quota's shortfall measured so far stays)."""
+        for broker, new in targets.items():
+            old = self.target(broker)
+            for side in (SERVES, RECEIVES):
+                if (broker, side) in self.given:
+                    self.given[(broker, side)] = round(self.given[(broker, side)] * new / old)
+            self.targets[broker] = new
+        self._apply(set(targets))
+
+    def _apply(self, brokers: set[int]) -> None:
+        self.apply({b: (self.given.get((b, SERVES), self.target(b)), self.given.get((b, RECEIVES), self.target(b)))
+                    for b in sorted(brokers)})
 
 
 def _whole(move: CopyingMove) -> int:

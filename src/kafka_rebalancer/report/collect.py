@@ -73,7 +73,8 @@ _MARKER_GROUPS = {
     "cancel_observed": "cancel", "cancel_finished": "cancel", "cancel_cleared": "cancel", "waiting_for_isr": "wait",
     "isr_recovered": "wait", "timeout": "problem", "run_timeout": "problem", "isr_wait_timeout": "problem",
     "read_failed": "problem", "restart": "problem", "throttle_clear_failed": "problem", "stalled": "problem",
-    "stall_ended": "wait", "estimate": "estimate",
+    "stall_ended": "wait", "estimate": "estimate", "throttle_lowered": "throttle", "throttle_raised": "throttle",
+    "load_unknown": "problem",
 }
 # The log actions that say where a pool's execution stands; the last one in the log wins.
 _EXECUTION_STATES = {
@@ -86,7 +87,7 @@ _EXECUTION_STATES = {
 }
 _LABEL_DETAILS = ("rate_bytes_per_s", "reason", "detail", "error", "stuck", "in_flight", "count", "cancelled",
                   "completed", "skipped", "moves", "resumed", "done_fraction", "remaining_s", "finish_s", "bound_s",
-                  "copied_bytes", "since_s", "stalled")
+                  "copied_bytes", "since_s", "stalled", "broker", "measured")
 
 T = TypeVar("T")
 

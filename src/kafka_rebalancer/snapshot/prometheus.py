@@ -44,10 +44,20 @@ DEFAULT_QUERIES: dict[str, str] = {
     "bytes_out": _TOPIC_RATE.format(name="bytesout"),
     # Every replica reports its log end offset; the largest is the leader's.
     "log_end_offset": 'max by (topic, partition) (kafka_log_log_logendoffset{job="kafka", $brokers})',
+    # For execution.throttle_control: the broker's p99 of produce requests, and its bytes in and out (clients' by
+    # topic, replication's broker-wide: Kafka counts a follower's fetch in these only).
+    "produce_latency_ms": 'max by ($broker_label) (kafka_network_requestmetrics_totaltimems{job="kafka", '
+                          'request="Produce", quantile="0.99", $brokers})',
+    # rate() drops the name, so each counter gets a label of its own first (else in and out would collide).
+    "network_bytes_per_s": 'sum by ($broker_label) (' + ' or '.join(
+        f'label_replace(rate(kafka_server_brokertopicmetrics_{name}_total{{job="kafka", $brokers}}[$rate_range]), '
+        f'"counter", "{name}", "", "")'
+        for name in ("bytesin", "bytesout", "replicationbytesin", "replicationbytesout")) + ')',
 }
 # The labels that key each metric's series ("broker": metrics.prometheus.broker_label).
 _KEY_LABELS = {"cpu": ("broker",), "bytes_in": ("broker", "topic"), "bytes_out": ("broker", "topic"),
-               "log_end_offset": ("topic", "partition")}
+               "log_end_offset": ("topic", "partition"), "produce_latency_ms": ("broker",),
+               "network_bytes_per_s": ("broker",)}
 # Offsets only weigh partitions against each other: this many points over the window are plenty, and keep the
 # query (one series per partition) small.
 OFFSET_POINTS_PER_WINDOW = 24
@@ -90,11 +100,12 @@ def query_template(settings: PrometheusSettings, metric: str) -> str:
     return override or DEFAULT_QUERIES[f"cpu_{settings.cpu}" if metric == "cpu" else metric]
 
 
-def render_query(template: str, settings: PrometheusSettings, broker_ids: Sequence[int]) -> str:
+def render_query(template: str, settings: PrometheusSettings, broker_ids: Sequence[int],
+                 range_of_rate: str | None = None) -> str:
     brokers = f'{settings.broker_label}=~"{"|".join(str(b) for b in broker_ids)}"'
     # safe_substitute: a `$` of PromQL's own (a regex's end) stays; the config checked the placeholders.
     return Template(template).safe_substitute(brokers=brokers, broker_label=settings.broker_label,
-                                              rate_range=rate_range(settings))
+                                              rate_range=range_of_rate or rate_range(settings))
 
 
 def offsets_window(settings: PrometheusSettings, now: float) -> QueryWindow:
@@ -102,11 +113,15 @@ def offsets_window(settings: PrometheusSettings, now: float) -> QueryWindow:
 
 
 def query_metrics(client: RangeQueries, settings: PrometheusSettings, broker_ids: Sequence[int],
-                  metrics: Iterable[str], now: float) -> dict[str, list[Series]]:
-    """Every series of each metric, one range query per batch of `brokers_per_query` brokers."""
+                  metrics: Iterable[str], now: float, *, latest_over_s: float | None = None
+                  ) -> dict[str, list[Series]]:
+    """Every series of each metric, one range query per batch of `brokers_per_query` brokers: over the window, or
+    with `latest_over_s` only its value now (rates over that many seconds)."""
     ids = sorted(broker_ids)
     batches = [ids[i:i + settings.brokers_per_query] for i in range(0, len(ids), settings.brokers_per_query)]
-    window = QueryWindow.ending_at(now, settings.window, settings.step)
+    window = QueryWindow.ending_at(now, settings.window, settings.step) if latest_over_s is None else \
+        QueryWindow(now, now, settings.step)
+    range_of_rate = None if latest_over_s is None else f"{max(latest_over_s, 4 * settings.scrape_interval):.0f}s"
     out: dict[str, list[Series]] = {}
     for metric in metrics:
         template = query_template(settings, metric)
@@ -114,7 +129,8 @@ def query_metrics(client: RangeQueries, settings: PrometheusSettings, broker_ids
         out[metric] = []
         for batch in batches:
             shown_as = f"{metric} (brokers {batch[0]}..{batch[-1]}, {len(batch)} of {len(ids)}): {template}"
-            data = client.query_range(render_query(template, settings, batch), metric_window, shown_as)
+            data = client.query_range(render_query(template, settings, batch, range_of_rate), metric_window,
+                                      shown_as)
             out[metric] += parse_matrix(data, _KEY_LABELS[metric], settings.broker_label,
                                         f"Prometheus at {client.url}, query {shown_as}")
     return out
