@@ -9,7 +9,7 @@ cached in `.cache/jmx-exporter`, and the rules naming the series) on a loopback 
 `cluster.json`; `scrape-targets` lists them for Prometheus (`tools/prometheus.py` scrapes them).
 
     python -m tools.local_kafka fetch                     # the broker jars and the exporter agent, once
-    python -m tools.local_kafka start [--name demo] [--brokers 6] [--secured]
+    python -m tools.local_kafka start [--name demo] [--brokers 6] [--secured] [--log-dirs 2]
     python -m tools.local_kafka status [--name demo]
     python -m tools.local_kafka bootstrap [--name demo]   # prints the bootstrap servers of a running cluster
     python -m tools.local_kafka scrape-targets [--name demo]  # prints each broker's exporter: id host:port
@@ -93,6 +93,7 @@ class ClusterState:
     kafka_version: str
     nodes: list[Node] = field(default_factory=list)
     secured: bool = False
+    log_dirs: int = 1  # per broker: several make each broker a JBOD broker (data-1, data-2, ...)
 
     @property
     def brokers(self) -> list[Node]:
@@ -206,6 +207,12 @@ class LocalKafkaCluster:
     def _node_dir(self, node: Node) -> Path:
         return self.dir / node.name
 
+    def log_dirs(self, node: Node, state: ClusterState | None = None) -> list[Path]:
+        """The node's log directories, as its `log.dirs` names them (the controller's metadata log: one)."""
+        count = (state or self.load()).log_dirs if node.role == "broker" else 1
+        return [self._node_dir(node) / "data"] if count == 1 else \
+            [self._node_dir(node) / f"data-{i}" for i in range(1, count + 1)]
+
     def _config_path(self, node: Node) -> Path:
         return self._node_dir(node) / "server.properties"
 
@@ -239,7 +246,7 @@ class LocalKafkaCluster:
             "controller.quorum.voters": voters,
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "log.dirs": self._node_dir(node) / "data",
+            "log.dirs": ",".join(str(d) for d in self.log_dirs(node, state)),
         }
         listener = "PLAINTEXT"
         if state.secured:
@@ -307,9 +314,10 @@ class LocalKafkaCluster:
         ]
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def start(self, n_brokers: int = 6, timeout_s: float = 180.0, secured: bool = False) -> ClusterState:
+    def start(self, n_brokers: int = 6, timeout_s: float = 180.0, secured: bool = False,
+              log_dirs: int = 1) -> ClusterState:
         """Start a fresh cluster (any previous data of this name is wiped) and wait until all brokers serve;
-        `secured`: SASL/SCRAM and ACLs, see the module's doc."""
+        `secured`: SASL/SCRAM and ACLs, see the module's doc; `log_dirs`: log directories per broker."""
         fetch_jars()
         fetch_exporter_agent()
         if self.is_running():
@@ -326,7 +334,7 @@ class LocalKafkaCluster:
         nodes = [Node(CONTROLLER_ID, "controller", ports[0], None)]
         nodes += [Node(i, "broker", ports[i], RACKS[(i - 1) % len(RACKS)], exporter_port=ports[n_brokers + i])
                   for i in range(1, n_brokers + 1)]
-        state = ClusterState(self.name, cluster_id, kafka_version(), nodes, secured)
+        state = ClusterState(self.name, cluster_id, kafka_version(), nodes, secured, log_dirs)
         for node in nodes:
             self._node_dir(node).mkdir(parents=True)
             _write_private(self._config_path(node), self._properties(state, node))
@@ -471,7 +479,8 @@ class LocalKafkaCluster:
         state.nodes.append(node)
         self._node_dir(node).mkdir(parents=True)
         _write_private(self._config_path(node), self._properties(state, node))
-        self._format(ClusterState(state.name, state.cluster_id, state.kafka_version, [node], state.secured))
+        self._format(ClusterState(state.name, state.cluster_id, state.kafka_version, [node], state.secured,
+                                  state.log_dirs))
         self._launch(node)
         self._save(state)
         self.wait_ready(timeout_s, broker_ids=[broker_id])
@@ -534,6 +543,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["fetch", "start", "stop", "status", "bootstrap", "scrape-targets"])
     parser.add_argument("--name", default="demo", help="cluster name (folder under .state/kafka)")
     parser.add_argument("--brokers", type=int, default=6)
+    parser.add_argument("--log-dirs", type=int, default=1,
+                        help="log directories per broker (JBOD: 2 or more; each its own data-N folder)")
     parser.add_argument("--secured", action="store_true",
                         help="start: SASL/SCRAM listeners and ACLs; admin's password in .state/kafka/NAME/admin.secret")
     args = parser.parse_args(argv)
@@ -547,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"local cluster '{args.name}' already running: {cluster.load().bootstrap_servers}")
                 return 0
             t0 = time.monotonic()
-            state = cluster.start(args.brokers, secured=args.secured)
+            state = cluster.start(args.brokers, secured=args.secured, log_dirs=args.log_dirs)
             print(f"local cluster '{args.name}' (Kafka {state.kafka_version}, KRaft) ready in "
                   f"{time.monotonic() - t0:.0f}s: bootstrap {state.bootstrap_servers}; logs in {cluster.dir}")
             if state.secured:

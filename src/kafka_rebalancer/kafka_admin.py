@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_rebalancer.errors import ExecutionError, KafkaUnreachableError
+from kafka_rebalancer.kafka_log_dirs import broker_log_dirs
 from kafka_rebalancer.permissions import CLUSTER, GROUP, TOPIC, Need, denial
 
 log = logging.getLogger(__name__)
@@ -518,32 +519,23 @@ class ClusterAdmin:
 
     # -- the three calls confluent-kafka lacks (kafka-python) ---------------------------------------
     def describe_log_dirs(self, broker_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
-        """Per broker: {"replicas": {(topic, partition): size_bytes}, "total_bytes", "usable_bytes", "cordoned"}."""
+        """Per broker, its replicas' sizes and its log directories (kafka_log_dirs.broker_log_dirs)."""
         raw = self._kafka_python().describe_log_dirs(brokers=list(broker_ids))
         # Refused, a broker answers with no log dir at all (kafka-python drops the error code), while it always
         # has one otherwise, offline ones included.
         if any(not entry["log_dirs"] for entry in raw):
             raise self._denied(Need("DESCRIBE", CLUSTER, "to read the replicas' sizes on the brokers"))
-        out: dict[int, dict[str, Any]] = {}
-        for entry in raw:
-            sizes: dict[tuple[str, int], int] = {}
-            total = usable = 0
-            for log_dir in entry["log_dirs"]:
-                if log_dir.get("error_code", 0):
-                    continue
-                total += max(int(log_dir.get("total_bytes", -1)), 0)
-                usable += max(int(log_dir.get("usable_bytes", -1)), 0)
-                for topic in log_dir["topics"]:
-                    for p in topic["partitions"]:
-                        if not p.get("is_future_key"):  # an intra-broker move in progress is not load yet
-                            key = (topic["name"], p["partition_index"])
-                            sizes[key] = sizes.get(key, 0) + int(p["partition_size"])
-            healthy = [d for d in entry["log_dirs"] if not d.get("error_code", 0)]
-            out[int(entry["broker"])] = {"replicas": sizes, "total_bytes": total or None,
-                                         "usable_bytes": usable or None,
-                                         # KIP-1066: with every log dir cordoned the broker takes no new partition
-                                         "cordoned": bool(healthy) and all(d.get("is_cordoned") for d in healthy)}
-        return out
+        return {int(entry["broker"]): broker_log_dirs(entry["log_dirs"]) for entry in raw}
+
+    def alter_replica_log_dirs(self, targets: Mapping[tuple[str, int, int], str]) -> dict[tuple[str, int, int], str]:
+        """Move each (topic, partition, broker)'s replica into that log directory of its broker (AlterReplicaLogDirs;
+        the broker keeps a choice for a replica it does not host yet in memory only); the errors by replica."""
+        if not targets:
+            return {}
+        result = self._legacy_call(lambda client: client.alter_replica_log_dirs(dict(targets)),
+                                   Need("ALTER", CLUSTER, "to move replicas between a broker's log directories"))
+        return {(r.topic, r.partition, r.broker_id): error.__name__ for r, error in result.items()
+                if error.__name__ != "NoError"}
 
     def _legacy_call(self, call: Callable[[Any], Any], need: Need) -> Any:
         """A kafka-python admin call, retried once on a fresh client: kafka-python keeps the controller id it
@@ -577,3 +569,4 @@ class ClusterAdmin:
             timeout_ms=int(self.connection.request_timeout_s * 1000)),
             Need("ALTER", CLUSTER, "to start or cancel reassignments"))
         return {(tp.topic, tp.partition): err.__name__ for tp, err in raw.items() if err is not None}
+

@@ -278,8 +278,8 @@ def test_metadata_versions_are_named_as_kafka_names_them() -> None:
     assert not BrokerCordon(1, "*", 0, 0).confirmed  # every log dir offline: nothing reports the cordon
 
 
-def log_dir(cordoned: bool, error_code: int = 0) -> dict[str, Any]:
-    return {"error_code": error_code, "log_dir": "/d", "topics": [], "total_bytes": 10, "usable_bytes": 5,
+def log_dir(cordoned: bool, error_code: int = 0, path: str = "/d1") -> dict[str, Any]:
+    return {"error_code": error_code, "log_dir": path, "topics": [], "total_bytes": 10, "usable_bytes": 5,
             "is_cordoned": cordoned}
 
 
@@ -287,9 +287,9 @@ class FakeKafkaPython:
     """kafka-python's answer to DescribeLogDirs v5, which carries each log dir's IsCordoned."""
 
     def describe_log_dirs(self, topic_partitions: Any = None, brokers: Any = None) -> list[dict[str, Any]]:
-        return [{"broker": 1, "log_dirs": [log_dir(True), log_dir(True)]},
-                {"broker": 2, "log_dirs": [log_dir(True), log_dir(False)]},  # one dir still takes partitions
-                {"broker": 3, "log_dirs": [log_dir(True), log_dir(False, error_code=57)]},  # the other is offline
+        return [{"broker": 1, "log_dirs": [log_dir(True), log_dir(True, path="/d2")]},
+                {"broker": 2, "log_dirs": [log_dir(True), log_dir(False, path="/d2")]},  # one still takes partitions
+                {"broker": 3, "log_dirs": [log_dir(True), log_dir(False, error_code=57, path="/d2")]},  # one offline
                 {"broker": 4, "log_dirs": [log_dir(False, error_code=57)]}]
 
     def close(self) -> None:

@@ -62,7 +62,9 @@ def test_snapshot_round_trip_and_hash(config_factory: Callable[..., Any], tmp_pa
     manifest = write_snapshot(run, tables, {"cluster": "c1"})
     again, read_manifest = read_snapshot(run)
     assert read_manifest["content_hash"] == manifest["content_hash"] == content_hash(again)
-    reordered = SnapshotTables(tables.brokers.iloc[::-1], tables.replicas.iloc[::-1], tables.partitions.iloc[::-1])
+    assert tables.log_dirs is not None and tables.replica_log_dirs is not None
+    reordered = SnapshotTables(tables.brokers.iloc[::-1], tables.replicas.iloc[::-1], tables.partitions.iloc[::-1],
+                               [], tables.log_dirs.iloc[::-1], tables.replica_log_dirs.iloc[::-1])
     assert write_snapshot(RunFolder(tmp_path / "again"), reordered, {})["content_hash"] == manifest["content_hash"]
 
 

@@ -91,6 +91,20 @@ PARTITIONS = _t(
     ("cpu_follower_cores", "double"),
 )
 SNAPSHOT_TABLES = (BROKERS, REPLICAS, PARTITIONS)
+# A broker's log directories (JBOD: several), each with its capacity and where that came from.
+LOG_DIRS = _t(
+    "log_dirs",
+    ("broker_id", "int32"), ("log_dir", "string"), ("capacity_bytes", "int64", True), ("capacity_source", "string"),
+    ("used_bytes", "int64"), ("volume_total_bytes", "int64", True), ("volume_usable_bytes", "int64", True),
+    ("cordoned", "bool"), ("offline", "bool"),
+)
+# Each replica's log directory; future_log_dir: where an intra-broker move in progress is copying it.
+REPLICA_LOG_DIRS = _t(
+    "replica_log_dirs",
+    ("topic", "string"), ("partition", "int32"), ("broker_id", "int32"), ("log_dir", "string"), ("size_bytes", "int64"),
+    ("future_log_dir", "string", True),
+)
+LOG_DIR_TABLES = (LOG_DIRS, REPLICA_LOG_DIRS)
 
 # -- plan (written by the Spark plan job) ------------------------------------------------------------
 BROKER_LOAD = _t(

@@ -16,6 +16,7 @@ from kafka_rebalancer.model.resources import CPU, NETWORK_IN, NETWORK_OUT, role_
 from kafka_rebalancer.model.schemas import BROKERS
 from kafka_rebalancer.snapshot.capacity import CAPACITY_FIELDS, CruiseControlCapacity, resolve_capacities
 from kafka_rebalancer.snapshot.checks import check_snapshot_tables
+from kafka_rebalancer.snapshot.log_dirs import log_dir_tables
 from kafka_rebalancer.snapshot.measured_cpu import spread_measured_cpu
 from kafka_rebalancer.snapshot.metrics import Traffic
 
@@ -31,6 +32,9 @@ class SnapshotTables:
     replicas: pd.DataFrame
     partitions: pd.DataFrame
     warnings: list[str] = field(default_factory=list)
+    # JBOD (snapshot.log_dirs): None in a snapshot taken before log directories were recorded
+    log_dirs: pd.DataFrame | None = None
+    replica_log_dirs: pd.DataFrame | None = None
 
 
 def with_traffic(partitions: pd.DataFrame, replicas: pd.DataFrame, traffic: Traffic,
@@ -128,7 +132,8 @@ def build_snapshot_tables(config: RebalancerConfig, cluster_brokers: list[Broker
                           {name: f"cluster {config.cluster.name}: {name}" for name in ("brokers", "replicas",
                                                                                         "partitions")},
                           [r.name for r in config.resource_list()])
-    return SnapshotTables(brokers, replicas, partitions_df, warnings)
+    dirs, replica_dirs, dir_warnings = log_dir_tables(log_dirs, cruise_control)
+    return SnapshotTables(brokers, replicas, partitions_df, warnings + dir_warnings, dirs, replica_dirs)
 
 
 def _uncovered_by_traffic(partitions: pd.DataFrame, traffic: Traffic) -> list[str]:

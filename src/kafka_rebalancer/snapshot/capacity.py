@@ -7,6 +7,7 @@ only as a percentage cannot be used for the cpu resource. brokerId "-1" is the d
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -31,12 +32,21 @@ class CruiseControlCapacity:
     file: str
     entries: dict[int, dict[str, float]]  # broker id (-1: default) -> config field -> value
     cpu_as_percent: bool  # some entry gave CPU as a percentage only
+    # JBOD, from a DISK given per log dir: broker id (-1: default) -> log dir -> bytes
+    log_dirs: dict[int, dict[str, float]] = dataclasses.field(default_factory=dict)
 
     def value(self, broker_id: int, field: str) -> float | None:
         for key in (broker_id, -1):
             if key in self.entries and field in self.entries[key]:
                 return self.entries[key][field]
         return None
+
+    def log_dir_bytes(self, broker_id: int) -> dict[str, float]:
+        """The broker's log directories' capacities (its own entry's, else the default's), if given per dir."""
+        for key in (broker_id, -1):
+            if key in self.entries:
+                return self.log_dirs.get(key, {})
+        return {}
 
 
 def _number(file: str, field: str, value: object) -> float:
@@ -62,6 +72,7 @@ def read_cruise_control_capacity(path: str | Path) -> CruiseControlCapacity:
     if not isinstance(items, list):
         raise ConfigError(file, "brokerCapacities", "expected a list of {brokerId, capacity}")
     entries: dict[int, dict[str, float]] = {}
+    log_dirs: dict[int, dict[str, float]] = {}
     cpu_as_percent = False
     for i, item in enumerate(items):
         where = f"brokerCapacities[{i}]"
@@ -79,7 +90,8 @@ def read_cruise_control_capacity(path: str | Path) -> CruiseControlCapacity:
         if isinstance(disk, dict):  # JBOD: one capacity per log dir
             if not disk:
                 raise ConfigError(file, f"{where}.capacity.DISK", "no log dirs, expected a capacity per log dir")
-            values["disk_bytes"] = sum(_number(file, f"{where}.capacity.DISK.{d}", v) for d, v in disk.items()) * MIB
+            log_dirs[broker_id] = {d: _number(file, f"{where}.capacity.DISK.{d}", v) * MIB for d, v in disk.items()}
+            values["disk_bytes"] = sum(log_dirs[broker_id].values())
         elif disk is not None:
             values["disk_bytes"] = _number(file, f"{where}.capacity.DISK", disk) * MIB
         for key, field in (("NW_IN", "nw_in_bytes_per_s"), ("NW_OUT", "nw_out_bytes_per_s")):
@@ -91,7 +103,7 @@ def read_cruise_control_capacity(path: str | Path) -> CruiseControlCapacity:
         elif cpu is not None:
             cpu_as_percent = True
         entries[broker_id] = values
-    return CruiseControlCapacity(file, entries, cpu_as_percent)
+    return CruiseControlCapacity(file, entries, cpu_as_percent, log_dirs)
 
 
 def read_capacity_file(config: RebalancerConfig) -> CruiseControlCapacity | None:

@@ -18,7 +18,14 @@ import pyarrow.parquet as pq
 
 from kafka_rebalancer.errors import RunFolderError, one_line
 from kafka_rebalancer.model.resources import RESOURCES
-from kafka_rebalancer.model.schemas import BROKERS, PARTITIONS, REPLICAS, SNAPSHOT_TABLES
+from kafka_rebalancer.model.schemas import (
+    BROKERS,
+    LOG_DIR_TABLES,
+    PARTITIONS,
+    REPLICAS,
+    SNAPSHOT_TABLES,
+    TableSchema,
+)
 from kafka_rebalancer.operations.request import read_request
 from kafka_rebalancer.run_folder import SNAPSHOT, RunFolder, read_json, read_table, write_json, write_table
 from kafka_rebalancer.snapshot.build import SnapshotTables
@@ -26,20 +33,33 @@ from kafka_rebalancer.snapshot.checks import check_snapshot_tables
 from kafka_rebalancer.snapshot.evacuation import as_planned
 
 _SORT_KEYS = {"brokers": ["broker_id"], "replicas": ["topic", "partition", "position"],
-              "partitions": ["topic", "partition"]}
+              "partitions": ["topic", "partition"], "log_dirs": ["broker_id", "log_dir"],
+              "replica_log_dirs": ["topic", "partition", "broker_id"]}
 
 
 def canonical(tables: SnapshotTables) -> SnapshotTables:
     """Rows in a fixed order, so the same cluster state always gives the same tables."""
     def sort(frame: pd.DataFrame, name: str) -> pd.DataFrame:
         return frame.sort_values(_SORT_KEYS[name], kind="mergesort").reset_index(drop=True)
+
+    def sort_optional(frame: pd.DataFrame | None, name: str) -> pd.DataFrame | None:
+        return None if frame is None else sort(frame, name)
     return SnapshotTables(sort(tables.brokers, "brokers"), sort(tables.replicas, "replicas"),
-                          sort(tables.partitions, "partitions"), list(tables.warnings))
+                          sort(tables.partitions, "partitions"), list(tables.warnings),
+                          sort_optional(tables.log_dirs, "log_dirs"),
+                          sort_optional(tables.replica_log_dirs, "replica_log_dirs"))
+
+
+def _present(tables: SnapshotTables) -> list[tuple[TableSchema, pd.DataFrame]]:
+    """The tables with their schemas; the log directories' where the snapshot has them."""
+    present = list(zip(SNAPSHOT_TABLES, (tables.brokers, tables.replicas, tables.partitions), strict=True))
+    return present + [(s, f) for s, f in zip(LOG_DIR_TABLES, (tables.log_dirs, tables.replica_log_dirs), strict=True)
+                      if f is not None]
 
 
 def content_hash(tables: SnapshotTables) -> str:
     digest = hashlib.sha256()
-    for schema, frame in zip(SNAPSHOT_TABLES, (tables.brokers, tables.replicas, tables.partitions), strict=True):
+    for schema, frame in _present(tables):
         arrow = schema.to_arrow_table(frame)
         digest.update(schema.name.encode())
         for column in schema.names:
@@ -64,9 +84,8 @@ def write_snapshot(run: RunFolder, tables: SnapshotTables, manifest: dict[str, A
         "warnings": tables.warnings,
     }
     with run.stage(stage) as folder:
-        write_table(folder, BROKERS, tables.brokers)
-        write_table(folder, REPLICAS, tables.replicas)
-        write_table(folder, PARTITIONS, tables.partitions)
+        for schema, frame in _present(tables):
+            write_table(folder, schema, frame)
         write_json(folder / "manifest.json", manifest)
     return manifest
 
@@ -86,7 +105,9 @@ def read_snapshot(run: RunFolder, stage: str = SNAPSHOT) -> tuple[SnapshotTables
         raise RunFolderError(f"{manifest_file}: balanced_resources: {balanced!r}, expected a list of resource "
                              f"names ({', '.join(RESOURCES)})")
     tables = SnapshotTables(read_table(folder, BROKERS), read_table(folder, REPLICAS),
-                            read_table(folder, PARTITIONS), manifest.get("warnings", []))
+                            read_table(folder, PARTITIONS), manifest.get("warnings", []),
+                            *(read_table(folder, s) if (folder / f"{s.name}.parquet").exists() else None
+                              for s in LOG_DIR_TABLES))
     if not run.recorded(stage) and stage not in run.rows_checked:
         check_snapshot_tables(tables.brokers, tables.replicas, tables.partitions,
                               {s.name: str(folder / f"{s.name}.parquet") for s in SNAPSHOT_TABLES}, balanced)
