@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 
 BROKER_THROTTLE_CONFIGS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 TOPIC_THROTTLE_CONFIGS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+# The rate of copies between a broker's log directories (AlterReplicaLogDirs), per broker.
+LOG_DIR_THROTTLE_CONFIG = "replica.alter.log.dirs.io.max.bytes.per.second"
 CORDON_CONFIG = "cordoned.log.dirs"  # KIP-1066: a broker's log dirs that take no new partitions; "*" for all
 
 # librdkafka setting -> kafka-python keyword, for the settings that decide whether a connection works at all.
@@ -452,19 +454,23 @@ class ClusterAdmin:
     def cordon(self, broker_ids: Iterable[int]) -> dict[int, str]:
         """Cordon every log dir of these brokers (cordoned.log.dirs=*); returns the brokers it failed on, with why
         (a broker that is down cannot take it: the config goes to the broker itself)."""
-        return self._alter_cordon(broker_ids, "*")
+        return self.alter_broker_config(CORDON_CONFIG, dict.fromkeys(broker_ids, "*"),
+                                        "to cordon and uncordon drained brokers")
 
     def uncordon(self, broker_ids: Iterable[int]) -> dict[int, str]:
         """Remove these brokers' cordoned.log.dirs; returns the brokers it failed on, with why."""
-        return self._alter_cordon(broker_ids, None)
+        return self.alter_broker_config(CORDON_CONFIG, dict.fromkeys(broker_ids), "to cordon and uncordon drained "
+                                                                                  "brokers")
 
-    def _alter_cordon(self, broker_ids: Iterable[int], value: str | None) -> dict[int, str]:
+    def alter_broker_config(self, name: str, values: Mapping[int, str | None], why: str) -> dict[int, str]:
+        """Set a dynamic broker config per broker (None: remove it); returns the brokers it failed on, with why.
+        Refused, it raises PermissionDenied naming ALTER_CONFIGS on the cluster and `why`."""
         from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-        op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
         resources = [ConfigResource(ResourceType.BROKER, str(b), incremental_configs=[
-            ConfigEntry(CORDON_CONFIG, value, incremental_operation=op)]) for b in sorted(set(broker_ids))]
+            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET if value is not None
+                        else AlterConfigOpType.DELETE)]) for b, value in sorted(values.items())]
         # One broker resource per call (librdkafka's rule), all sent before the first answer is awaited.
         futures = [f for resource in resources for f in self._admin.incremental_alter_configs(
             [resource], request_timeout=self.connection.request_timeout_s).items()]
@@ -474,8 +480,7 @@ class ClusterAdmin:
                 future.result()
             except KafkaException as exc:
                 if _error_code(exc) == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
-                    raise self._denied(Need("ALTER_CONFIGS", CLUSTER, "to cordon and uncordon drained brokers")) \
-                        from exc
+                    raise self._denied(Need("ALTER_CONFIGS", CLUSTER, why)) from exc
                 failed[int(resource.name)] = str(exc)
         return failed
 
