@@ -49,3 +49,19 @@ def test_the_widened_optimum_copies_no_more_than_a_wasteful_plan() -> None:
     assert result.proven and result.bytes == 30 < moved
     recount = evaluate(snapshot, config, table, result.plan)
     assert recount["moved_bytes"] == 30 and recount["out_of_band_after"] == 1
+
+
+def test_the_slack_unpins_brokers_held_to_the_byte() -> None:
+    # Capacity 1000, band 120..150, 211 bytes on two brokers: no plan in band. The plan moves the 101 to broker 2
+    # and leaves both below the band (110 and 101): widened to those usages exactly, the two edges add up to the
+    # total, so each broker is pinned to its byte count and the 100 (one byte short for broker 2) cannot move
+    # instead. One byte of slack (0.001 of capacity) lets it: the optimum copies 100.
+    snapshot, config = cluster([(1, None), (2, None)], [("t", 0, [1], 101), ("t", 1, [1], 100), ("t", 2, [1], 10)],
+                               capacity=1000)
+    table = bands({"p": {"disk": (0.12, 0.15), "replica_count": None}})
+    plan = [Reassignment("t", 0, [2])]
+    strict = widened_optimum(snapshot, config, table, plan, time_limit=30)
+    assert strict.start_feasible is True and strict.proven and strict.bytes == 101
+    slack = widened_optimum(snapshot, config, table, plan, time_limit=30, slack=0.001)
+    assert slack.start_feasible is True and slack.proven and slack.bytes == 100
+    assert evaluate(snapshot, config, table, slack.plan)["moved_bytes"] == 100
