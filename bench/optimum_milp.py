@@ -134,6 +134,12 @@ class Optimum:
         return None if any(b is None for b in bounds) else float(sum(bounds))  # type: ignore[arg-type]
 
     @property
+    def rack_bound_bytes(self) -> float | None:
+        """The racks' bounds summed over the pools (None: a pool was not solved rack by rack)."""
+        bounds = [p.rack_bound_bytes for p in self.pools]
+        return None if any(b is None for b in bounds) else float(sum(bounds))  # type: ignore[arg-type]
+
+    @property
     def status(self) -> str:
         return "; ".join(f"{p.pool}: {p.status}" for p in self.pools)
 

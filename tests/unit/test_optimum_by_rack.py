@@ -29,7 +29,8 @@ def test_the_racks_optima_add_up_to_the_pools(seed: int) -> None:
     assert whole.proven and by_rack.proven and by_rack.status == "pool-0: Optimal (by rack)"
     assert whole.bytes is not None and by_rack.bytes is not None
     assert abs(by_rack.bytes - whole.bytes) <= 2e-6 * whole.bytes  # both within HiGHS' gap of the optimum
-    rack_bound = by_rack.pools[0].rack_bound_bytes
+    rack_bound = by_rack.rack_bound_bytes
+    assert rack_bound == by_rack.pools[0].rack_bound_bytes and whole.rack_bound_bytes is None
     assert rack_bound is not None and rack_bound <= min(whole.bytes, by_rack.bytes) + 1
     recount = evaluate(tables, config, table, by_rack.plan)
     assert recount["moved_bytes"] == by_rack.bytes and recount["out_of_band_after"] == 0
