@@ -59,6 +59,13 @@ keeps them, which is what `moved / optimum` compares against.
 
 When HiGHS stops at its time limit the best plan found and the proven bound are both reported (`proven` False):
 then `moved / bound` is an upper bound on the true ratio.
+
+Rack by rack (`rack_time_limit`): where every movable partition has one replica on each rack of the pool (RF =
+racks, the rack rule's tight form), no replica can change rack, so each rack is a problem of its own but for
+leadership. The racks are then solved apart first (leadership rows left out: a relaxation): the sum of their bounds
+bounds the pool's optimum, and where every rack is proven and leaders fit the racks' replicas (the pool's model with
+x fixed) their sum is the pool's optimum; else the racks' best plans together start the pool's model. HiGHS then
+searches one rack's gap at a time instead of all at once.
 """
 
 from __future__ import annotations
@@ -101,6 +108,8 @@ class PoolOptimum:
     leaders: bool = False  # the model has leadership variables (a balanced resource is role-dependent)
     # The start plan keeps every constraint of the model (checked here, row by row): None when no start was given.
     start_feasible: bool | None = None
+    # `rack_time_limit`: the sum of the racks' own bounds (None: not asked, or the pool does not split by rack).
+    rack_bound_bytes: float | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +131,12 @@ class Optimum:
     @property
     def bound_bytes(self) -> float | None:
         bounds = [p.bound_bytes for p in self.pools]
+        return None if any(b is None for b in bounds) else float(sum(bounds))  # type: ignore[arg-type]
+
+    @property
+    def rack_bound_bytes(self) -> float | None:
+        """The racks' bounds summed over the pools (None: a pool was not solved rack by rack)."""
+        bounds = [p.rack_bound_bytes for p in self.pools]
         return None if any(b is None for b in bounds) else float(sum(bounds))  # type: ignore[arg-type]
 
     @property
@@ -184,14 +199,17 @@ def held_brokers(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.D
 def solve_optimum(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.DataFrame, *,
                   time_limit: float = 120.0, mip_rel_gap: float = 1e-4, start: list[Reassignment] | None = None,
                   held: set[tuple[int, str]] | None = None,
-                  widened: Mapping[tuple[int, str], float] | None = None) -> Optimum:
+                  widened: Mapping[tuple[int, str], float] | None = None, widened_slack: float = 0.0,
+                  rack_time_limit: float | None = None) -> Optimum:
     """The MILP of every pool with brokers (see the module docstring). HiGHS stops at `time_limit` seconds per
     pool, or when the best plan is proven within `mip_rel_gap` of the optimum (1e-4: HiGHS' default). `start`:
     a plan (e.g. the planner's; an empty list: nothing changes) given to HiGHS as a first solution when it keeps
     the rules and bands (HiGHS ignores it otherwise; `start_feasible` says which). `held`: the (broker, resource)
     pairs to end inside the target band, `held_brokers`' when None. `widened`: per (broker, resource), a usage its
     edges are widened to take in (a plan that leaves the broker outside its band: the best plan leaving it no
-    further out)."""
+    further out; `widened_slack`, in usage, further still where an edge is widened: see `_solve_pool`).
+    `rack_time_limit`: where every movable partition has one replica on each rack of the pool (RF =
+    racks), the racks are solved apart first, each within that many seconds (`_by_rack`)."""
     pools = sorted(p for p in snapshot.brokers["broker_pool"].dropna().unique())
     # A partition whose topic's pool has no broker cannot be placed: it stays, as fixed load.
     free = free_partitions(snapshot, config) & snapshot.partitions["topic_pool"].isin(pools)
@@ -199,13 +217,14 @@ def solve_optimum(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.
                                             for r in start}
     held = held_brokers(snapshot, config, bands) if held is None else held
     return Optimum([_solve_pool(snapshot, config, bands, pool, free, time_limit, mip_rel_gap, start_map, held,
-                                widened or {}) for pool in pools])
+                                widened or {}, rack_time_limit, widened_slack) for pool in pools])
 
 
 def _solve_pool(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.DataFrame, pool: str,
                 free: pd.Series, time_limit: float, mip_rel_gap: float,
                 start: dict[tuple[str, int], list[int]] | None, held: set[tuple[int, str]],
-                widened: Mapping[tuple[int, str], float]) -> PoolOptimum:
+                widened: Mapping[tuple[int, str], float], rack_time_limit: float | None = None,
+                widened_slack: float = 0.0) -> PoolOptimum:
     started = time.monotonic()
     brokers = snapshot.brokers.drop_duplicates("broker_id").set_index("broker_id")
     excluded = set(brokers.index[brokers["excluded"].astype(bool)].astype(int)) | set(config.exclude.brokers)
@@ -274,10 +293,12 @@ def _solve_pool(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.Da
 
     inf = highspy.kHighsInf
     y_index: dict[tuple[int, str], int] = {}
+    one_per_rack = n_racks > 1  # every partition has exactly one replica on each rack (RF = racks, tight form)
     for i, holders in enumerate(current):
         rf = len(holders)
         add_row(rf, rf, [x_index[(i, b)] for b in eligible], [1.0] * len(eligible))
         need = min(rf, n_racks, len({all_rack.get(b, f"#broker-{b}") for b in holders}))
+        one_per_rack = one_per_rack and need == rf == n_racks
         by_rack: dict[str, list[int]] = {}
         for b in eligible:
             by_rack.setdefault(rack[b], []).append(x_index[(i, b)])
@@ -316,13 +337,20 @@ def _solve_pool(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.Da
     now = current_placement(config, snapshot, bands)
     edges = end_edges(now.before, bands, now.must_leave, held).set_index(["broker_id", "resource"])
     column = {r.name: k for k, r in enumerate(resources)}
+    broker_rows: list[tuple[int, int]] = []  # (row, broker): the band rows whose columns are the broker's x alone
     for band in balanced:
         res = resource(band["resource"])
         k = column[res.name]
         for b in eligible:
             lower, upper = (float(v) for v in edges.loc[(b, res.name), ["end_lower", "end_upper"]])
             if (b, res.name) in widened:
-                lower, upper = min(lower, widened[(b, res.name)]), max(upper, widened[(b, res.name)])
+                # An edge widened to a usage outside it, and `widened_slack` beyond: with the usage alone, a rack
+                # whose brokers all end at their edges (its total short of the band's, RF = racks) pins each to the
+                # byte, and the optimum asks which plans copy the same bytes to the same brokers (a subset-sum
+                # HiGHS cannot prove in minutes: mixed-a@12, racks-3-uneven@12).
+                usage = widened[(b, res.name)]
+                lower = usage - widened_slack if usage < lower else lower
+                upper = usage + widened_slack if usage > upper else upper
             if res.is_count:  # a count is whole: its edges are (band_status' slack included)
                 lower, upper = math.ceil(lower - USAGE_SLACK), math.floor(upper + USAGE_SLACK)
             capacity = float(members.at[b, res.capacity_column]) if res.capacity_column else 1.0
@@ -338,6 +366,8 @@ def _solve_pool(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.Da
                     cols.append(l_index[(i, b)])
                     vals.append((lead[i, k] - follow[i, k]) / capacity)
             base = float(fixed[res.name].get(b, 0.0)) / capacity
+            if not res.role_dependent:
+                broker_rows.append((len(rows_lower), b))
             add_row(lower - base, upper - base, cols, vals)
 
     n_cols, n_rows = len(col_cost), len(rows_lower)
@@ -356,36 +386,55 @@ def _solve_pool(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.Da
     lp.a_matrix_.value_ = np.array([v for vals in rows_vals for v in vals])
     lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous for i in integer]
 
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("time_limit", float(time_limit))
-    h.setOptionValue("mip_rel_gap", float(mip_rel_gap))
-    # band_status accepts 1e-9 of slack on usage; HiGHS' default 1e-6 could accept a plan the check rejects.
-    h.setOptionValue("primal_feasibility_tolerance", 1e-10)
-    h.setOptionValue("mip_feasibility_tolerance", 1e-10)
-    h.passModel(lp)
     start_feasible: bool | None = None
+    start_values: np.ndarray | None = None
     if start is not None:  # an empty plan is a start too (nothing moves)
-        values = _start_values(n_cols, keys, current, leaders, rack, x_index, y_index, l_index, start)
-        start_feasible = values is not None and _keeps_rows(values, lp, col_upper)
-        if values is not None:
+        start_values = _start_values(n_cols, keys, current, leaders, rack, x_index, y_index, l_index, start)
+        start_feasible = start_values is not None and _keeps_rows(start_values, lp, col_upper)
+    rack_bound: float | None = None
+    by_racks: np.ndarray | None = None
+    if rack_time_limit is not None and one_per_rack:
+        rack_bound, rack_x, all_proven = _by_rack(lp, x_index, broker_rows, rack, len(keys), rack_time_limit,
+                                                  mip_rel_gap, start_values if start_feasible else None)
+        rack_bound = None if rack_bound is None else rack_bound * unit
+        # The racks' best replicas together, where leaders fit them: the optimum when every rack is proven, else a
+        # start for the pool's model when it copies less than the given one.
+        joined = None if rack_x is None else _with_x(lp, rack_x, list(x_index.values()))
+        if joined is not None and all_proven:
+            by_racks = joined
+        elif joined is not None and (start_values is None or not start_feasible
+                                     or np.dot(col_cost, joined) < np.dot(col_cost, start_values)):
+            start_values = joined
+    if by_racks is not None:
+        text, proven, has_solution, values = "Optimal (by rack)", True, True, by_racks
+        bound, gap = float(np.dot(col_cost, by_racks)) * unit, 0.0
+    else:
+        h = _highs(time_limit, mip_rel_gap)
+        h.passModel(lp)
+        if start_values is not None:
             solution = highspy.HighsSolution()
-            solution.col_value = values.tolist()
+            solution.col_value = start_values.tolist()
             solution.value_valid = True
             h.setSolution(solution)
-    h.run()
-    status = h.getModelStatus()
-    info = h.getInfo()
-    text = h.modelStatusToString(status)
-    has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
-    proven = status == highspy.HighsModelStatus.kOptimal
-    finite = np.isfinite(info.mip_dual_bound) and status != highspy.HighsModelStatus.kInfeasible
-    bound = float(info.mip_dual_bound) * unit if finite else None
-    gap = float(info.mip_gap) if has_solution else None
+        h.run()
+        status = h.getModelStatus()
+        info = h.getInfo()
+        text = h.modelStatusToString(status)
+        has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
+        proven = status == highspy.HighsModelStatus.kOptimal
+        finite = np.isfinite(info.mip_dual_bound) and status != highspy.HighsModelStatus.kInfeasible
+        bound = float(info.mip_dual_bound) * unit if finite else None
+        values = np.asarray(h.getSolution().col_value) if has_solution else None
+        gap = float(info.mip_gap) if has_solution else None
+        if bound is not None and rack_bound is not None and rack_bound > bound:
+            bound = rack_bound  # the racks' own bounds add up to a better one
+            text += " (bound by rack)"
+            best = float(np.dot(col_cost, values)) * unit if values is not None else 0.0
+            gap = max(0.0, (best - bound) / best) if best > 0 else gap
     placement: dict[tuple[str, int], list[int]] = {}
     copied: int | None = None
     if has_solution:
-        values = np.asarray(h.getSolution().col_value)
+        assert values is not None
         if leaders_flow:
             values = _whole_leaders(lp, values, list(x_index.values()), list(l_index.values()))
         copied = 0
@@ -400,7 +449,95 @@ def _solve_pool(snapshot: SnapshotTables, config: RebalancerConfig, bands: pd.Da
             elif set(chosen) != set(holders):
                 placement[keys[i]] = _ordered(holders, chosen)
     return PoolOptimum(pool, text, proven, copied, bound, gap, round(time.monotonic() - started, 2), n_cols, n_rows,
-                       len(keys), placement, with_leaders, start_feasible)
+                       len(keys), placement, with_leaders, start_feasible, rack_bound)
+
+
+def _highs(time_limit: float | None = None, mip_rel_gap: float | None = None) -> highspy.Highs:
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    if time_limit is not None:
+        h.setOptionValue("time_limit", float(time_limit))
+    if mip_rel_gap is not None:
+        h.setOptionValue("mip_rel_gap", float(mip_rel_gap))
+    # band_status accepts 1e-9 of slack on usage; HiGHS' default 1e-6 could accept a plan the check rejects.
+    h.setOptionValue("primal_feasibility_tolerance", 1e-10)
+    h.setOptionValue("mip_feasibility_tolerance", 1e-10)
+    return h
+
+
+def _by_rack(lp: highspy.HighsLp, x_index: dict[tuple[int, int], int], broker_rows: list[tuple[int, int]],
+             rack: dict[int, str], n_parts: int, time_limit: float, mip_rel_gap: float,
+             start: np.ndarray | None) -> tuple[float | None, np.ndarray | None, bool]:
+    """The pool's racks solved apart, where every movable partition has exactly one replica on each rack (RF =
+    racks, each at most once): a replica then never changes rack, and each rack is its own problem of its
+    partitions' replicas on its brokers with their bands, but for leadership (a leader may be on any rack), whose
+    rows are left out here. The sum of the racks' optima is so a lower bound on the pool's, and the pool's optimum
+    where leaders fit the racks' replicas (`_with_x`). A rack's bytes are proven much sooner than the pool's: its
+    gap alone is searched (on racks-3-uneven@12 and mixed-a@12 the pool's bound is one rack's gap). Returns the sum
+    of the racks' bounds (None: a rack infeasible or without a bound), the x values of the racks' best plans (None:
+    a rack has none) and whether every rack is proven."""
+    starts = np.asarray(lp.a_matrix_.start_)
+    index, value = np.asarray(lp.a_matrix_.index_), np.asarray(lp.a_matrix_.value_)
+    cost, lower, upper = np.asarray(lp.col_cost_), np.asarray(lp.row_lower_), np.asarray(lp.row_upper_)
+    total, x = 0.0, np.zeros(lp.num_col_)
+    all_proven, all_found = True, True
+    for name in sorted(set(rack.values())):
+        brokers = [b for b in sorted(rack) if rack[b] == name]
+        cols = [x_index[(i, b)] for i in range(n_parts) for b in brokers]
+        local = {c: k for k, c in enumerate(cols)}
+        r_lower, r_upper, r_cols, r_vals = [], [], [], []
+        for i in range(n_parts):  # its one replica on this rack
+            r_lower.append(1.0)
+            r_upper.append(1.0)
+            r_cols.append([local[x_index[(i, b)]] for b in brokers])
+            r_vals.append([1.0] * len(brokers))
+        for row, b in broker_rows:
+            if rack[b] == name:
+                r_lower.append(lower[row])
+                r_upper.append(upper[row])
+                r_cols.append([local[int(c)] for c in index[starts[row]:starts[row + 1]]])
+                r_vals.append(value[starts[row]:starts[row + 1]].tolist())
+        sub = highspy.HighsLp()
+        sub.num_col_, sub.num_row_ = len(cols), len(r_lower)
+        sub.col_cost_ = cost[cols]
+        sub.col_lower_, sub.col_upper_ = np.zeros(len(cols)), np.ones(len(cols))
+        sub.row_lower_, sub.row_upper_ = np.array(r_lower), np.array(r_upper)
+        sub.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+        sub.a_matrix_.start_ = np.cumsum([0, *map(len, r_cols)]).astype(np.int32)
+        sub.a_matrix_.index_ = np.array([c for row_cols in r_cols for c in row_cols], dtype=np.int32)
+        sub.a_matrix_.value_ = np.array([v for vals in r_vals for v in vals])
+        sub.integrality_ = [highspy.HighsVarType.kInteger] * len(cols)
+        h = _highs(time_limit, mip_rel_gap)
+        h.passModel(sub)
+        if start is not None:
+            solution = highspy.HighsSolution()
+            solution.col_value = start[cols].tolist()
+            solution.value_valid = True
+            h.setSolution(solution)
+        h.run()
+        status, info = h.getModelStatus(), h.getInfo()
+        if status == highspy.HighsModelStatus.kInfeasible or not np.isfinite(info.mip_dual_bound):
+            return None, None, False
+        total += float(info.mip_dual_bound)
+        all_proven = all_proven and status == highspy.HighsModelStatus.kOptimal
+        if info.primal_solution_status == 2:
+            x[cols] = np.round(np.asarray(h.getSolution().col_value))
+        else:
+            all_found = False
+    return total, (x if all_found else None), all_proven
+
+
+def _with_x(lp: highspy.HighsLp, x: np.ndarray, x_cols: list[int]) -> np.ndarray | None:
+    """The pool's model with its x fixed at `x`'s: the values of every column (leaders, rack indicators) where it
+    is feasible, else None."""
+    h = _highs()
+    h.passModel(lp)
+    cols = np.array(x_cols, dtype=np.int32)
+    h.changeColsBounds(len(cols), cols, x[cols], x[cols])
+    h.run()
+    if h.getInfo().primal_solution_status != 2:
+        return None
+    return np.asarray(h.getSolution().col_value)
 
 
 def _whole_leaders(lp: highspy.HighsLp, values: np.ndarray, x_cols: list[int], l_cols: list[int]) -> np.ndarray:
