@@ -44,6 +44,9 @@ with DAG(
         "topics": Param([], type="array", items={"type": "string", "minLength": 1},
                         description="Topic names or glob patterns such as 'payments.*': isolate-topics "
                                     "(elect-leaders: optional filter)"),
+        "log_dirs": Param([], type="array", items={"type": "string", "pattern": r"^[0-9]+:/.+$"},
+                          description="remove-disks: broker:path of each log dir to empty (the path as in the "
+                                      "broker's log.dirs), e.g. 3:/data/d2"),
         "run_id": Param(None, type=["null", "string"],
                         description="execute-reviewed: the run id of the reviewed dry run (nightly or manual)"),
         "reason": Param("", type="string",

@@ -51,11 +51,16 @@ class Authorizations(Protocol):
         frozenset[str] | None, dict[str, frozenset[str] | None]]: ...
 
 
-def execution_needs(moves: Iterable[MoveLike], pool_topics: Iterable[str], throttle: ThrottleLike) -> list[Need]:
+def execution_needs(moves: Iterable[MoveLike], pool_topics: Iterable[str], throttle: ThrottleLike,
+                    log_dir_moves: bool = False) -> list[Need]:
     """What executing these moves needs: the reassignments in progress (also when there is nothing to move), the
-    topics' partitions, starting moves and leader elections, and with a throttle the throttle configs."""
+    topics' partitions, starting moves and leader elections, and with a throttle the throttle configs; moves
+    between log directories (remove-disks) move replicas and cordon and throttle on the brokers."""
     moves = list(moves)
     needs = [Need("DESCRIBE", CLUSTER, "to list the reassignments in progress")]
+    if log_dir_moves:
+        needs += [Need("ALTER", CLUSTER, "to move replicas between a broker's log directories"),
+                  Need("ALTER_CONFIGS", CLUSTER, "to cordon the emptied log dirs and throttle the copies")]
     if not moves:
         return needs
     needs += [Need("ALTER", CLUSTER, "to start reassignments and elect preferred leaders"),

@@ -7,6 +7,7 @@ under the throttle, resumed after the broker restarts mid-move, and cancelled ba
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -122,8 +123,7 @@ def test_moves_between_directories_run_under_their_throttle_and_resume_after_a_b
         entry = next(iter(configs.values())).result().get("replica.alter.log.dirs.io.max.bytes.per.second")
         assert entry is None or entry.is_default, entry  # the throttle is gone
 
-    # Back again at 1 MiB/s, and broker 1 restarted while its first copy is in flight: the broker forgets the
-    # move, the executor asks again, and every replica ends in its directory.
+    # Back again at 1 MiB/s, and broker 1 restarted while its first copy is in flight.
     back = [LogDirMove(m.topic, m.partition, m.broker, m.target_dir, m.source_dir, m.size_bytes) for m in moves[:1]]
     _intra_broker_throttle(bootstrap, 1, MIB)
     with ClusterAdmin(KafkaConnection(bootstrap)) as admin:
@@ -133,7 +133,9 @@ def test_moves_between_directories_run_under_their_throttle_and_resume_after_a_b
     jbod_cluster.start_broker(1)
     records.clear()
     assert _executed(bootstrap, back, records, rate=8 * MIB) == back
-    assert "log_dir_reissued" in [r["action"] for r in records]  # asked until the broker, restarted, had it
+    # Restarted, the broker either resumes the future copy it finds on disk or forgets the move (then the executor
+    # asks again: `log_dir_reissued`); either way the replica ends in its directory.
+    assert {"log_dir_started", "log_dir_completed"} <= {r["action"] for r in records}
     assert _dirs_now(bootstrap, back) == {back[0].replica: (back[0].target_dir, None)}
 
 
@@ -206,3 +208,53 @@ def test_a_replica_moving_between_directories_counts_once_where_it_is(jbod_clust
     assert moved is not None
     row = moved.set_index(["topic", "partition", "broker_id"]).loc[(TOPIC, 0, 1)]
     assert row["log_dir"] == target and row["future_log_dir"] is None
+
+
+def test_remove_disks_empties_a_directory_under_live_traffic_and_cordons_it(jbod_cluster: Any,
+                                                                            tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.live_traffic import LiveTraffic
+
+    state = jbod_cluster.load()
+    bootstrap = state.bootstrap_servers
+    _topic_with_data(bootstrap, "jbod-remove", [[2, 1], [2, 3], [3, 2], [1, 2]], 4)
+    broker_2 = next(n for n in state.brokers if n.node_id == 2)
+    removed, kept = (str(d) for d in jbod_cluster.log_dirs(broker_2, state))
+    config_path = demo_config(
+        tmp_path, cluster={"name": "jbod", "bootstrap_servers": bootstrap}, pools={"all": {"brokers": [1, 2, 3]}},
+        topic_pools=[{"topics": "*", "pool": "all"}], execution={"poll_interval_s": 0.5},
+        capacity={"cruise_control_file": str(_capacity_file(tmp_path / "capacity.json", jbod_cluster))})
+    with ClusterAdmin(KafkaConnection(bootstrap)) as admin:
+        before = admin.describe_log_dirs([2])[2]["replica_dirs"]
+    assert removed in before.values(), "the test needs replicas in the directory it removes"
+    with LiveTraffic(bootstrap, {"jbod-remove": 4}, prefix="remove-disks") as traffic:
+        result = subprocess.run(
+            [str(Path(sys.executable).parent / "kafka-rebalancer"), "remove-disks", "--config", str(config_path),
+             "--log-dirs", f"2:{removed}", "--reason", "disk failing", "--apply", "--yes"],
+            capture_output=True, text=True, timeout=900)
+        assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    traffic.check()
+    with ClusterAdmin(KafkaConnection(bootstrap)) as admin:
+        after = admin.describe_log_dirs([2])[2]
+        assert removed not in after["replica_dirs"].values() and not after["future_dirs"], after["replica_dirs"]
+        assert set(after["replica_dirs"]) >= set(before)  # nothing left the broker
+        cordon = admin.cordoned_brokers([2])
+        assert cordon[2].config == removed, cordon
+        # A new topic's partitions on broker 2 all land in the directory still in use.
+        create_topics(bootstrap, [TopicSpec("jbod-after-remove", [[2]] * 6, [0] * 6)])
+
+        def placed() -> set[str]:
+            dirs = admin.describe_log_dirs([2])[2]["replica_dirs"]
+            return {d for (topic, _), d in dirs.items() if topic == "jbod-after-remove"} \
+                if sum(topic == "jbod-after-remove" for topic, _ in dirs) == 6 else set()
+
+        wait_until(lambda: bool(placed()), 30, "the new topic's six replicas on broker 2")
+        assert placed() == {kept}
+        admin.uncordon([2])
+    run = Path(re.search(r"Artifacts: `([^`]+)`", result.stdout).group(1))  # type: ignore[union-attr]
+    summary = json.loads((run / "plan" / "summary.json").read_text())["log_dir_moves"]
+    assert summary["removed"] == [f"2:{removed}"] and summary["moves"] >= 1 and summary["stranded"] == []
+    verified = json.loads((run / "verify" / "summary.json").read_text())
+    assert verified["promises_kept"], verified["promises"]

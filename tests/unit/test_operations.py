@@ -146,7 +146,8 @@ def test_every_manual_action_is_defined_once_in_its_table() -> None:
     add_parsers(sub, lambda p: p.add_argument("--config"))
     assert set(sub.choices) == {*COMMANDS, "overrides", "pools"}
     # Each command's options reach the request as its fields: (text given, value asked for); others: "x", "x".
-    typed = {"topics": ("t1,t2", ["t1", "t2"]), "brokers": ("7,8", [7, 8])}
+    typed = {"topics": ("t1,t2", ["t1", "t2"]), "brokers": ("7,8", [7, 8]),
+             "log_dirs": ("3:/d2,4:/d2", ["3:/d2", "4:/d2"])}
     for action in MANUAL_ACTIONS:
         argv = ["--config", "c.yaml"]
         expected: dict[str, Any] = {"action": action.name}

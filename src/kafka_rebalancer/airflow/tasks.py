@@ -51,7 +51,8 @@ def snapshot_task(context: Any) -> str:
     if "action" in params:  # the manual DAG
         request_params = {"action": params["action"], "broker_pool": params.get("broker_pool"),
                           "brokers": params.get("brokers"), "topics": params.get("topics"),
-                          "reviewed_run_id": params.get("run_id"), "reason": params.get("reason"),
+                          "reviewed_run_id": params.get("run_id"), "log_dirs": params.get("log_dirs"),
+                          "reason": params.get("reason"),
                           "requested_by": _user(context)}
     return str(start_run(params["config_path"], context["run_id"], request_params, _connection).path)
 

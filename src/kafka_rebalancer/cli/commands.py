@@ -47,6 +47,8 @@ OPTIONS: dict[str, Option] = {
     "brokers": Option("brokers", "broker ids, comma-separated (e.g. 7,8)", _ids),
     "reason": Option("reason", "why (required when pool membership changes; recorded with the override)"),
     "reviewed_run_id": Option("run-id", "the dry run whose plan is executed", required=True),
+    "log_dirs": Option("log-dirs", "broker:path of each log dir to empty, comma-separated (e.g. "
+                                   "3:/data/d2,4:/data/d2)", _names),
 }
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 from kafka_rebalancer.config import RebalancerConfig
@@ -50,6 +50,7 @@ class CordonAdmin(Protocol):
     def cordon(self, broker_ids: Iterable[int]) -> dict[int, str]: ...
     def uncordon(self, broker_ids: Iterable[int]) -> dict[int, str]: ...
     def cordoned_brokers(self, broker_ids: Iterable[int] | None = None) -> dict[int, BrokerCordon]: ...
+    def alter_broker_config(self, name: str, values: Mapping[int, str | None], why: str) -> dict[int, str]: ...
 
 
 def metadata_version_name(level: int | None) -> str:
@@ -109,6 +110,34 @@ def cordon_drained(config: RebalancerConfig, admin: CordonAdmin, run: RunFolder,
     log.info("cordoned broker(s) %s: Kafka places no new partitions on them%s", sorted(already + confirmed),
              f"; not confirmed within {timeout_s:.0f}s: {unconfirmed}" if unconfirmed else "")
     return sorted(already + confirmed)
+
+
+def cordon_removed_log_dirs(admin: CordonAdmin, run: RunFolder, xlog: ExecutionLog) -> dict[int, str]:
+    """remove-disks: cordon the log dirs it empties (cordoned.log.dirs: their paths, added to those cordoned
+    already), so no new partition lands in them while or after they are emptied; the brokers it failed on."""
+    request = read_request(run)
+    removed = request.scope.removed_log_dirs if request is not None else frozenset()
+    if not removed:
+        return {}
+    level = admin.metadata_version()
+    if level is None or level < CORDON_METADATA_LEVEL:
+        xlog.append("cordon_unsupported", brokers=sorted({b for b, _ in removed}),
+                    metadata_version=metadata_version_name(level), needed=metadata_version_name(CORDON_METADATA_LEVEL))
+        return {}
+    current = admin.cordoned_brokers(sorted({b for b, _ in removed}))
+    values = {}
+    for broker in sorted({b for b, _ in removed}):
+        existing = current[broker].config if broker in current else None
+        if existing != "*":  # every dir of the broker cordoned already
+            values[broker] = ",".join(sorted({p for p in (existing or "").split(",") if p} |
+                                             {p for b, p in removed if b == broker}))
+    failed = admin.alter_broker_config(CORDON_CONFIG, values, "to cordon the log dirs remove-disks empties")
+    xlog.append("log_dirs_cordoned", cordoned={str(b): v for b, v in values.items()},
+                failed={str(b): why for b, why in failed.items()})
+    if failed:
+        log.warning("could not cordon the log dirs of broker(s) %s: %s; emptying them all the same", sorted(failed),
+                    failed)
+    return failed
 
 
 def _wait_confirmed(admin: CordonAdmin, brokers: list[int], timeout_s: float, poll_s: float,

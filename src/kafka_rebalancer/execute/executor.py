@@ -18,17 +18,19 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import ExecutionCancelled, ExecutionError
+from kafka_rebalancer.execute.cluster import Cluster
 from kafka_rebalancer.execute.load_control import LoadControl, prometheus_loads
 from kafka_rebalancer.execute.lock import pool_lock
 from kafka_rebalancer.execute.log import ExecutionLog
+from kafka_rebalancer.execute.log_dir_moves import LogDirExecution, LogDirLimits, cancel_log_dir_moves
 from kafka_rebalancer.execute.moves import (
     Limits,
     PartitionMove,
@@ -57,20 +59,6 @@ log = logging.getLogger(__name__)
 
 CANCEL_MARKER = "cancel_requested.json"
 COPIED_EVERY_S = 5.0
-
-
-class Cluster(Protocol):
-    """The admin calls the executor needs (ClusterAdmin in production, a fake in unit tests)."""
-
-    def live_broker_ids(self) -> frozenset[int]: ...
-    def describe_partitions(self, topics: Iterable[str] | None = None) -> list[PartitionInfo]: ...
-    def min_insync_replicas(self, topics: Iterable[str]) -> dict[str, int]: ...
-    def list_reassignments(self) -> dict[Key, dict[str, list[int]]]: ...
-    def alter_reassignments(self, targets: Mapping[Key, list[int] | None]) -> dict[Key, str]: ...
-    def elect_preferred_leaders(self, partitions: Iterable[Key]) -> dict[Key, str | None]: ...
-    def describe_log_dirs(self, broker_ids: Iterable[int]) -> dict[int, dict[str, Any]]: ...
-    def alter_throttles(self, broker_rate: Mapping[int, int | tuple[int, int] | None],
-                        topic_replicas: Mapping[str, tuple[str, str] | None]) -> None: ...
 
 
 def _names(keys: Iterable[Key]) -> list[str]:
@@ -135,6 +123,7 @@ class _PoolExecution:
                              brokers=sorted(self.throttle.brokers), topics=sorted(self.throttle.topic_replicas))
         try:
             self._loop(pending, in_flight)
+            self._move_log_dirs()
         except BaseException:
             clear_throttle(self.cluster, self.throttle, self.xlog, raise_errors=False)
             raise
@@ -324,6 +313,15 @@ class _PoolExecution:
                                  leadership_only=move.leadership_only)
                 in_flight[key] = self.clock()
 
+    def _move_log_dirs(self) -> None:
+        """remove-disks: the replicas' moves between their brokers' log directories (execute.log_dir_moves)."""
+        if not self.plan.log_dir_moves:
+            return
+        limits = LogDirLimits(self.throttle.rate_bytes_per_s, self.limits.max_moves_per_broker,
+                              self.limits.poll_interval_s, self.limits.move_timeout_s)
+        LogDirExecution(self.cluster, self.plan.log_dir_moves, self.xlog.append, limits, self.sleep,
+                        self.clock).run(self.xlog.log_dirs_done())
+
     def _finish(self) -> dict[str, Any]:
         moved = [k for k, e in self.xlog.state().last.items() if e["action"] == "completed" and k in self.by_key]
         elections = self.cluster.elect_preferred_leaders(moved)
@@ -341,6 +339,10 @@ class _PoolExecution:
             "leader_elections_failed": failed_elections,
             "throttle_bytes_per_s": None if self.throttle.empty else self.throttle.rate_bytes_per_s,
         }
+        if self.plan.log_dir_moves:
+            done = self.xlog.log_dirs_done()
+            result["log_dir_moves"] = {"moves": len(self.plan.log_dir_moves),
+                                       "completed": sum(m.replica in done for m in self.plan.log_dir_moves)}
         self.xlog.append("execute_finished", completed=result["completed"], skipped=len(result["skipped"]))
         return result
 
@@ -443,7 +445,8 @@ def cancel_pool(config: RebalancerConfig, cluster: Cluster, run: RunFolder, pool
     # Whatever rate was used (config or a DAG param), these are the configs an execution of the plan sets. A
     # broker that is down cannot have its config changed: the cancel still stands, the result says so.
     cleared = clear_throttle(cluster, throttle_for(plan.moves, None), xlog, raise_errors=False)
-    result = {"pool": pool, "plan_hash": plan.digest, "cancelled": _names(cancelled),
+    back = cancel_log_dir_moves(cluster, plan.log_dir_moves, xlog.append) if plan.log_dir_moves else 0
+    result = {"pool": pool, "plan_hash": plan.digest, "cancelled": _names(cancelled), "log_dir_moves_back": back,
               "refused": {f"{t}-{p}": e for (t, p), e in refused.items()}, "still_in_progress": _names(ours),
               "order_restored": reordered, "throttles_cleared": cleared}
     xlog.append("cancel_finished", cancelled=len(cancelled), still_in_progress=result["still_in_progress"])
@@ -548,12 +551,16 @@ def run_execute(config: RebalancerConfig, connection: Any, run: RunFolder, pool:
         # A missing ACL refused before the first change, not halfway through with throttles set.
         rate = throttle_bytes_per_s or config.execution.throttle_bytes_per_s
         throttle = throttle_for(plan.moves, rate) if rate else Throttle(None)
-        check_permissions(admin, execution_needs(plan.moves, plan.pool_topics, throttle), f"to execute {pool}")
+        check_permissions(admin, execution_needs(plan.moves, plan.pool_topics, throttle, bool(plan.log_dir_moves)),
+                          f"to execute {pool}")
         out_dir = run.stage_path(f"{EXECUTE}/{pool}")
         if resume_cancelled or not (out_dir / CANCEL_MARKER).exists():  # a cancelled pool refuses below: no cordon
-            from kafka_rebalancer.execute.cordon import cordon_drained
+            from kafka_rebalancer.execute.cordon import cordon_drained, cordon_removed_log_dirs
 
-            cordon_drained(config, admin, run, ExecutionLog(out_dir / "execution_log.jsonl", pool, plan.digest))
+            xlog = ExecutionLog(out_dir / "execution_log.jsonl", pool, plan.digest)
+            cordon_drained(config, admin, run, xlog)
+            if plan.log_dir_moves:
+                cordon_removed_log_dirs(admin, run, xlog)
         return _execute_locked(config, admin, run, pool, throttle_bytes_per_s, resume_cancelled, time.sleep,
                                time.monotonic)
 

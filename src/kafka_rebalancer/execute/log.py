@@ -56,10 +56,15 @@ class ExecutionLog:
                     continue  # a line cut short by a crash: the actions before it are intact
         return entries
 
+    def log_dirs_done(self) -> set[tuple[str, int, int]]:
+        """The replicas whose move between log directories completed: (topic, partition, broker)."""
+        return {(e["topic"], int(e["partition"]), int(e["broker"])) for e in self.read()
+                if e.get("action") == "log_dir_completed"}
+
     def state(self) -> LogState:
         state = LogState()
         for entry in self.read():
             state.plan_hashes.add(entry.get("plan_hash", ""))
-            if "topic" in entry:
+            if "topic" in entry and not str(entry["action"]).startswith("log_dir_"):  # a replica's, not a partition's
                 state.last[(entry["topic"], int(entry["partition"]))] = entry
         return state

@@ -165,8 +165,11 @@ def _state(where: Mapping[int, dict[str, Any]], move: LogDirMove) -> str:
 
 
 def cancel_log_dir_moves(cluster: LogDirCluster, moves: Iterable[LogDirMove], record: Callable[..., Any]) -> int:
-    """Ask for each replica's source directory again (a move in flight drops its future copy); the count asked."""
+    """Ask for each replica's source directory again (a move in flight drops its future copy), with no throttle
+    left from an executor that did not end on its own; the count asked."""
     moves = list(moves)
+    cluster.alter_broker_config(LOG_DIR_THROTTLE_CONFIG, dict.fromkeys(sorted({m.broker for m in moves})),
+                                "to remove the throttle of copies between a broker's log directories")
     where = cluster.describe_log_dirs(sorted({m.broker for m in moves}))
     back = {m.replica: m.source_dir for m in moves
             if _state(where, LogDirMove(m.topic, m.partition, m.broker, m.target_dir, m.source_dir)) != "done"

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import RebalancerError
+from kafka_rebalancer.execute.log_dir_moves import LogDirMove
 from kafka_rebalancer.model.copy_time import copy_loads
-from kafka_rebalancer.model.reassignment import Key, copies_nothing, parse_reassignment, plan_hash
-from kafka_rebalancer.run_folder import EXECUTE, PLAN, SNAPSHOT, RunFolder, read_json
+from kafka_rebalancer.model.reassignment import Key, copies_nothing, parse_reassignment, plan_folder_hash
+from kafka_rebalancer.model.schemas import LOG_DIR_MOVES
+from kafka_rebalancer.run_folder import EXECUTE, PLAN, SNAPSHOT, RunFolder, read_json, read_table
 from kafka_rebalancer.snapshot.store import read_snapshot
 from kafka_rebalancer.validate.suite import assert_validated
 
@@ -81,6 +83,7 @@ class PoolPlan:
     targets: dict[Key, tuple[int, ...]]  # every pool's targets: reassignments a sibling pool task started
     pool_topics: list[str]
     disk_utilisation: dict[int, float]
+    log_dir_moves: list[LogDirMove] = field(default_factory=list)  # remove-disks: within brokers
 
 
 @dataclass(frozen=True)
@@ -200,7 +203,7 @@ def load_pool_plan(config: RebalancerConfig, run: RunFolder, pool: str) -> PoolP
     unless the plan, its snapshot and the config are still the ones validated."""
     plan_dir = run.require(PLAN)
     summary = read_json(plan_dir / "summary.json")
-    digest = plan_hash((plan_dir / "plan.json").read_text(), summary["snapshot_hash"], config.fingerprint())
+    digest = plan_folder_hash(plan_dir, summary["snapshot_hash"], config.fingerprint())
     assert_validated(run, digest)
     return read_pool_plan(run, pool, digest)
 
@@ -222,8 +225,13 @@ def read_pool_plan(run: RunFolder, pool: str, digest: str) -> PoolPlan:
     utilisation = {int(b): float(used.get(b, 0)) / float(c) if c else 0.0
                    for b, c in zip(brokers["broker_id"], brokers["disk_capacity_bytes"], strict=True)}
     pool_topics = sorted(snapshot.partitions.loc[snapshot.partitions["topic_pool"] == pool, "topic"].unique())
+    log_dir_moves = [LogDirMove(r.topic, int(r.partition), int(r.broker_id), r.source_dir, r.target_dir,
+                                int(r.size_bytes))
+                     for r in (read_table(plan_dir, LOG_DIR_MOVES).itertuples()
+                               if (plan_dir / f"{LOG_DIR_MOVES.name}.parquet").exists() else ())
+                     if r.broker_pool == pool]
     return PoolPlan(digest, moves, {(r.topic, r.partition): tuple(r.replicas) for r in plan}, pool_topics,
-                    utilisation)
+                    utilisation, log_dir_moves)
 
 
 def run_pools(run: RunFolder) -> list[str]:

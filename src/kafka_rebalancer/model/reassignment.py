@@ -41,14 +41,24 @@ def dumps(document: dict) -> str:
     return f'{{{rest}, "partitions": [\n{lines}\n]}}\n' if lines else f'{{{rest}, "partitions": []}}\n'
 
 
+LOG_DIR_MOVES_FILE = "log_dir_moves.json"  # a plan's moves between log directories (JBOD), beside plan.json
 
-def plan_hash(plan_text: str, snapshot_hash: str, config_fingerprint: str) -> str:
-    """Identifies a plan: its moves, the cluster state and the config it came from."""
+
+def plan_hash(plan_text: str, snapshot_hash: str, config_fingerprint: str, log_dir_text: str | None = None) -> str:
+    """Identifies a plan: its moves (between brokers, and between a broker's log directories where it has any), the
+    cluster state and the config it came from."""
     digest = hashlib.sha256()
-    for part in (plan_text, snapshot_hash, config_fingerprint):
+    for part in (plan_text, snapshot_hash, config_fingerprint, *([log_dir_text] if log_dir_text else [])):
         digest.update(part.encode())
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+def plan_folder_hash(plan_dir: Path, snapshot_hash: str, config_fingerprint: str) -> str:
+    """The hash of the plan in a plan folder as it is on disk."""
+    log_dirs = plan_dir / LOG_DIR_MOVES_FILE
+    return plan_hash((plan_dir / "plan.json").read_text(), snapshot_hash, config_fingerprint,
+                     log_dirs.read_text() if log_dirs.exists() else None)
 
 
 def parse_reassignment(text: str, file: str = "<reassignment json>") -> list[Reassignment]:

@@ -105,6 +105,12 @@ REPLICA_LOG_DIRS = _t(
     ("future_log_dir", "string", True),
 )
 LOG_DIR_TABLES = (LOG_DIRS, REPLICA_LOG_DIRS)
+# A plan's moves between a broker's log directories (remove-disks), by the partition's topic pool.
+LOG_DIR_MOVES = _t(
+    "log_dir_moves",
+    ("broker_pool", "string", True), ("topic", "string"), ("partition", "int32"), ("broker_id", "int32"),
+    ("source_dir", "string"), ("target_dir", "string"), ("size_bytes", "int64"),
+)
 
 # -- plan (written by the Spark plan job) ------------------------------------------------------------
 BROKER_LOAD = _t(

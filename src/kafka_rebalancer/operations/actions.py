@@ -32,6 +32,8 @@ MANUAL_ACTIONS: tuple[ManualAction, ...] = (
     ManualAction("rebalance-pool", "rebalance-pool", ("broker_pool",), "the nightly plan for broker_pool"),
     ManualAction("elect-leaders", "elect-leaders", ("broker_pool", "topics"), "preferred leader election"),
     ManualAction("demote-brokers", "demote", ("brokers",), "leadership off brokers"),
+    ManualAction("remove-disks", "remove-disks", ("log_dirs", "reason"),
+                 "log_dirs (broker:path) emptied onto their brokers' other log dirs"),
     ManualAction("execute-reviewed", "execute-reviewed", ("reviewed_run_id",), "execute the plan of dry run run_id",
                  plans=False),
 )

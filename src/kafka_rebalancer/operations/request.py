@@ -60,6 +60,7 @@ class PlanningScope(BaseModel):
     leadership: Literal["elect", "demote"] | None = None  # leadership only: no replica moves
     demoted: frozenset[int] = frozenset()
     topics: tuple[str, ...] = ()  # leadership only: these topic patterns (empty: every topic)
+    removed_log_dirs: frozenset[tuple[int, str]] = frozenset()  # remove-disks: (broker, path) emptied in place
 
     def balance_planned(self, broker_pool: str) -> bool:
         """Whether the balance planner plans this pool in this run (a leadership-only action plans none)."""
@@ -76,6 +77,7 @@ class ManualRequest(BaseModel):
     brokers: list[int] = Field(default_factory=list)
     topics: list[str] = Field(default_factory=list)
     reviewed_run_id: str | None = None  # execute-reviewed: the dry run whose plan is executed
+    log_dirs: list[str] = Field(default_factory=list)  # remove-disks: "broker:path", the path as in log.dirs
     reason: str = ""
     requested_by: str = Field(default_factory=current_user)
     requested_at: str = Field(default_factory=now_iso)
@@ -113,7 +115,7 @@ def _needs_reason(request: ManualRequest) -> None:
 
 
 def _unused(request: ManualRequest, allowed: tuple[str, ...]) -> None:
-    for name in ("broker_pool", "brokers", "topics", "reviewed_run_id"):
+    for name in ("broker_pool", "brokers", "topics", "reviewed_run_id", "log_dirs"):
         if name not in allowed and getattr(request, name):
             raise _fail(request.action, name, f"not used by {request.action}; leave it empty")
 
@@ -199,6 +201,22 @@ def _demote_brokers(r: ManualRequest, config: RebalancerConfig) -> Resolved:
     return None, PlanningScope(leadership="demote", demoted=frozenset(r.brokers))
 
 
+def _remove_disks(r: ManualRequest, config: RebalancerConfig) -> Resolved:
+    if not r.log_dirs:
+        raise _fail(r.action, "log_dirs", "at least one broker:path is required (the path exactly as in the "
+                    "broker's log.dirs, e.g. 3:/var/lib/kafka/d2)")
+    removed = set()
+    for entry in r.log_dirs:
+        broker, _, path = entry.partition(":")
+        if not broker.strip().isdigit() or not path.startswith("/"):
+            raise _fail(r.action, "log_dirs", f"{entry!r}: expected broker:path with an absolute path, e.g. "
+                        "3:/var/lib/kafka/d2")
+        removed.add((int(broker), path))
+    _brokers_known(r.action, sorted({b for b, _ in removed}), config)
+    # Nothing moves between brokers: each directory is emptied onto its broker's other directories.
+    return None, PlanningScope(pools=frozenset(), removed_log_dirs=frozenset(removed))
+
+
 def _execute_reviewed(r: ManualRequest, config: RebalancerConfig) -> Resolved:
     if not r.reviewed_run_id:
         raise _fail(r.action, "run_id", "the run id of the reviewed dry run is required")
@@ -213,7 +231,7 @@ def _nightly(r: ManualRequest, config: RebalancerConfig) -> Resolved:
 RESOLVERS: dict[str, Callable[[ManualRequest, RebalancerConfig], Resolved]] = {
     "nightly": _nightly, "isolate-topics": _isolate_topics, "drain-brokers": _drain_brokers,
     "add-brokers": _add_brokers, "rebalance-pool": _rebalance_pool, "elect-leaders": _elect_leaders,
-    "demote-brokers": _demote_brokers, "execute-reviewed": _execute_reviewed}
+    "demote-brokers": _demote_brokers, "remove-disks": _remove_disks, "execute-reviewed": _execute_reviewed}
 
 
 def make_request(config: RebalancerConfig, **params: object) -> ManualRequest:
@@ -263,7 +281,7 @@ def write_request(run: RunFolder, request: ManualRequest) -> None:
     path = run.path / REQUEST_FILE
     if path.exists():
         existing = read_request(run)
-        same = {"action", "broker_pool", "brokers", "topics", "reviewed_run_id", "reason"}
+        same = {"action", "broker_pool", "brokers", "topics", "reviewed_run_id", "log_dirs", "reason"}
         if existing is not None and existing.model_dump(include=same) != request.model_dump(include=same):
             raise RunFolderError(f"{path} already holds another request ({existing.action}); use a new run")
         return

@@ -21,7 +21,13 @@ from pyspark.sql import DataFrame, SparkSession
 
 from kafka_rebalancer import terminal_progress
 from kafka_rebalancer.config import RebalancerConfig
-from kafka_rebalancer.model.reassignment import dumps, parse_reassignment, plan_hash, reassignment_document
+from kafka_rebalancer.model.reassignment import (
+    LOG_DIR_MOVES_FILE,
+    dumps,
+    parse_reassignment,
+    plan_hash,
+    reassignment_document,
+)
 from kafka_rebalancer.model.resources import resource
 from kafka_rebalancer.model.schemas import (
     BANDS,
@@ -32,6 +38,7 @@ from kafka_rebalancer.model.schemas import (
     CANDIDATES,
     HOT_PARTITIONS,
     INFEASIBLE,
+    LOG_DIR_MOVES,
     MOVES,
     PARTITION_CHANGES,
     PARTITIONS,
@@ -59,6 +66,7 @@ from kafka_rebalancer.plan.changes import (
     trim_to_budgets,
     with_load_changes,
 )
+from kafka_rebalancer.plan.log_dir_plan import LogDirPlan, log_dir_document, removal_plan
 from kafka_rebalancer.plan.planner_input import DriverInput, PlannerInput, spark_input
 from kafka_rebalancer.plan.recheck import (
     Recheck,
@@ -200,6 +208,8 @@ class _Changes:
     plan_text: str
     rollback_text: str
     digest: str
+    log_dirs: LogDirPlan | None  # remove-disks: moves between a broker's log directories
+    log_dir_text: str | None
 
 
 def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request: ManualRequest | None,
@@ -335,9 +345,23 @@ def _changes(job: _Job, inputs: _Inputs, planned: _Planned) -> _Changes:
         claim_source = "the plan's moves replayed"
     plan_text = dumps(reassignment_document(changes))
     rollback_text = dumps(reassignment_document(changes, "old_replicas"))
-    digest = plan_hash(plan_text, inputs.manifest["content_hash"], job.config.fingerprint())
-    job.progress(f"{len(changes)} partitions change")
-    return _Changes(changes, after_pdf, claim_source, plan_text, rollback_text, digest)
+    log_dirs, log_dir_text = _log_dir_plan(job.scope, snapshot_tables)
+    digest = plan_hash(plan_text, inputs.manifest["content_hash"], job.config.fingerprint(), log_dir_text)
+    job.progress(f"{len(changes)} partitions change" + (
+        f"; {len(log_dirs.moves)} replicas move between log dirs" if log_dirs is not None else ""))
+    return _Changes(changes, after_pdf, claim_source, plan_text, rollback_text, digest, log_dirs, log_dir_text)
+
+
+def _log_dir_plan(scope: PlanningScope, tables: Any) -> tuple[LogDirPlan | None, str | None]:
+    """remove-disks: the moves emptying the directories onto their brokers' others, and their document."""
+    if not scope.removed_log_dirs:
+        return None, None
+    partitions = tables.partitions
+    planned = removal_plan(tables.log_dirs, tables.replica_log_dirs, scope.removed_log_dirs,
+                           dict(zip(partitions["topic"], partitions["topic_pool"], strict=True)))
+    replicas = {(t, int(p)): [int(b) for b in r] for t, p, r in zip(partitions["topic"], partitions["partition"],
+                                                      partitions["replicas"], strict=True)}
+    return planned, log_dir_document(planned.moves, replicas)
 
 
 def _write_plan(job: _Job, inputs: _Inputs, planned: _Planned, changes: _Changes, recheck: Recheck,
@@ -357,6 +381,9 @@ def _write_plan(job: _Job, inputs: _Inputs, planned: _Planned, changes: _Changes
         write_table(out, BROKER_LOAD_AFTER, changes.after_pdf)
         (out / "plan.json").write_text(changes.plan_text)
         (out / "rollback.json").write_text(changes.rollback_text)
+        if changes.log_dirs is not None and changes.log_dir_text is not None:
+            write_table(out, LOG_DIR_MOVES, changes.log_dirs.moves)
+            (out / LOG_DIR_MOVES_FILE).write_text(changes.log_dir_text)
         claim = planner_claim(changes.after_pdf, bands_pdf, planned.output["lower_bound_bytes"],
                               claim_rows(changes.after_pdf, recheck, bands_pdf), band_rows(recheck, bands_pdf),
                               changes.claim_source)
@@ -365,6 +392,11 @@ def _write_plan(job: _Job, inputs: _Inputs, planned: _Planned, changes: _Changes
             claim=claim, skipped=planned.skipped_pdf, notes=notes, hot=planned.output["hot"],
             infeasible=planned.output["infeasible"], statuses=planned.statuses,
             moves_dropped_by_budget=planned.dropped, scope=job.scope)
+        if changes.log_dirs is not None:
+            summary["log_dir_moves"] = {
+                "removed": sorted(f"{b}:{path}" for b, path in job.scope.removed_log_dirs),
+                "moves": len(changes.log_dirs.moves), "bytes": int(changes.log_dirs.moves["size_bytes"].sum()),
+                "stranded": changes.log_dirs.stranded}
         summary["plan_seconds"] = round(time.monotonic() - started, 3)
         write_json(out / "summary.json", summary)
     return summary

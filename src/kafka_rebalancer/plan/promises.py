@@ -7,6 +7,8 @@ approval) or the cluster's after execution (verify).
 - isolate-topics: the isolated topics sit only on their pool's brokers, and those brokers hold no other pool's
   topics. Excluded topics (Kafka's internal ones by default) are exempt on both sides: they serve every pool's
   clients, and an isolation decides where a workload runs, not where the cluster's own bookkeeping lives.
+- remove-disks: every removed log dir holds no replica (the cluster's after execution; the plan's moves are
+  checked against the snapshot when they are made: a replica no other dir of its broker has room for is "cannot").
 - demote-brokers: a demoted broker leads no partition that has another in-sync replica on a live broker that is not
   demoted; a partition without one is named (exempt), its leadership has nowhere to go.
 The nightly run, rebalance-pool and elect-leaders promise bands, which the validation's band expectations hold.
@@ -241,6 +243,25 @@ def _demote(request: Promised, config: RebalancerConfig, placement: pd.DataFrame
 
 
 _CHECKS = {"drain-brokers": _drain, "add-brokers": _add, "isolate-topics": _isolate, "demote-brokers": _demote}
+
+
+def log_dir_promises(request: ManualRequest | None, replica_log_dirs: pd.DataFrame | None,
+                     planned: Iterable[tuple[str, int, int]]) -> pd.DataFrame:
+    """remove-disks: each removed log dir empty on `replica_log_dirs` (a snapshot's); a replica still there is
+    "cannot" when the plan did not move it (it said why), else broken. Schema PROMISES."""
+    removed = sorted(request.scope.removed_log_dirs) if request is not None else []
+    promised, moved, rows = Promised("remove-disks"), set(planned), []
+    promise = "the removed log dir holds no replica"
+    for broker, path in removed:
+        left = replica_log_dirs[(replica_log_dirs["broker_id"] == broker) & (replica_log_dirs["log_dir"] == path)] \
+            if replica_log_dirs is not None else pd.DataFrame(columns=["topic", "partition"])
+        for topic, partition in zip(left["topic"], left["partition"], strict=True):
+            excuse = None if (topic, int(partition), broker) in moved else "the plan found no other log dir of " \
+                "the broker with room for it (plan summary: log_dir_moves.stranded)"
+            rows.append(_unkept(promised, promise, broker, topic, int(partition), f"still in {path}", excuse))
+        if left.empty:
+            rows.append(_row(promised, promise, broker, KEPT, f"{path} is empty"))
+    return pd.DataFrame(rows, columns=PROMISES.names).astype({"broker_id": "Int32", "partition": "Int32"})
 
 
 def unkept(promises: pd.DataFrame) -> pd.DataFrame:

@@ -11,7 +11,7 @@ from typing import Any
 
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import RunFolderError, ValidationFailed
-from kafka_rebalancer.model.reassignment import parse_reassignment, plan_hash
+from kafka_rebalancer.model.reassignment import parse_reassignment, plan_folder_hash
 from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD_AFTER, INFEASIBLE, PLANNER_NOTES
 from kafka_rebalancer.operations.request import read_request, scope_of
 from kafka_rebalancer.plan.promises import (
@@ -155,7 +155,7 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
     plan_dir = run.require(PLAN)
     summary = read_json(plan_dir / "summary.json")
     plan_text = (plan_dir / "plan.json").read_text()
-    digest = plan_hash(plan_text, summary["snapshot_hash"], config.fingerprint())
+    digest = plan_folder_hash(plan_dir, summary["snapshot_hash"], config.fingerprint())
     if digest != summary["plan_hash"]:
         raise RunFolderError(f"{plan_dir / 'plan.json'} does not match the plan summary's hash "
                              f"(edited after planning, or the config changed since): re-run the plan step")

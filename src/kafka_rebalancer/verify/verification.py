@@ -12,11 +12,11 @@ from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import PromiseNotKept
 from kafka_rebalancer.kafka_admin import KafkaConnection
 from kafka_rebalancer.model.reassignment import read_reassignment
-from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD
+from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD, LOG_DIR_MOVES
 from kafka_rebalancer.operations.request import read_request
 from kafka_rebalancer.plan.balance.status import band_status, broker_load_frame, out_of_band, placement_bands
 from kafka_rebalancer.plan.balance.tables import band_table
-from kafka_rebalancer.plan.promises import excuses_of_run, promise_lines, promise_rows, unkept
+from kafka_rebalancer.plan.promises import excuses_of_run, log_dir_promises, promise_lines, promise_rows, unkept
 from kafka_rebalancer.run_folder import PLAN, VERIFY, RunFolder, read_json, read_table, write_json
 from kafka_rebalancer.snapshot import capture, read_snapshot, write_snapshot
 from kafka_rebalancer.snapshot.build import SnapshotTables
@@ -89,5 +89,11 @@ def _promises_after(config: RebalancerConfig, run: RunFolder, after_tables: Snap
     brokers = after_tables.brokers
     alive = brokers.loc[brokers["alive"].astype(bool), "broker_id"]
     parts = after_tables.partitions[["topic", "partition", "replicas", "leader", "isr"]]
-    return promise_rows(request, config, parts, after_status, alive, excuses_of_run(run, read_snapshot(run)[0],
+    rows = promise_rows(request, config, parts, after_status, alive, excuses_of_run(run, read_snapshot(run)[0],
                                                                                     request))
+    if request is None or not request.scope.removed_log_dirs:
+        return rows
+    plan_dir = run.require(PLAN)
+    moves = read_table(plan_dir, LOG_DIR_MOVES) if (plan_dir / f"{LOG_DIR_MOVES.name}.parquet").exists() else None
+    planned = [] if moves is None else zip(moves["topic"], moves["partition"], moves["broker_id"], strict=True)
+    return pd.concat([rows, log_dir_promises(request, after_tables.replica_log_dirs, planned)], ignore_index=True)

@@ -1,0 +1,79 @@
+"""Emptying log directories in place (remove-disks; README: JBOD): every replica in a directory being removed moves
+to another directory of its broker, never to another broker. The largest replicas go first, each to the directory
+of its broker with the most room left (capacity less use, the moves before it counted); a directory that is removed,
+cordoned or offline takes none. A replica no directory has room for stays, and the plan says so before approval.
+
+The moves are also written in Kafka's reassignment format with `log_dirs` (the replicas unchanged), which
+`kafka-reassign-partitions.sh --execute` accepts as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import pandas as pd
+
+from kafka_rebalancer.errors import RunFolderError
+from kafka_rebalancer.model.reassignment import dumps
+from kafka_rebalancer.model.schemas import LOG_DIR_MOVES
+from kafka_rebalancer.operations.request import RequestError
+
+
+@dataclass(frozen=True)
+class LogDirPlan:
+    moves: pd.DataFrame  # LOG_DIR_MOVES
+    stranded: list[str]  # replicas left in a removed directory, with why
+
+
+def removal_plan(log_dirs: pd.DataFrame | None, replica_log_dirs: pd.DataFrame | None,
+                 removed: Iterable[tuple[int, str]], topic_pool: Mapping[str, str | None]) -> LogDirPlan:
+    """`log_dirs`, `replica_log_dirs`: the snapshot's tables; `removed`: (broker, path) to empty."""
+    removed = set(removed)
+    if log_dirs is None or replica_log_dirs is None:
+        raise RunFolderError("the snapshot has no log directories (taken by an older version): take a new one")
+    known = {(int(b), str(d)) for b, d in zip(log_dirs["broker_id"], log_dirs["log_dir"], strict=True)}
+    for broker, path in sorted(removed - known):
+        dirs = sorted(d for b, d in known if b == broker)
+        raise RequestError(f"action remove-disks: parameter 'log_dirs': {broker}:{path} is not a log dir of "
+                                 f"broker {broker} (its log dirs: {', '.join(dirs) or 'none, not in the cluster'})")
+    room = {(int(r.broker_id), str(r.log_dir)): _room(r) for r in log_dirs.itertuples()
+            if (int(r.broker_id), str(r.log_dir)) not in removed and not r.cordoned and not r.offline}
+    leaving = replica_log_dirs[[(int(b), str(d)) in removed for b, d in
+                                zip(replica_log_dirs["broker_id"], replica_log_dirs["log_dir"], strict=True)]]
+    rows, stranded = [], []
+    for r in leaving.sort_values(["size_bytes", "topic", "partition"], ascending=[False, True, True]).itertuples():
+        broker, size = int(r.broker_id), int(r.size_bytes)
+        options = sorted(((left, path) for (b, path), left in room.items() if b == broker), reverse=True)
+        if not options or options[0][0] < size:
+            stranded.append(f"{r.topic}-{r.partition} on broker {broker} ({size:,} bytes in {r.log_dir}): "
+                            + (f"the most room in another log dir is {options[0][0]:,} bytes ({options[0][1]})"
+                               if options else "the broker has no other log dir that takes replicas"))
+            continue
+        target = options[0][1]
+        room[(broker, target)] -= size
+        rows.append({"broker_pool": topic_pool.get(str(r.topic)), "topic": r.topic, "partition": int(r.partition),
+                     "broker_id": broker, "source_dir": r.log_dir, "target_dir": target, "size_bytes": size})
+    moves = pd.DataFrame(rows, columns=LOG_DIR_MOVES.names).sort_values(["topic", "partition", "broker_id"],
+                                                                         kind="mergesort")
+    return LogDirPlan(moves.reset_index(drop=True), stranded)
+
+
+def _room(row: object) -> int:
+    """Bytes a directory can still take: its capacity less its use, else what its volume has free."""
+    capacity, used, usable = (getattr(row, name) for name in ("capacity_bytes", "used_bytes", "volume_usable_bytes"))
+    if pd.notna(capacity):
+        return int(capacity) - int(used)
+    return int(usable) if pd.notna(usable) else 0
+
+
+def log_dir_document(moves: pd.DataFrame, replicas: Mapping[tuple[str, int], list[int]]) -> str:
+    """Kafka's reassignment JSON for the moves: each partition with its replicas as they are and, per replica, the
+    directory it moves to ("any" where it stays)."""
+    targets: dict[tuple[str, int], dict[int, str]] = {}
+    for r in moves.itertuples():
+        targets.setdefault((str(r.topic), int(r.partition)), {})[int(r.broker_id)] = str(r.target_dir)
+    return dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": partition, "replicas": list(replicas[(topic, partition)]),
+         "log_dirs": [dirs.get(b, "any") for b in replicas[(topic, partition)]]}
+        for (topic, partition), dirs in sorted(targets.items())]})

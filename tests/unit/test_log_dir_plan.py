@@ -1,0 +1,69 @@
+"""remove-disks' plan: every replica of a removed log dir to another dir of its broker, largest first to the dir
+with the most room; a removed, cordoned or offline dir takes none; a replica no dir has room for stays, named; an
+unknown dir is a request error naming the broker's dirs; Kafka's reassignment JSON with log_dirs."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from kafka_rebalancer.model.schemas import LOG_DIRS, REPLICA_LOG_DIRS
+from kafka_rebalancer.operations.request import RequestError, make_request
+from kafka_rebalancer.plan.log_dir_plan import log_dir_document, removal_plan
+from kafka_rebalancer.plan.promises import log_dir_promises
+
+
+def dirs(*rows: tuple[int, str, int | None, int, bool]) -> pd.DataFrame:
+    """(broker, path, capacity, used, cordoned)"""
+    return pd.DataFrame([{"broker_id": b, "log_dir": d, "capacity_bytes": c, "capacity_source": "capacity file",
+                          "used_bytes": u, "volume_total_bytes": 10_000, "volume_usable_bytes": 5_000,
+                          "cordoned": cordoned, "offline": False} for b, d, c, u, cordoned in rows],
+                        columns=LOG_DIRS.names)
+
+
+def replicas(*rows: tuple[str, int, int, str, int]) -> pd.DataFrame:
+    return pd.DataFrame([{"topic": t, "partition": p, "broker_id": b, "log_dir": d, "size_bytes": s,
+                          "future_log_dir": None} for t, p, b, d, s in rows], columns=REPLICA_LOG_DIRS.names)
+
+
+def test_largest_first_to_the_dir_with_most_room_and_what_fits_nowhere_stays() -> None:
+    log_dirs = dirs((1, "/a", 1000, 900, False), (1, "/b", 1000, 400, False), (1, "/c", 1000, 500, False),
+                    (1, "/d", 1000, 0, True), (2, "/a", 1000, 100, False), (2, "/b", 1000, 0, False))
+    on_dirs = replicas(("t", 0, 1, "/a", 500), ("t", 1, 1, "/a", 300), ("t", 2, 1, "/a", 100), ("u", 0, 1, "/b", 5),
+                       ("t", 0, 2, "/a", 100))
+    plan = removal_plan(log_dirs, on_dirs, {(1, "/a")}, {"t": "pool", "u": "pool"})
+    # /b has 600 free, /c 500, /d is cordoned: 500 -> /b (100 left), 300 -> /c (200 left), 100 -> /c.
+    assert plan.moves[["topic", "partition", "broker_id", "source_dir", "target_dir"]].values.tolist() == [
+        ["t", 0, 1, "/a", "/b"], ["t", 1, 1, "/a", "/c"], ["t", 2, 1, "/a", "/c"]]
+    assert set(plan.moves["broker_pool"]) == {"pool"} and plan.stranded == []
+    tight = removal_plan(dirs((1, "/a", 1000, 900, False), (1, "/b", 1000, 800, False)),
+                         replicas(("t", 0, 1, "/a", 500)), {(1, "/a")}, {"t": "pool"})
+    assert tight.moves.empty and tight.stranded == [
+        "t-0 on broker 1 (500 bytes in /a): the most room in another log dir is 200 bytes (/b)"]
+    document = json.loads(log_dir_document(plan.moves, {("t", 0): [2, 1], ("t", 1): [1], ("t", 2): [1, 3]}))
+    assert document["partitions"][0] == {"topic": "t", "partition": 0, "replicas": [2, 1], "log_dirs": ["any", "/b"]}
+
+
+def test_an_unknown_directory_names_the_brokers_directories_and_the_request_checks_its_form() -> None:
+    with pytest.raises(RequestError, match=r"2:/x is not a log dir of broker 2 \(its log dirs: /a, /b\)"):
+        removal_plan(dirs((2, "/a", 1000, 0, False), (2, "/b", 1000, 0, False)), replicas(), {(2, "/x")}, {})
+    from kafka_rebalancer.config import RebalancerConfig
+
+    config = RebalancerConfig.model_validate({"cluster": {"name": "c"}, "pools": {"p": {"brokers": [1, 2]}}})
+    with pytest.raises(RequestError, match=r"'log_dirs': 'b:/a': expected broker:path"):
+        make_request(config, action="remove-disks", log_dirs=["b:/a"], reason="disk")
+    request = make_request(config, action="remove-disks", log_dirs=["2:/a", "1:/b"], reason="disk")
+    assert request.scope.removed_log_dirs == {(2, "/a"), (1, "/b")} and request.scope.pools == frozenset()
+
+
+def test_the_promise_holds_when_the_removed_directory_is_empty_and_excuses_what_the_plan_could_not_move() -> None:
+    from kafka_rebalancer.config import RebalancerConfig
+
+    config = RebalancerConfig.model_validate({"cluster": {"name": "c"}, "pools": {"p": {"brokers": [1, 2]}}})
+    request = make_request(config, action="remove-disks", log_dirs=["1:/a", "2:/a"], reason="disk")
+    after = replicas(("t", 0, 1, "/b", 5), ("t", 1, 1, "/a", 5), ("t", 2, 1, "/a", 5))
+    rows = log_dir_promises(request, after, [("t", 1, 1), ("t", 0, 1)])
+    verdicts = {(r.broker_id, r.partition if pd.notna(r.partition) else None): r.verdict for r in rows.itertuples()}
+    assert verdicts == {(1, 1): "broken", (1, 2): "cannot", (2, None): "kept"}
