@@ -90,6 +90,12 @@ class FakeCluster:
         for t, value in topic_replicas.items():
             self.topic_throttle.pop(t, None) if value is None else self.topic_throttle.__setitem__(t, value)
 
+    def throttle_configs(self, broker_ids: Iterable[int], topics: Iterable[str]) -> dict[str, dict[str, str]]:
+        """As the brokers report them: applied at once."""
+        return {**{f"broker {b}": {"rate": str(self.broker_throttle[b])} for b in broker_ids
+                   if b in self.broker_throttle},
+                **{f"topic {t}": {"replicas": str(self.topic_throttle[t])} for t in topics if t in self.topic_throttle}}
+
     def describe_log_dirs(self, broker_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
         return {b: {"replicas": {k: self.copied.get(k, 0) for k, target in self.ongoing.items()
                                  if b in set(target) - set(self.replicas[k])}} for b in broker_ids}
@@ -332,6 +338,30 @@ def test_throttle_is_set_while_moving_and_removed_after_and_on_failure(
     with pytest.raises(ExecutionError, match="not complete after"):
         execute_pool(config, cluster, run, "a", throttle_bytes_per_s=777, sleep=sleep, clock=clock)
     assert cluster.throttle_calls == 2 and cluster.broker_throttle == {} and cluster.topic_throttle == {}
+
+
+def test_no_move_starts_before_every_broker_and_topic_reports_the_throttle(
+        config_factory: Callable[..., Any], tmp_path: Path) -> None:
+    config = config_factory(CONFIG | {"execution": CONFIG["execution"] | {"throttle_bytes_per_s": 5000}})
+    run = prepared_run(config, tmp_path)
+    cluster = FakeCluster({(t, p): old for t, p, old, _ in MOVES})
+    reported = FakeCluster.throttle_configs
+    reads: list[int] = []
+
+    def lagging(self: FakeCluster, broker_ids: Any, topics: Any) -> dict:
+        reads.append(len(self.altered))
+        return {} if len(reads) < 3 else reported(self, broker_ids, topics)  # applied by the third read
+
+    cluster.throttle_configs = lagging.__get__(cluster)  # type: ignore[method-assign]
+    sleep, clock = no_sleep()
+    execute_pool(config, cluster, run, "a", sleep=sleep, clock=clock)
+    assert reads == [0, 0, 0]  # nothing altered until the throttle was reported
+
+    run = prepared_run(config, tmp_path / "never")
+    cluster = FakeCluster({(t, p): old for t, p, old, _ in MOVES})
+    cluster.throttle_configs = lambda broker_ids, topics: {}  # type: ignore[method-assign]
+    assert execute_pool(config, cluster, run, "a", sleep=sleep, clock=clock)["completed"] == 4
+    assert [a for a, _ in actions(run)].count("throttle_unconfirmed") == 1
 
 
 def test_leadership_changes_go_first_in_batches_of_their_own() -> None:

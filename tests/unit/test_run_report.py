@@ -183,6 +183,9 @@ class FakeCluster:
                         topic_replicas: Mapping[str, tuple[str, str] | None]) -> None:
         pass
 
+    def throttle_configs(self, broker_ids: Iterable[int], topics: Iterable[str]) -> dict[str, dict[str, str]]:
+        return {**{f"broker {b}": {} for b in broker_ids}, **{f"topic {t}": {} for t in topics}}
+
 
 def fake_time() -> dict[str, Callable[..., Any]]:
     now = [0.0]

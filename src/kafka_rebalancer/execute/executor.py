@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 
 CANCEL_MARKER = "cancel_requested.json"
 COPIED_EVERY_S = 5.0
+THROTTLE_APPLIED_WAIT_S = 10.0
 
 
 def _names(keys: Iterable[Key]) -> list[str]:
@@ -121,6 +122,7 @@ class _PoolExecution:
             self.cluster.alter_throttles(*self.throttle.set_configs())
             self.xlog.append("throttle_set", rate_bytes_per_s=self.throttle.rate_bytes_per_s,
                              brokers=sorted(self.throttle.brokers), topics=sorted(self.throttle.topic_replicas))
+            self._await_throttle()
         try:
             self._loop(pending, in_flight)
             self._move_log_dirs()
@@ -129,6 +131,26 @@ class _PoolExecution:
             raise
         clear_throttle(self.cluster, self.throttle, self.xlog, raise_errors=True)
         return self._finish()
+
+    def _await_throttle(self) -> None:
+        """Kafka acknowledges a config change before the brokers apply it (up to 0.1 s on the local cluster), and a
+        move started meanwhile copies unthrottled: wait, bounded, until every broker and topic reports it."""
+        expected = {f"broker {b}" for b in self.throttle.brokers} | {f"topic {t}" for t in self.throttle.topic_replicas}
+        deadline = self.clock() + THROTTLE_APPLIED_WAIT_S
+        while True:
+            try:
+                missing = expected - set(self.cluster.throttle_configs(self.throttle.brokers,
+                                                                       self.throttle.topic_replicas))
+            except Exception as exc:  # noqa: BLE001  # the moves go on throttled soon after either way
+                self._read_failed(exc)
+                return
+            if not missing or self.clock() >= deadline:
+                if missing:
+                    self.xlog.append("throttle_unconfirmed", missing=sorted(missing))
+                    log.warning("%s: the throttle is not reported by %s after %.0fs; starting all the same", self.pool,
+                                sorted(missing), THROTTLE_APPLIED_WAIT_S)
+                return
+            self.sleep(min(0.1, self.limits.poll_interval_s))
 
     def _loop(self, pending: list[PartitionMove], in_flight: dict[Key, float]) -> None:
         while pending or in_flight:
