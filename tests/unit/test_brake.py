@@ -13,7 +13,8 @@ import pytest
 
 from kafka_rebalancer.cli import main
 from kafka_rebalancer.errors import RunFolderError, ValidationFailed
-from kafka_rebalancer.execute.executor import cancel_pool, execute_pool
+from kafka_rebalancer.execute.cancel import cancel_pool
+from kafka_rebalancer.execute.executor import execute_pool
 from kafka_rebalancer.execute.log import ExecutionLog
 from kafka_rebalancer.execute.moves import run_pools
 from kafka_rebalancer.run_folder import RunFolder

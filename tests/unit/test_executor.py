@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from kafka_rebalancer.errors import ExecutionCancelled, ExecutionError, RunFolderError, ValidationFailed
-from kafka_rebalancer.execute.executor import cancel_pool, execute_pool
+from kafka_rebalancer.execute.cancel import cancel_pool
+from kafka_rebalancer.execute.executor import execute_pool
 from kafka_rebalancer.execute.lock import pool_lock
 from kafka_rebalancer.execute.log import ExecutionLog
 from kafka_rebalancer.execute.moves import Limits, PartitionMove, bottleneck_first, order_moves, pick_batch

@@ -17,7 +17,8 @@ import pytest
 from kafka_rebalancer.approve.approval import write_decision
 from kafka_rebalancer.config import RebalancerConfig, load_config
 from kafka_rebalancer.errors import ExecutionError, ValidationFailed
-from kafka_rebalancer.execute.executor import cancel_pool, dry_run_pool, execute_pool
+from kafka_rebalancer.execute.cancel import cancel_pool
+from kafka_rebalancer.execute.executor import dry_run_pool, execute_pool
 from kafka_rebalancer.kafka_admin import PartitionInfo
 from kafka_rebalancer.model import schemas
 from kafka_rebalancer.model.reassignment import dumps, parse_reassignment, plan_hash, reassignment_document

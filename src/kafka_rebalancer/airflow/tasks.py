@@ -197,7 +197,7 @@ def report_task(context: Any) -> str | None:
 def cancel_task(context: Any) -> dict[str, Any]:
     """Cancel the executions of one run (params run_id, broker_pool) and clear their throttles; without a
     run_id, of every run whose reassignments are in flight. Whatever changed in the config since the plan."""
-    from kafka_rebalancer.execute.executor import run_cancel
+    from kafka_rebalancer.execute.cancel import run_cancel
     from kafka_rebalancer.execute.moves import run_pools
     from kafka_rebalancer.kafka_admin import ClusterAdmin
     from kafka_rebalancer.runs import existing_run, runs_to_cancel

@@ -344,7 +344,7 @@ def _review(args: argparse.Namespace, config: RebalancerConfig) -> int:
 def _cancel(args: argparse.Namespace, config: RebalancerConfig) -> int:
     """The brake: the given run, else every run whose reassignments are in flight (else the run that executed
     last, for its throttles). Depends on nothing but the run folder and the cluster."""
-    from kafka_rebalancer.execute.executor import run_cancel
+    from kafka_rebalancer.execute.cancel import run_cancel
     from kafka_rebalancer.execute.moves import run_pools
     from kafka_rebalancer.kafka_admin import ClusterAdmin
     from kafka_rebalancer.runs import existing_run, runs_to_cancel

@@ -1,4 +1,5 @@
-"""The admin calls the executor needs: ClusterAdmin in production, a fake in unit tests."""
+"""The admin calls the executor needs (ClusterAdmin in production, a fake in unit tests), and reading partitions
+through them."""
 
 from __future__ import annotations
 
@@ -23,3 +24,13 @@ class Cluster(Protocol):
     def throttle_configs(self, broker_ids: Iterable[int], topics: Iterable[str]) -> dict[str, dict[str, str]]: ...
     def alter_throttles(self, broker_rate: Mapping[int, int | tuple[int, int] | None],
                         topic_replicas: Mapping[str, tuple[str, str] | None]) -> None: ...
+
+
+def names(keys: Iterable[Key]) -> list[str]:
+    return [f"{t}-{p}" for t, p in sorted(keys)]
+
+
+def describe(cluster: Cluster, keys: Iterable[Key]) -> dict[Key, PartitionInfo]:
+    keys = set(keys)
+    infos = cluster.describe_partitions(sorted({t for t, _ in keys}))
+    return {(i.topic, i.partition): i for i in infos if (i.topic, i.partition) in keys}

@@ -18,19 +18,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import ExecutionCancelled, ExecutionError
-from kafka_rebalancer.execute.cluster import Cluster
+from kafka_rebalancer.execute.cluster import Cluster, describe, names
 from kafka_rebalancer.execute.load_control import LoadControl, prometheus_loads
 from kafka_rebalancer.execute.lock import pool_lock
 from kafka_rebalancer.execute.log import ExecutionLog
-from kafka_rebalancer.execute.log_dir_moves import LogDirExecution, LogDirLimits, cancel_log_dir_moves
+from kafka_rebalancer.execute.log_dir_moves import LogDirExecution, LogDirLimits
 from kafka_rebalancer.execute.moves import (
     Limits,
     PartitionMove,
@@ -41,7 +40,6 @@ from kafka_rebalancer.execute.moves import (
     order_moves,
     out_of_sync_reason,
     pick_batch,
-    read_pool_plan,
     reassignment_target,
     replaced_brokers,
 )
@@ -50,9 +48,9 @@ from kafka_rebalancer.execute.stall import StallWatch, copied_bytes
 from kafka_rebalancer.execute.throttle import Throttle, throttle_for
 from kafka_rebalancer.execute.throttle_tuner import ThrottleTuner
 from kafka_rebalancer.kafka_admin import PartitionInfo
-from kafka_rebalancer.model.reassignment import Key, leadership_only
+from kafka_rebalancer.model.reassignment import Key
 from kafka_rebalancer.operations.request import read_request
-from kafka_rebalancer.run_folder import EXECUTE, PLAN, RunFolder, read_json, write_json
+from kafka_rebalancer.run_folder import EXECUTE, RunFolder, read_json, write_json
 from kafka_rebalancer.snapshot.evacuation import leaving_brokers
 
 log = logging.getLogger(__name__)
@@ -60,10 +58,6 @@ log = logging.getLogger(__name__)
 CANCEL_MARKER = "cancel_requested.json"
 COPIED_EVERY_S = 5.0
 THROTTLE_APPLIED_WAIT_S = 10.0
-
-
-def _names(keys: Iterable[Key]) -> list[str]:
-    return [f"{t}-{p}" for t, p in sorted(keys)]
 
 
 class _PoolExecution:
@@ -107,10 +101,10 @@ class _PoolExecution:
         foreign = sorted(set(ongoing) - ours - siblings)
         if foreign:
             raise ExecutionError(f"refusing to start: {len(foreign)} reassignment(s) in progress that this run did "
-                                 f"not start, e.g. {_names(foreign[:10])}; wait for them or cancel them")
+                                 f"not start, e.g. {names(foreign[:10])}; wait for them or cancel them")
         state = self.xlog.state()
         self.xlog.append("execute_started", moves=len(self.plan.moves), resumed=bool(state.last),
-                         adopted=_names(ours), order=self.order)
+                         adopted=names(ours), order=self.order)
         pending = [m for m in order_moves(self.plan.moves, self.order, self.plan.disk_utilisation)
                    if state.action(m.key) not in ("completed", "skipped") and m.key not in ours]
         in_flight = {k: self.clock() for k in ours}  # adopted moves get a fresh timeout
@@ -188,16 +182,16 @@ class _PoolExecution:
     def _check_run_timeout(self, pending: list[PartitionMove], in_flight: dict[Key, float]) -> None:
         elapsed = self.clock() - self.started_at
         if elapsed > self.limits.run_timeout_s:
-            self.xlog.append("run_timeout", in_flight=_names(in_flight), pending=len(pending),
-                             timeout_s=self.limits.run_timeout_s, stalled=_names(self.stalls.stalled))
+            self.xlog.append("run_timeout", in_flight=names(in_flight), pending=len(pending),
+                             timeout_s=self.limits.run_timeout_s, stalled=names(self.stalls.stalled))
             raise ExecutionError(f"{self.pool}: run timeout of {self.limits.run_timeout_s:.0f}s reached with "
-                                 f"{len(in_flight)} move(s) in flight {_names(in_flight)}{self._stalled_text()} and "
+                                 f"{len(in_flight)} move(s) in flight {names(in_flight)}{self._stalled_text()} and "
                                  f"{len(pending)} not started; a rerun continues, `kafka-rebalancer cancel` reverts "
                                  "the in-flight ones")
 
     def _poll(self, pending: list[PartitionMove], in_flight: dict[Key, float]) -> None:
         ongoing = self.cluster.list_reassignments()
-        current = _describe(self.cluster, in_flight)
+        current = describe(self.cluster, in_flight)
         for key in list(in_flight):
             move, info = self.by_key[key], current.get(key)
             if key in ongoing:
@@ -258,16 +252,16 @@ class _PoolExecution:
                 self._read_failed(exc)
 
     def _stalled_text(self) -> str:
-        return f"; stalled (no bytes copied for {self.stalls.stall_after_s:.0f}s): {_names(self.stalls.stalled)}" \
+        return f"; stalled (no bytes copied for {self.stalls.stall_after_s:.0f}s): {names(self.stalls.stalled)}" \
             if self.stalls.stalled else ""
 
     def _check_stuck(self, in_flight: dict[Key, float]) -> None:
         stuck = [k for k, since in in_flight.items() if self.clock() - since > self.limits.move_timeout_s]
         if stuck:
-            self.xlog.append("timeout", stuck=_names(stuck), timeout_s=self.limits.move_timeout_s,
-                             stalled=_names(self.stalls.stalled))
+            self.xlog.append("timeout", stuck=names(stuck), timeout_s=self.limits.move_timeout_s,
+                             stalled=names(self.stalls.stalled))
             raise ExecutionError(f"{self.pool}: {len(stuck)} move(s) not complete after "
-                                 f"{self.limits.move_timeout_s:.0f}s: {_names(stuck)}{self._stalled_text()}; a rerun "
+                                 f"{self.limits.move_timeout_s:.0f}s: {names(stuck)}{self._stalled_text()}; a rerun "
                                  "continues from the execution log, `kafka-rebalancer cancel` reverts them")
 
     def _pool_healthy(self) -> bool:
@@ -292,13 +286,13 @@ class _PoolExecution:
             return True
         if self.urp_since is None:
             self.urp_since = self.clock()
-            self.xlog.append("waiting_for_isr", under_replicated=_names(urps)[:50], count=len(urps))
+            self.xlog.append("waiting_for_isr", under_replicated=names(urps)[:50], count=len(urps))
             log.warning("%s: waiting, %d under-replicated partition(s) in the pool: %s", self.pool, len(urps),
-                        _names(urps)[:10])
+                        names(urps)[:10])
         if self.clock() - self.urp_since > self.limits.urp_wait_timeout_s:
-            self.xlog.append("isr_wait_timeout", under_replicated=_names(urps)[:50], count=len(urps))
+            self.xlog.append("isr_wait_timeout", under_replicated=names(urps)[:50], count=len(urps))
             raise ExecutionError(f"{self.pool}: {len(urps)} partition(s) under-replicated for more than "
-                                 f"{self.limits.urp_wait_timeout_s:.0f}s, no new moves started: {_names(urps)[:20]}")
+                                 f"{self.limits.urp_wait_timeout_s:.0f}s, no new moves started: {names(urps)[:20]}")
         return False
 
     def _replaced_brokers(self) -> frozenset[int]:
@@ -309,7 +303,7 @@ class _PoolExecution:
         if ignored and replaced != self.replaced_noted:
             self.replaced_noted = replaced
             self.xlog.append("under_replicated_by_replaced_brokers", brokers=sorted(replaced), count=len(ignored),
-                             partitions=_names(ignored)[:50])
+                             partitions=names(ignored)[:50])
 
     def _start(self, batch: list[PartitionMove], pending: list[PartitionMove], in_flight: dict[Key, float]) -> None:
         current, reasons = _start_check(self.cluster, batch, self.drained)
@@ -426,81 +420,6 @@ def _execute_locked(config: RebalancerConfig, cluster: Cluster, run: RunFolder, 
     return result
 
 
-def cancel_pool(config: RebalancerConfig, cluster: Cluster, run: RunFolder, pool: str, *, wait_s: float = 60.0,
-                sleep: Callable[[float], None] = time.sleep,
-                clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
-    """Stop the pool's execution: mark it cancelled (a running executor starts nothing more and exits), cancel
-    its reassignments in progress (Kafka then keeps the original replicas), clear the throttles, record it.
-
-    The brake never depends on the plan still matching the config: it stops what the run folder's plan started,
-    under the hash the plan was made with, whatever changed since."""
-    out_dir = run.stage_path(f"{EXECUTE}/{pool}")
-    if not run.has(PLAN):  # nothing of this run can be executing; the marker still stops a later start
-        xlog = ExecutionLog(out_dir / "execution_log.jsonl", pool, "")
-        write_json(out_dir / CANCEL_MARKER, {"requested_at": datetime.now(UTC).isoformat(timespec="seconds")})
-        xlog.append("cancel_requested", note="the run has no plan")
-        return {"pool": pool, "plan_hash": None, "cancelled": [], "refused": {}, "still_in_progress": [],
-                "order_restored": [], "throttles_cleared": True, "note": "the run has no plan: nothing started"}
-    plan = read_pool_plan(run, pool, read_json(run.stage_path(PLAN) / "summary.json")["plan_hash"])
-    xlog = ExecutionLog(out_dir / "execution_log.jsonl", pool, plan.digest)
-    write_json(out_dir / CANCEL_MARKER, {"requested_at": datetime.now(UTC).isoformat(timespec="seconds")})
-    xlog.append("cancel_requested")
-    by_key = {m.key: m for m in plan.moves}
-    cancelled: set[Key] = set()
-    refused: dict[Key, str] = {}
-    deadline = clock() + wait_s
-    while True:
-        # Repeated: an executor may have started a batch just before it saw the marker.
-        ongoing = cluster.list_reassignments()
-        ours = {k for k, s in ongoing.items() if k in by_key and reassignment_target(s) == set(by_key[k].new)}
-        if not ours or clock() > deadline:
-            break
-        errors = cluster.alter_reassignments({k: None for k in ours})
-        refused.update(errors)
-        for key in sorted(ours - set(errors)):
-            if key not in cancelled:
-                xlog.append("cancelled", key, old=list(by_key[key].old), new=list(by_key[key].new))
-            cancelled.add(key)
-        sleep(config.execution.poll_interval_s)
-    reordered = _restore_replica_order(cluster, [by_key[k] for k in sorted(cancelled)], xlog,
-                                       config.execution.poll_interval_s, deadline, sleep, clock)
-    # Whatever rate was used (config or a DAG param), these are the configs an execution of the plan sets. A
-    # broker that is down cannot have its config changed: the cancel still stands, the result says so.
-    cleared = clear_throttle(cluster, throttle_for(plan.moves, None), xlog, raise_errors=False)
-    back = cancel_log_dir_moves(cluster, plan.log_dir_moves, xlog.append) if plan.log_dir_moves else 0
-    result = {"pool": pool, "plan_hash": plan.digest, "cancelled": _names(cancelled), "log_dir_moves_back": back,
-              "refused": {f"{t}-{p}": e for (t, p), e in refused.items()}, "still_in_progress": _names(ours),
-              "order_restored": reordered, "throttles_cleared": cleared}
-    xlog.append("cancel_finished", cancelled=len(cancelled), still_in_progress=result["still_in_progress"])
-    write_json(out_dir / "cancel.json", result)
-    log.info("%s: cancelled %d reassignment(s); throttles %s", pool, len(cancelled),
-             "cleared" if cleared else "NOT all cleared (see the log above)")
-    return result
-
-
-def _restore_replica_order(cluster: Cluster, moves: list[PartitionMove], xlog: ExecutionLog, poll_s: float,
-                           deadline: float, sleep: Callable[[float], None], clock: Callable[[], float]) -> list[str]:
-    """A cancelled reassignment leaves the original replica set in the reassignment's order, so the preferred
-    leader may have changed; put the original order back (a leadership-only change, nothing is copied)."""
-    current = _describe(cluster, [m.key for m in moves])
-    reorder = {m.key: list(m.old) for m in moves if (info := current.get(m.key)) is not None
-               and leadership_only(info.replicas, m.old)}
-    if not reorder:
-        return []
-    cluster.alter_reassignments(reorder)
-    while set(cluster.list_reassignments()) & set(reorder) and clock() < deadline:
-        sleep(poll_s)
-    cluster.elect_preferred_leaders(list(reorder))
-    xlog.append("order_restored", partitions=_names(reorder))
-    return _names(reorder)
-
-
-def _describe(cluster: Cluster, keys: Iterable[Key]) -> dict[Key, PartitionInfo]:
-    keys = set(keys)
-    infos = cluster.describe_partitions(sorted({t for t, _ in keys}))
-    return {(i.topic, i.partition): i for i in infos if (i.topic, i.partition) in keys}
-
-
 def _on_live_brokers(throttle: Throttle, cluster: Cluster) -> Throttle:
     """The throttle without the rate on dead brokers (a drain of a dead broker): a broker's config change goes to
     that broker, so it would fail, and a dead broker copies nothing."""
@@ -511,7 +430,7 @@ def _start_check(cluster: Cluster, moves: list[PartitionMove],
                  drained: frozenset[int]) -> tuple[dict[Key, PartitionInfo], dict[Key, str | None]]:
     """The moves' partitions now, and why each must not start (None: it may). The live brokers and the topics'
     min.insync.replicas are read only when a partition is short of in-sync replicas."""
-    current = _describe(cluster, [m.key for m in moves])
+    current = describe(cluster, [m.key for m in moves])
     reasons = {m.key: _drift_reason(m, current.get(m.key)) for m in moves}
     short = [m for m in moves if reasons[m.key] is None and len(current[m.key].isr) < len(current[m.key].replicas)]
     if short:
@@ -585,24 +504,3 @@ def run_execute(config: RebalancerConfig, connection: Any, run: RunFolder, pool:
                 cordon_removed_log_dirs(admin, run, xlog)
         return _execute_locked(config, admin, run, pool, throttle_bytes_per_s, resume_cancelled, time.sleep,
                                time.monotonic)
-
-
-def run_cancel(config: RebalancerConfig, connection: Any, run: RunFolder, pool: str) -> dict[str, Any]:
-    """Cancel one pool's execution on the cluster behind `connection`; its run's files are read as they are, even
-    if changed since they were written (a warning): the brake must work."""
-    from kafka_rebalancer.execute.cordon import uncordon_drained
-    from kafka_rebalancer.kafka_admin import ClusterAdmin
-
-    run = RunFolder(run.path, strict=False)
-    with ClusterAdmin(connection) as admin:
-        admin.check_reachable()
-        result = cancel_pool(config, admin, run, pool)
-        xlog = ExecutionLog(run.stage_path(f"{EXECUTE}/{pool}") / "execution_log.jsonl", pool,
-                            result["plan_hash"] or "")
-        try:
-            result["uncordoned"] = uncordon_drained(admin, run, xlog)
-        except Exception as exc:  # noqa: BLE001  # the moves are stopped already: a failed uncordon must not hide it
-            xlog.append("uncordon_failed", error=str(exc))
-            log.error("%s: cancelled, but uncordoning the drained brokers failed (%s); they stay cordoned", pool, exc)
-            result["uncordoned"] = []
-        return result
