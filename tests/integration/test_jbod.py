@@ -258,3 +258,37 @@ def test_remove_disks_empties_a_directory_under_live_traffic_and_cordons_it(jbod
     assert summary["removed"] == [f"2:{removed}"] and summary["moves"] >= 1 and summary["stranded"] == []
     verified = json.loads((run / "verify" / "summary.json").read_text())
     assert verified["promises_kept"], verified["promises"]
+
+
+def test_rebalance_pool_balances_an_overfull_directory_inside_its_broker(jbod_cluster: Any, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    state = jbod_cluster.load()
+    bootstrap = state.bootstrap_servers
+    _topic_with_data(bootstrap, "jbod-overfull", [[3, 1], [3, 2], [1, 3], [2, 3]], 4)
+    broker_3 = next(n for n in state.brokers if n.node_id == 3)
+    small, large = (str(d) for d in jbod_cluster.log_dirs(broker_3, state))  # 1 GiB and 3 GiB in the capacity file
+    with ClusterAdmin(KafkaConnection(bootstrap)) as admin:
+        on_3 = admin.describe_log_dirs([3])[3]["replica_dirs"]
+        admin.alter_replica_log_dirs({(t, p, 3): small for t, p in on_3})  # every replica of broker 3 in one dir
+        wait_until(lambda: set(admin.describe_log_dirs([3])[3]["replica_dirs"].values()) == {small}, 60,
+                   "broker 3's replicas all in its small directory")
+    config_path = demo_config(
+        tmp_path, cluster={"name": "jbod", "bootstrap_servers": bootstrap}, pools={"all": {"brokers": [1, 2, 3]}},
+        topic_pools=[{"topics": "*", "pool": "all"}], execution={"poll_interval_s": 0.5},
+        resources={"disk": {"threshold": 1.10}}, priority=["disk"],
+        capacity={"cruise_control_file": str(_capacity_file(tmp_path / "capacity.json", jbod_cluster))})
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "kafka-rebalancer"), "rebalance-pool", "--config", str(config_path),
+         "--pool", "all", "--apply", "--yes"], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    run = Path(re.search(r"Artifacts: `([^`]+)`", result.stdout).group(1))  # type: ignore[union-attr]
+    planned = json.loads((run / "plan" / "summary.json").read_text())["log_dir_moves"]
+    assert planned["moves"] >= 1 and planned["why"] == "each broker's log dirs into their band"
+    with ClusterAdmin(KafkaConnection(bootstrap)) as admin:
+        dirs = admin.describe_log_dirs([3])[3]["dirs"]
+    capacity = {small: 1024 * MIB, large: 3072 * MIB}
+    mean = sum(dirs[d]["used_bytes"] for d in capacity) / sum(capacity.values())
+    usage = {d: dirs[d]["used_bytes"] / capacity[d] for d in capacity}
+    assert all(mean * 0.9 <= u <= mean * 1.1 for u in usage.values()), (usage, mean)

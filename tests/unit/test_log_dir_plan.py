@@ -11,7 +11,7 @@ import pytest
 
 from kafka_rebalancer.model.schemas import LOG_DIRS, REPLICA_LOG_DIRS
 from kafka_rebalancer.operations.request import RequestError, make_request
-from kafka_rebalancer.plan.log_dir_plan import log_dir_document, removal_plan
+from kafka_rebalancer.plan.log_dir_plan import balance_plan, log_dir_document, removal_plan
 from kafka_rebalancer.plan.promises import log_dir_promises
 
 
@@ -67,3 +67,17 @@ def test_the_promise_holds_when_the_removed_directory_is_empty_and_excuses_what_
     rows = log_dir_promises(request, after, [("t", 1, 1), ("t", 0, 1)])
     verdicts = {(r.broker_id, r.partition if pd.notna(r.partition) else None): r.verdict for r in rows.itertuples()}
     assert verdicts == {(1, 1): "broken", (1, 2): "cannot", (2, None): "kept"}
+
+
+def test_a_brokers_directories_are_balanced_inside_it_leaving_its_leaving_replicas_and_other_brokers_alone() -> None:
+    log_dirs = dirs((1, "/a", 1000, 700, False), (1, "/b", 1000, 100, False),
+                    (2, "/a", 1000, 700, False), (2, "/b", 1000, 100, False),  # broker 2 is not planned
+                    (3, "/a", 1000, 700, False), (3, "/b", 1000, 100, True))  # a cordoned dir: left alone
+    on_dirs = replicas(("t", 0, 1, "/a", 400), ("t", 1, 1, "/a", 200), ("t", 2, 1, "/a", 100), ("t", 3, 1, "/b", 100),
+                       ("t", 0, 2, "/a", 700), ("t", 0, 3, "/a", 700))
+    plan = balance_plan(log_dirs, on_dirs, [1, 3], 1.10, 0.9, leaving=[("t", 0, 1)], topic_pool={"t": "p"})
+    # Broker 1 without t-0, which leaves it: /a 300, /b 100, mean 20 %, band [18, 22] %, target [18.2, 21.8] %:
+    # /a may give 118 bytes and /b take 118: t-2 (100), not t-1 (200). Both end at 20 %.
+    assert plan.moves[["partition", "broker_id", "source_dir", "target_dir"]].values.tolist() == [
+        [2, 1, "/a", "/b"]]
+    assert balance_plan(log_dirs, on_dirs, [1], 3.0, 0.9, leaving=[], topic_pool={}).moves.empty  # within ±200 %

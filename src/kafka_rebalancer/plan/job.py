@@ -66,7 +66,7 @@ from kafka_rebalancer.plan.changes import (
     trim_to_budgets,
     with_load_changes,
 )
-from kafka_rebalancer.plan.log_dir_plan import LogDirPlan, log_dir_document, removal_plan
+from kafka_rebalancer.plan.log_dir_plan import LogDirPlan, balance_plan, log_dir_document, removal_plan
 from kafka_rebalancer.plan.planner_input import DriverInput, PlannerInput, spark_input
 from kafka_rebalancer.plan.recheck import (
     Recheck,
@@ -345,20 +345,36 @@ def _changes(job: _Job, inputs: _Inputs, planned: _Planned) -> _Changes:
         claim_source = "the plan's moves replayed"
     plan_text = dumps(reassignment_document(changes))
     rollback_text = dumps(reassignment_document(changes, "old_replicas"))
-    log_dirs, log_dir_text = _log_dir_plan(job.scope, snapshot_tables)
+    log_dirs, log_dir_text = _log_dir_plan(job, snapshot_tables, inputs.brokers_pdf, changes)
     digest = plan_hash(plan_text, inputs.manifest["content_hash"], job.config.fingerprint(), log_dir_text)
     job.progress(f"{len(changes)} partitions change" + (
         f"; {len(log_dirs.moves)} replicas move between log dirs" if log_dirs is not None else ""))
     return _Changes(changes, after_pdf, claim_source, plan_text, rollback_text, digest, log_dirs, log_dir_text)
 
 
-def _log_dir_plan(scope: PlanningScope, tables: Any) -> tuple[LogDirPlan | None, str | None]:
-    """remove-disks: the moves emptying the directories onto their brokers' others, and their document."""
-    if not scope.removed_log_dirs:
+def _log_dir_plan(job: _Job, tables: Any, brokers_pdf: pd.DataFrame,
+                  changes: pd.DataFrame) -> tuple[LogDirPlan | None, str | None]:
+    """Moves between a broker's log directories (JBOD), and their document: remove-disks empties directories onto
+    their brokers' others; the nightly run and rebalance-pool, balancing disk, put each planned broker's directories
+    in a band of their own (none where a broker has one directory: the plan and its hash are then as without
+    JBOD)."""
+    scope, partitions = job.scope, tables.partitions
+    topic_pool = dict(zip(partitions["topic"], partitions["topic_pool"], strict=True))
+    if scope.removed_log_dirs:
+        planned = removal_plan(tables.log_dirs, tables.replica_log_dirs, scope.removed_log_dirs, topic_pool)
+    elif (job.request is None or job.request.action == "rebalance-pool") and "disk" in job.config.resources:
+        disk = job.config.resources["disk"]
+        brokers = brokers_pdf.loc[[isinstance(p, str) and scope.balance_planned(p)
+                                   for p in brokers_pdf["broker_pool"]], "broker_id"]
+        leaving = [(t, int(p), int(b)) for t, p, old, new in zip(changes["topic"], changes["partition"],
+                                                                 changes["old_replicas"], changes["new_replicas"],
+                                                                 strict=True) for b in set(old) - set(new)]
+        planned = balance_plan(tables.log_dirs, tables.replica_log_dirs, brokers.astype(int).tolist(),
+                               disk.threshold, disk.margin, leaving, topic_pool)
+        if planned.moves.empty:
+            return None, None
+    else:
         return None, None
-    partitions = tables.partitions
-    planned = removal_plan(tables.log_dirs, tables.replica_log_dirs, scope.removed_log_dirs,
-                           dict(zip(partitions["topic"], partitions["topic_pool"], strict=True)))
     replicas = {(t, int(p)): [int(b) for b in r] for t, p, r in zip(partitions["topic"], partitions["partition"],
                                                       partitions["replicas"], strict=True)}
     return planned, log_dir_document(planned.moves, replicas)
@@ -394,6 +410,7 @@ def _write_plan(job: _Job, inputs: _Inputs, planned: _Planned, changes: _Changes
             moves_dropped_by_budget=planned.dropped, scope=job.scope)
         if changes.log_dirs is not None:
             summary["log_dir_moves"] = {
+                "why": "remove-disks" if job.scope.removed_log_dirs else "each broker's log dirs into their band",
                 "removed": sorted(f"{b}:{path}" for b, path in job.scope.removed_log_dirs),
                 "moves": len(changes.log_dirs.moves), "bytes": int(changes.log_dirs.moves["size_bytes"].sum()),
                 "stranded": changes.log_dirs.stranded}

@@ -77,3 +77,63 @@ def log_dir_document(moves: pd.DataFrame, replicas: Mapping[tuple[str, int], lis
         {"topic": topic, "partition": partition, "replicas": list(replicas[(topic, partition)]),
          "log_dirs": [dirs.get(b, "any") for b in replicas[(topic, partition)]]}
         for (topic, partition), dirs in sorted(targets.items())]})
+
+
+def balance_plan(log_dirs: pd.DataFrame | None, replica_log_dirs: pd.DataFrame | None, brokers: Iterable[int],
+                 threshold: float, margin: float, leaving: Iterable[tuple[str, int, int]],
+                 topic_pool: Mapping[str, str | None]) -> LogDirPlan:
+    """Each broker's log directories into a band of their own: the broker's disk use over its directories'
+    capacity is the mean `m`, the band `[m(1-f), m(1+f)]` with the disk resource's `f = threshold - 1` (a band per
+    broker, not per pool of equal disks: a broker's directories share its replicas, whatever the other brokers'
+    disks are). A directory outside it gives its replicas to (or takes them from) the broker's directory furthest
+    the other way, the largest replica that does not overshoot the target band `m(1±f·margin)` first; replicas
+    `leaving` their broker in this plan stay out of it. Directories cordoned, offline or of unknown capacity are
+    left alone, and so is their broker."""
+    if log_dirs is None or replica_log_dirs is None:
+        return LogDirPlan(pd.DataFrame(columns=LOG_DIR_MOVES.names), [])
+    gone = set(leaving)
+    rows: list[dict] = []
+    for broker in sorted(set(brokers)):
+        dirs = log_dirs[log_dirs["broker_id"] == broker]
+        if len(dirs) < 2 or dirs["cordoned"].any() or dirs["offline"].any() or dirs["capacity_bytes"].isna().any():
+            continue
+        on_broker = replica_log_dirs[replica_log_dirs["broker_id"] == broker]
+        staying = on_broker[[(str(t), int(p), broker) not in gone
+                             for t, p in zip(on_broker["topic"], on_broker["partition"], strict=True)]]
+        # The directories as the plan leaves them: without the replicas leaving the broker (one arriving lands
+        # where Kafka puts it, which this plan cannot know).
+        used = {str(d): int(staying.loc[staying["log_dir"] == d, "size_bytes"].sum()) for d in dirs["log_dir"]}
+        movable = {d: sorted(((int(s), str(t), int(p)) for t, p, s, f in zip(
+            group["topic"], group["partition"], group["size_bytes"], group["future_log_dir"], strict=True)
+            if pd.isna(f)), reverse=True) for d, group in staying.groupby("log_dir")}
+        rows += _balance_broker(broker, dict(zip(dirs["log_dir"], dirs["capacity_bytes"].astype(int), strict=True)),
+                                used, movable, threshold - 1, (threshold - 1) * margin, topic_pool)
+    moves = pd.DataFrame(rows, columns=LOG_DIR_MOVES.names).sort_values(["topic", "partition", "broker_id"],
+                                                                         kind="mergesort")
+    return LogDirPlan(moves.reset_index(drop=True), [])
+
+
+def _balance_broker(broker: int, capacity: dict[str, int], used: dict[str, int],
+                    movable: dict[str, list[tuple[int, str, int]]], spread: float, target: float,
+                    topic_pool: Mapping[str, str | None]) -> list[dict]:
+    mean = sum(used.values()) / sum(capacity.values())
+    rows: list[dict] = []
+    if not mean:
+        return rows
+    for _ in range(sum(len(v) for v in movable.values())):  # each step moves one replica: at most every one
+        usage = {d: used[d] / capacity[d] for d in capacity}
+        high, low = max(usage, key=lambda d: (usage[d], d)), min(usage, key=lambda d: (usage[d], d))
+        if usage[high] <= mean * (1 + spread) and usage[low] >= mean * (1 - spread):
+            break
+        # Bytes the high dir may give and the low dir may take before either passes the target band's mean side.
+        give = used[high] - mean * (1 - target) * capacity[high]
+        take = mean * (1 + target) * capacity[low] - used[low]
+        fits = [r for r in movable.get(high, []) if r[0] <= min(give, take)]
+        if not fits:
+            break
+        size, topic, partition = fits[0]
+        movable[high].remove(fits[0])
+        used[high], used[low] = used[high] - size, used[low] + size
+        rows.append({"broker_pool": topic_pool.get(topic), "topic": topic, "partition": partition,
+                     "broker_id": broker, "source_dir": high, "target_dir": low, "size_bytes": size})
+    return rows
