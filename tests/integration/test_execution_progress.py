@@ -7,8 +7,9 @@ written by hand), executed for real under a replication throttle:
   and the runs page's status column show where the execution stands, and afterwards the execution log's estimates
   at 25/50/75 % of the bytes predicted the real end and the task log carried the progress line;
 - stall: a move under a throttle of 1 KiB/s, which Kafka lets copy one fetch and then nothing for seconds: the
-  stall is named in the execution log, the move timeout's error and the report's timeline, and the cluster is
-  left clean (the executor clears its throttle, `cancel` stops the reassignment).
+  stall is named in the execution log, the task log, the move timeout's error and the report's timeline; the failed
+  execution is no longer shown in progress, and the cluster is left clean (the executor clears its throttle,
+  `cancel` stops the reassignment).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from kafka_rebalancer.cli import main as cli_main
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import ExecutionError
 from kafka_rebalancer.execute.executor import run_cancel, run_execute
+from kafka_rebalancer.execute.moves import PartitionMove
+from kafka_rebalancer.execute.throttle import throttle_for
 from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
 from kafka_rebalancer.report.overview import list_runs
 from kafka_rebalancer.report.run_report import collect, write_report
@@ -51,8 +54,10 @@ MiB = 2**20
 # of the bytes: the 25/50/75 % points fall on distinct moves). The throttle-bound minimum is 25 s; Kafka copies one
 # partition at about 0.7 of the throttle here, so the moves take about 35 s.
 PARTITIONS, PARTITION_BYTES, THROTTLE, RECEIVER = 5, 20 * MiB, 4 * MiB, 6
-# Stall: the first fetch copies up to a MiB, then the 1 KiB/s quota holds the follower back for about 11 s (the
-# quota's window): a stall of STALL_AFTER_S, ended by the move timeout before the next fetch.
+# Stall: the first fetch copies one record batch (0.75 MiB), then the 1 KiB/s quota holds the follower back for about
+# 11 s (the quota's window): a stall of STALL_AFTER_S, ended by the move timeout before the next fetch. That needs
+# the quotas of brokers 1 (serving) and 3 (receiving) idle for the last 11 s, as they are after the progress test
+# (its copies onto broker 6 served by broker 1 come first); back to back, a stall's first fetch came only at 7 s.
 STALL_BYTES, STALL_THROTTLE, STALL_AFTER_S, STALL_TIMEOUT_S = 8 * MiB, 1024, 3, 8
 # The estimate's predicted finish against the real one: a sane bound (make bench-execute measures the tight figure).
 ESTIMATE_BOUND = 0.5
@@ -109,6 +114,19 @@ def stalling(kafka_cluster: Any, tmp_path: Path) -> Iterator[Planned]:
                            "move_timeout_s": STALL_TIMEOUT_S})
 
 
+def throttle_in_effect(planned: Planned, rate: int) -> None:
+    """Set the throttle the execution will set, and wait until every broker it covers reports it. IncrementalAlter-
+    Configs returns before the brokers apply a config (up to 90 ms later here), and the executor starts its first
+    reassignments right after setting the throttle: a small partition then copies whole, unthrottled (1 run in 8)."""
+    throttle = throttle_for([PartitionMove(t, p, tuple(old), tuple(new), 0) for t, p, old, new in planned.moves], rate)
+    expected = {f"broker {b}" for b in throttle.brokers} | {f"topic {t}" for t in throttle.topic_replicas}
+    with ClusterAdmin(KafkaConnection(planned.bootstrap)) as admin:
+        admin.alter_throttles(*throttle.set_configs())
+        # Each broker answers for its own configs; the topics' were committed before them (alter_throttles' order).
+        wait_until(lambda: set(admin.throttle_configs(throttle.brokers, throttle.topic_replicas)) == expected, 30,
+                   "the brokers to apply the throttle")
+
+
 def in_background(planned: Planned, throttle: int) -> tuple[ThreadPoolExecutor, Future]:
     pool = ThreadPoolExecutor(1, thread_name_prefix="executor")
     return pool, pool.submit(planned.execute, throttle)
@@ -138,6 +156,12 @@ def status_lines(planned: Planned, capsys: pytest.CaptureFixture[str]) -> list[s
     return [line for line in out.out.splitlines() if line.startswith("executing:")]
 
 
+def page_status(planned: Planned) -> str:
+    """The run's cell in the runs page's status column (the CLI's `runs` too)."""
+    return {r.run_id: r for r in list_runs(planned.config.run_root, planned.config.cluster.name)}[
+        planned.run.path.name].status
+
+
 def recorded_percentages(planned: Planned) -> set[int]:
     return {round(100 * e["done_fraction"]) for e in execution_log(planned.run) if e["action"] == "estimate"}
 
@@ -149,8 +173,7 @@ def test_progress_is_shown_while_executing_and_the_estimates_predict_the_end(
     try:
         wait_for_estimate(bulk, future, 0.25)
         lines = status_lines(bulk, capsys)
-        overview = {r.run_id: r for r in list_runs(bulk.config.run_root, bulk.config.cluster.name)}
-        page_status = overview[bulk.run.path.name].status
+        shown_on_page = page_status(bulk)
         assert not future.done(), "the execution ended before status was read: the test's moves are too quick"
         result = future.result(timeout=180)
     finally:
@@ -160,8 +183,8 @@ def test_progress_is_shown_while_executing_and_the_estimates_predict_the_end(
     assert len(lines) == 1 and lines[0].startswith(f"executing: run {run_id}, pool all: "), lines
     shown = where.search(lines[0])
     assert shown and 25 <= int(shown.group(1)) < 100 and int(shown.group(1)) in recorded_percentages(bulk), lines
-    page = re.fullmatch(rf"executing or failed \(all: {where.pattern}\)", page_status)
-    assert page and 25 <= int(page.group(1)) < 100, page_status
+    page = re.fullmatch(rf"executing or failed \(all: {where.pattern}\)", shown_on_page)
+    assert page and 25 <= int(page.group(1)) < 100, shown_on_page
     assert result["completed"] == PARTITIONS and result["skipped"] == []
     assert status_lines(bulk, capsys) == []  # finished: no longer in progress
 
@@ -186,9 +209,10 @@ def assert_progress_logged(caplog: pytest.LogCaptureFixture, total_bytes: int) -
 
 
 def test_a_stalled_move_is_named_in_the_log_the_timeout_and_the_report(
-        stalling: Planned, caplog: pytest.LogCaptureFixture) -> None:
+        stalling: Planned, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> None:
     caplog.set_level(logging.INFO, logger="kafka_rebalancer")
     name = f"{stalling.topic}-0"
+    throttle_in_effect(stalling, STALL_THROTTLE)
     with pytest.raises(ExecutionError) as failure:
         stalling.execute(STALL_THROTTLE)
     message = str(failure.value)
@@ -199,8 +223,8 @@ def test_a_stalled_move_is_named_in_the_log_the_timeout_and_the_report(
     started = [e for e in entries if e["action"] == "started"]
     assert [(e["topic"], e["partition"], e["old"], e["new"]) for e in started] == [(stalling.topic, 0, [1, 2], [1, 3])]
     stalled = [e for e in entries if e["action"] == "stalled"]
-    assert [(e["topic"], e["partition"]) for e in stalled] == [(stalling.topic, 0)], entries
-    assert STALL_AFTER_S <= stalled[0]["since_s"] < STALL_TIMEOUT_S and stalled[0]["copied_bytes"] < STALL_BYTES
+    assert stalled and {(e["topic"], e["partition"]) for e in stalled} == {(stalling.topic, 0)}, entries
+    assert all(STALL_AFTER_S <= e["since_s"] < STALL_TIMEOUT_S and e["copied_bytes"] < STALL_BYTES for e in stalled)
     timeout = [e for e in entries if e["action"] == "timeout"]
     assert [(e["stuck"], e["stalled"]) for e in timeout] == [([name], [name])], entries
     assert any(r.levelno == logging.WARNING and r.getMessage().startswith(f"{name}: no bytes copied for")
@@ -209,11 +233,14 @@ def test_a_stalled_move_is_named_in_the_log_the_timeout_and_the_report(
     assert entries[-1]["action"] == "throttle_cleared", entries[-3:]
     with ClusterAdmin(KafkaConnection(stalling.bootstrap)) as admin:
         assert admin.throttle_configs(BROKERS, [stalling.topic]) == {}
+    # Failed: no longer in progress, so neither `status` nor the runs page show its last estimate as where it stands.
+    assert status_lines(stalling, capsys) == []
+    assert page_status(stalling) == "executing or failed"
 
     view = collect(stalling.run).executions[0]
     assert view.state == "failed: moves stuck past the move timeout"
     marked = [m for m in view.markers if m.group == "problem" and m.label.startswith(f"stalled {name} ")]
-    assert len(marked) == 1 and "since_s=" in marked[0].label, view.markers
+    assert len(marked) == len(stalled) and "since_s=" in marked[0].label, view.markers
     assert f"stalled {name} (copied_bytes=" in write_report(stalling.run).read_text()
 
     cancelled = stalling.cancel()
