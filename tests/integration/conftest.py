@@ -12,6 +12,9 @@ import yaml
 
 from tests.helpers import REPO, write_config
 
+# The session cluster's brokers (tools.local_kafka's default of six): the pool of the executor tests.
+BROKERS = [1, 2, 3, 4, 5, 6]
+
 
 def wait_until(condition: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.3) -> None:
     """Until `condition` holds; an error it raises counts as not yet (a broker that has not seen a new topic's
@@ -68,6 +71,47 @@ def demo_config(tmp_path: Path, **overrides: Any) -> Path:
     body["capacity"]["cruise_control_file"] = str(REPO / "config" / "demo-capacity.json")
     body.update({"run_root": str(tmp_path / "runs"), "metrics": {"source": "none"}, **overrides})
     return write_config(tmp_path / "config.yaml", body)
+
+
+def planned_run(bootstrap: str, tmp_path: Path, run_id: str, moves: list[tuple[str, int, list[int], list[int]]],
+                execution: dict[str, Any]) -> tuple[Path, Any, Any]:
+    """For executor tests that need an exact plan: a config of one pool `all` of BROKERS taking every topic (with
+    these execution settings), a real snapshot of the cluster now and a validated plan of exactly these moves
+    (topic, partition, old replicas, new replicas). Returns (config path, config, run folder)."""
+    from kafka_rebalancer.config import load_config
+    from kafka_rebalancer.kafka_admin import KafkaConnection
+    from kafka_rebalancer.run_folder import RunFolder
+    from kafka_rebalancer.snapshot import take_snapshot
+    from tests.helpers import write_validated_plan
+
+    cluster = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())["cluster"] | {
+        "bootstrap_servers": bootstrap, "request_timeout_s": 10}
+    config_path = demo_config(tmp_path, cluster=cluster, pools={"all": {"brokers": BROKERS}},
+                              topic_pools=[{"topics": "*", "pool": "all"}], execution=execution)
+    config = load_config(config_path)
+    run = RunFolder(config.run_dir(run_id))
+    manifest = take_snapshot(config, KafkaConnection(bootstrap), run)
+    write_validated_plan(run, config, manifest["content_hash"], moves)
+    return config_path, config, run
+
+
+def execution_log(run: Any, pool: str = "all") -> list[dict[str, Any]]:
+    """The pool's execution log entries so far (none before it starts)."""
+    from kafka_rebalancer.execute.log import ExecutionLog
+
+    return ExecutionLog(run.stage_path(f"execute/{pool}") / "execution_log.jsonl", pool, "").read()
+
+
+def reset_cluster(bootstrap: str, topics: list[str]) -> None:
+    """Whatever a failed executor test left: reassignments cancelled, throttles removed, the topics deleted."""
+    from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
+
+    with ClusterAdmin(KafkaConnection(bootstrap)) as admin:
+        ongoing = admin.list_reassignments()
+        if ongoing:
+            admin.alter_reassignments({k: None for k in ongoing})
+        admin.alter_throttles({b: None for b in BROKERS}, {})
+    delete_topics(bootstrap, topics)
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ Afterwards the cluster is left with no reassignment in progress and no throttle 
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -24,19 +23,16 @@ import pytest
 import yaml
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from kafka_rebalancer.config import RebalancerConfig, load_config
+from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.execute.executor import run_execute
 from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
 from kafka_rebalancer.run_folder import RunFolder
-from kafka_rebalancer.snapshot import take_snapshot
-from tests.helpers import REPO, write_validated_plan
-from tests.integration.conftest import delete_topics, demo_config, wait_until
+from tests.integration.conftest import BROKERS, execution_log, planned_run, reset_cluster, wait_until
 from tests.live_traffic import LiveTraffic
 from tools.demo_workload import TopicSpec, create_topics, produce
 
 pytestmark = [pytest.mark.kafka]
 
-BROKERS = [1, 2, 3, 4, 5, 6]
 PARTITIONS = 4
 # Bytes/s per broker. Kafka measures the rate over its quota window (11 one-second samples) and counts a young
 # window as ten seconds long, so about ten seconds' worth passes unthrottled first: with 64 KiB/s a 1.5 MiB
@@ -62,8 +58,7 @@ class Scenario:
                 "--bootstrap-servers", bootstrap or self.bootstrap, "--throttle-bytes-per-s", str(throttle), *extra]
 
     def log_actions(self, run: RunFolder | None = None) -> list[dict[str, Any]]:
-        path = (run or self.run).stage_path("execute/all") / "execution_log.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        return execution_log(run or self.run)
 
     def wait_for_action(self, action: str, executor: subprocess.Popen, timeout_s: float = 60.0) -> None:
         def seen() -> bool:
@@ -87,16 +82,6 @@ def assert_clean(bootstrap: str, topic: str) -> None:
         assert admin.throttle_configs(BROKERS, [topic]) == {}
 
 
-def reset_cluster(bootstrap: str, topic: str) -> None:
-    """Whatever a failed test left: reassignments cancelled, throttles removed, the topic deleted."""
-    with ClusterAdmin(KafkaConnection(bootstrap)) as admin:
-        ongoing = admin.list_reassignments()
-        if ongoing:
-            admin.alter_reassignments({k: None for k in ongoing})
-        admin.alter_throttles({b: None for b in BROKERS}, {})
-    delete_topics(bootstrap, [topic])
-
-
 @pytest.fixture
 def scenario(kafka_cluster: Any, tmp_path: Path) -> Iterator[Scenario]:
     bootstrap = kafka_cluster.load().bootstrap_servers
@@ -107,20 +92,14 @@ def scenario(kafka_cluster: Any, tmp_path: Path) -> Iterator[Scenario]:
     create_topics(bootstrap, [TopicSpec(topic, assignment, [1536] * PARTITIONS)])
     _set_min_isr(bootstrap, topic)
     produce(bootstrap, [TopicSpec(topic, assignment, [1536] * PARTITIONS)])
-    cluster = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())["cluster"] | {"request_timeout_s": 10}
-    config_path = demo_config(tmp_path, cluster=cluster, pools={"all": {"brokers": BROKERS}},
-                              topic_pools=[{"topics": "*", "pool": "all"}],
-                              execution={"max_moves_per_broker": 5, "poll_interval_s": 0.5, "move_timeout_s": 45,
-                                         "urp_wait_timeout_s": 60})
-    config = load_config(config_path)
-    run = RunFolder(config.run_dir(f"faults-{topic}"))
-    manifest = take_snapshot(config, KafkaConnection(bootstrap), run)
     moves = [(topic, p, old, [old[1], old[0], BROKERS[(p + 3) % 6]]) for p, old in enumerate(assignment)]
-    write_validated_plan(run, config, manifest["content_hash"], moves)
     try:
+        config_path, config, run = planned_run(
+            bootstrap, tmp_path, f"faults-{topic}", moves,
+            {"max_moves_per_broker": 5, "poll_interval_s": 0.5, "move_timeout_s": 45, "urp_wait_timeout_s": 60})
         yield Scenario(bootstrap, config_path, config, run, topic, moves)
     finally:
-        reset_cluster(bootstrap, topic)
+        reset_cluster(bootstrap, [topic])
 
 
 def _set_min_isr(bootstrap: str, topic: str) -> None:

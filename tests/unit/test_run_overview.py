@@ -22,11 +22,13 @@ ESTIMATES = "\n".join(json.dumps(e) for e in [
 
 def test_status_lists_the_executions_in_progress_with_their_last_estimate(config_factory: Callable[..., Any]) -> None:
     config = config_factory(CONFIG)
-    for run_id, ended in (("running", False), ("done", True)):
+    # Finished, failed on a timeout or cancelled: none of them in progress any more (their last estimates stay).
+    ends = {"running": None, "done": "execute_finished", "timed-out": "timeout", "too-long": "run_timeout",
+            "isr": "isr_wait_timeout", "braked": "cancel_requested", "stopped": "cancel_observed"}
+    for run_id, end in ends.items():
         log = config.run_dir(run_id) / "execute" / "a" / "execution_log.jsonl"
         log.parent.mkdir(parents=True)
-        log.write_text(ESTIMATES + ('\n{"ts": "2026-11-27T12:09:00.000+00:00", "action": "execute_finished"}'
-                                    if ended else ""))
+        log.write_text(ESTIMATES + (f'\n{{"ts": "2026-11-27T12:09:00.000+00:00", "action": "{end}"}}' if end else ""))
     assert executions_in_progress(config) == [
         "executing: run running, pool a: 25 % of the bytes at 12:02:30, finish about 12:10 UTC"]
 

@@ -15,6 +15,11 @@ from kafka_rebalancer.model.reassignment import Key
 
 log = logging.getLogger(__name__)
 
+# The execution log actions that end an attempt: it finished, failed on a timeout, or was cancelled (the executor
+# exits at its next loop). An attempt with one of them after its last execute_started is not in progress any more.
+ENDED = frozenset({"execute_finished", "timeout", "run_timeout", "isr_wait_timeout", "cancel_requested",
+                   "cancel_observed", "cancel_finished"})
+
 
 class Progress:
     """Moves and bytes done of the total with the time left, shown on the terminal, logged every `every_s` and
@@ -110,12 +115,13 @@ class Progress:
 
 def progress_text(entries: list[dict[str, Any]]) -> str | None:
     """Where the execution log's last attempt stands by its last estimate: "42 % of the bytes at 12:03:10, finish
-    about 12:31 UTC" (None: no estimate since the last start, or the attempt ended)."""
+    about 12:31 UTC" (None: no estimate since the last start, or the attempt ended: finished, failed on a timeout or
+    cancelled; a timed-out attempt kept its last estimate, "finish about" an hour that would never come)."""
     starts = [i for i, e in enumerate(entries) if e.get("action") == "execute_started"]
     if not starts:
         return None
     attempt = entries[starts[-1]:]
-    if any(e.get("action") == "execute_finished" for e in attempt):
+    if any(e.get("action") in ENDED for e in attempt):
         return None
     estimates = [e for e in attempt if e.get("action") == "estimate" and e.get("ts")]
     if not estimates:
