@@ -295,6 +295,7 @@ def test_a_move_whose_replicas_gain_no_bytes_is_named_stalled_and_the_timeout_na
     names = [f"{e['topic']}-{e['partition']}" for e in stalled]
     assert names[0] == "t-0" and len(set(names)) == len(names) >= 2
     assert stalled[0]["copied_bytes"] == 30 and stalled[0]["since_s"] >= 8
+    assert stalled[0]["receiving"] == sorted(set(MOVES[0][3]) - set(MOVES[0][2]))
     assert next(e for e in log if e["action"] == "timeout")["stalled"] == sorted(names)
 
 
@@ -532,3 +533,23 @@ def test_a_changed_partition_is_skipped_only_when_two_polls_agree(
     result = execute_pool(config, cluster, run, "a", sleep=sleep, clock=clock)
     assert result["skipped"] == [{"topic": "t", "partition": 0, "reason": "drifted while moving"}]
     assert [a for a, _ in actions(run)].count("skipped") == 1
+
+
+def test_an_attempt_that_ends_on_an_unexpected_error_says_so_and_is_not_in_progress(
+        config_factory: Callable[..., Any], tmp_path: Path) -> None:
+    from kafka_rebalancer.execute.progress import progress_text
+
+    config = config_factory(CONFIG)
+    run = prepared_run(config, tmp_path)
+    cluster = FakeCluster({(t, p): old for t, p, old, _ in MOVES})
+
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("the admin client broke")
+
+    cluster.alter_reassignments = broken  # type: ignore[method-assign]
+    sleep, clock = no_sleep()
+    with pytest.raises(RuntimeError):
+        execute_pool(config, cluster, run, "a", sleep=sleep, clock=clock)
+    log = ExecutionLog(run.stage_path("execute/a") / "execution_log.jsonl", "a", "").read()
+    assert [e["error"] for e in log if e["action"] == "execute_failed"] == ["RuntimeError: the admin client broke"]
+    assert progress_text(log) is None

@@ -120,7 +120,9 @@ class _PoolExecution:
         try:
             self._loop(pending, in_flight)
             self._move_log_dirs()
-        except BaseException:
+        except BaseException as exc:
+            if not isinstance(exc, ExecutionError):  # those record their own end (timeout, cancel, ...)
+                self.xlog.append("execute_failed", error=f"{type(exc).__name__}: {exc}")
             clear_throttle(self.cluster, self.throttle, self.xlog, raise_errors=False)
             raise
         clear_throttle(self.cluster, self.throttle, self.xlog, raise_errors=True)
@@ -243,7 +245,7 @@ class _PoolExecution:
             return
         copied = copied_bytes(receivers, sizes)
         self.progress.copying(copied)
-        self.stalls.check(copied, {k: brokers <= live for k, brokers in receivers.items()})
+        self.stalls.check(copied, {k: brokers <= live for k, brokers in receivers.items()}, receivers)
         if self.tuning is not None and not fresh:  # a rate over the few seconds since the last read is noise
             finished, self.tuned = self.completed_now[self.tuned:], len(self.completed_now)
             try:

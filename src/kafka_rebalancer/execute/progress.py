@@ -15,10 +15,11 @@ from kafka_rebalancer.model.reassignment import Key
 
 log = logging.getLogger(__name__)
 
-# The execution log actions that end an attempt: it finished, failed on a timeout, or was cancelled (the executor
-# exits at its next loop). An attempt with one of them after its last execute_started is not in progress any more.
-ENDED = frozenset({"execute_finished", "timeout", "run_timeout", "isr_wait_timeout", "cancel_requested",
-                   "cancel_observed", "cancel_finished"})
+# The execution log actions that end an attempt: it finished, failed (a timeout, an error), or was cancelled (the
+# executor exits at its next loop). An attempt with one of them after its last execute_started is not in progress
+# any more.
+ENDED = frozenset({"execute_finished", "execute_failed", "timeout", "run_timeout", "isr_wait_timeout",
+                   "cancel_requested", "cancel_observed", "cancel_finished"})
 
 
 class Progress:

@@ -30,9 +30,10 @@ class StallWatch:
         self.seen: dict[Key, tuple[int, float]] = {}  # bytes and when they last grew
         self.stalled: set[Key] = set()
 
-    def check(self, copied: Mapping[Key, int], alive: Mapping[Key, bool]) -> list[Key]:
-        """Update with the bytes copied per move in flight (`alive`: its receiving brokers are); the moves stalled
-        now. Moves no longer in flight are forgotten."""
+    def check(self, copied: Mapping[Key, int], alive: Mapping[Key, bool],
+              receiving: Mapping[Key, Iterable[int]] | None = None) -> list[Key]:
+        """Update with the bytes copied per move in flight (`alive`: its receiving brokers, `receiving`, are); the
+        moves stalled now. Moves no longer in flight are forgotten."""
         now = self.clock()
         for key in set(self.seen) - set(copied):
             del self.seen[key]
@@ -47,7 +48,8 @@ class StallWatch:
                 continue
             if key not in self.stalled and now - last[1] >= self.stall_after_s:
                 self.stalled.add(key)
-                self.record("stalled", key, copied_bytes=n, since_s=round(now - last[1], 1))
-                log.warning("%s-%s: no bytes copied for %.0fs (%d copied so far), its receiving brokers alive",
-                            key[0], key[1], now - last[1], n)
+                brokers = sorted((receiving or {}).get(key, ()))
+                self.record("stalled", key, copied_bytes=n, since_s=round(now - last[1], 1), receiving=brokers)
+                log.warning("%s-%s: no bytes copied for %.0fs (%d copied so far), its receiving brokers %s alive",
+                            key[0], key[1], now - last[1], n, brokers)
         return sorted(self.stalled)

@@ -74,7 +74,7 @@ _MARKER_GROUPS = {
     "isr_recovered": "wait", "timeout": "problem", "run_timeout": "problem", "isr_wait_timeout": "problem",
     "read_failed": "problem", "restart": "problem", "throttle_clear_failed": "problem", "stalled": "problem",
     "stall_ended": "wait", "estimate": "estimate", "throttle_lowered": "throttle", "throttle_raised": "throttle",
-    "load_unknown": "problem",
+    "load_unknown": "problem", "execute_failed": "problem",
 }
 # The log actions that say where a pool's execution stands; the last one in the log wins.
 _EXECUTION_STATES = {
@@ -84,10 +84,11 @@ _EXECUTION_STATES = {
     "timeout": "failed: moves stuck past the move timeout",
     "run_timeout": "failed: the run's time limit passed",
     "isr_wait_timeout": "failed: under-replicated partitions did not recover",
+    "execute_failed": "failed: the attempt ended with an error (its execution log says which)",
 }
 _LABEL_DETAILS = ("rate_bytes_per_s", "reason", "detail", "error", "stuck", "in_flight", "count", "cancelled",
                   "completed", "skipped", "moves", "resumed", "done_fraction", "remaining_s", "finish_s", "bound_s",
-                  "copied_bytes", "since_s", "stalled", "broker", "measured")
+                  "copied_bytes", "since_s", "stalled", "broker", "measured", "receiving")
 
 T = TypeVar("T")
 
