@@ -12,6 +12,7 @@ from pathlib import Path
 
 from kafka_rebalancer.config import RebalancerConfig, safe_run_id
 from kafka_rebalancer.errors import RunFolderError
+from kafka_rebalancer.execute.lock import pool_lock_held
 from kafka_rebalancer.execute.log import ExecutionLog
 from kafka_rebalancer.execute.progress import progress_text
 from kafka_rebalancer.model.reassignment import Key, parse_reassignment
@@ -57,13 +58,17 @@ def executed_runs(config: RebalancerConfig) -> list[RunFolder]:
 
 def executions_in_progress(config: RebalancerConfig) -> list[str]:
     """One line per pool whose execution log's last attempt has an estimate and no end: the run, the pool and where
-    it stands (`progress_text`)."""
+    it stands (`progress_text`); one whose executor died without an end (no one holds the pool's lock) says so."""
     lines = []
     for run in executed_runs(config):
         for log_path in sorted(run.stage_path(EXECUTE).glob("*/execution_log.jsonl")):
-            where = progress_text(ExecutionLog(log_path, log_path.parent.name, "").read())
-            if where:
-                lines.append(f"executing: run {run.path.name}, pool {log_path.parent.name}: {where}")
+            pool = log_path.parent.name
+            where = progress_text(ExecutionLog(log_path, pool, "").read())
+            if where and pool_lock_held(config.run_root / ".locks", config.cluster.name, pool):
+                lines.append(f"executing: run {run.path.name}, pool {pool}: {where}")
+            elif where:
+                lines.append(f"stopped: run {run.path.name}, pool {pool}: its executor ended without a result (no "
+                             f"process holds the pool's lock; last seen {where}); a rerun continues from its log")
     return lines
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_rebalancer.approve.approval import write_decision
+from kafka_rebalancer.execute.lock import pool_lock
 from kafka_rebalancer.report.overview import list_runs, run_overview
 from kafka_rebalancer.run_folder import RunFolder, write_json
 from kafka_rebalancer.runs import executions_in_progress
@@ -29,8 +30,13 @@ def test_status_lists_the_executions_in_progress_with_their_last_estimate(config
         log = config.run_dir(run_id) / "execute" / "a" / "execution_log.jsonl"
         log.parent.mkdir(parents=True)
         log.write_text(ESTIMATES + (f'\n{{"ts": "2026-11-27T12:09:00.000+00:00", "action": "{end}"}}' if end else ""))
+    with pool_lock(config.run_root / ".locks", config.cluster.name, "a", "running"):  # its executor is alive
+        assert executions_in_progress(config) == [
+            "executing: run running, pool a: 25 % of the bytes at 12:02:30, finish about 12:10 UTC"]
+    # Killed without an end in its log: no process holds the pool's lock.
     assert executions_in_progress(config) == [
-        "executing: run running, pool a: 25 % of the bytes at 12:02:30, finish about 12:10 UTC"]
+        "stopped: run running, pool a: its executor ended without a result (no process holds the pool's lock; last "
+        "seen 25 % of the bytes at 12:02:30, finish about 12:10 UTC); a rerun continues from its log"]
 
 
 def test_the_status_follows_the_stages(config_factory: Callable[..., Any], tmp_path: Path) -> None:

@@ -15,6 +15,21 @@ from pathlib import Path
 from kafka_rebalancer.errors import ExecutionError
 
 
+def pool_lock_held(lock_dir: Path, cluster: str, broker_pool: str) -> bool:
+    """Whether an execution holds the pool's lock now (a killed executor does not: the system released it)."""
+    path = lock_dir / f"{cluster}.{broker_pool}.lock"
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing releases a lock taken here
+    return False
+
+
 @contextmanager
 def pool_lock(lock_dir: Path, cluster: str, broker_pool: str, run_id: str) -> Iterator[None]:
     lock_dir.mkdir(parents=True, exist_ok=True)
