@@ -81,3 +81,26 @@ def test_a_brokers_directories_are_balanced_inside_it_leaving_its_leaving_replic
     assert plan.moves[["partition", "broker_id", "source_dir", "target_dir"]].values.tolist() == [
         [2, 1, "/a", "/b"]]
     assert balance_plan(log_dirs, on_dirs, [1], 3.0, 0.9, leaving=[], topic_pool={}).moves.empty  # within ±200 %
+
+
+def test_the_validation_checks_each_move_between_directories_against_the_snapshot() -> None:
+    from kafka_rebalancer.model.reassignment import Reassignment
+    from kafka_rebalancer.model.schemas import LOG_DIR_MOVES
+    from kafka_rebalancer.snapshot.build import SnapshotTables
+    from kafka_rebalancer.validate.log_dir_checks import log_dir_check_rows
+
+    snapshot = SnapshotTables(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), [],
+                              dirs((1, "/a", 1000, 600, False), (1, "/b", 1000, 500, False), (1, "/c", 1000, 0, True),
+                                   (1, "/d", 1000, 0, False)),
+                              replicas(("t", 0, 1, "/a", 400), ("t", 1, 1, "/a", 100), ("t", 2, 1, "/a", 100),
+                                       ("t", 3, 1, "/b", 10)))
+    moves = pd.DataFrame([("p", "t", 0, 1, "/a", "/b", 700), ("p", "t", 1, 1, "/b", "/d", 100),
+                          ("p", "t", 2, 1, "/a", "/c", 100), ("p", "t", 3, 1, "/b", "/d", 10)],
+                         columns=LOG_DIR_MOVES.names)
+    rows = log_dir_check_rows(snapshot, moves, [Reassignment("t", 3, [2, 3])], frozenset({(1, "/a")}))
+    facts = {int(r.partition): (r.source_matches_snapshot, r.stays_on_broker, r.target_takes_replicas, r.target_fits)
+             for r in rows.itertuples()}
+    assert facts == {0: (True, True, True, False),  # /b: 500 + 700 - 100 - 10 = 1090 of 1000
+                     1: (False, True, True, True),  # t-1 is in /a, not /b
+                     2: (True, True, False, True),  # /c is cordoned
+                     3: (True, False, True, True)}  # t-3 leaves broker 1 in plan.json

@@ -28,6 +28,8 @@ class CheckTables:
     bands: pd.DataFrame = field(default_factory=pd.DataFrame)
     # one row per promise of the run's action, with its verdict on the plan's placement (plan.promises)
     promises: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # one row per move between a broker's log directories (validate.log_dir_checks)
+    log_dir_moves: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _distance(status: pd.DataFrame) -> pd.Series:

@@ -9,14 +9,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import pandas as pd
+
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import RunFolderError, ValidationFailed
 from kafka_rebalancer.model.reassignment import parse_reassignment, plan_folder_hash
-from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD_AFTER, INFEASIBLE, PLANNER_NOTES
+from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD_AFTER, INFEASIBLE, LOG_DIR_MOVES, PLANNER_NOTES
 from kafka_rebalancer.operations.request import read_request, scope_of
 from kafka_rebalancer.plan.promises import (
     VALID_VERDICTS,
     excuses_of_run,
+    log_dir_promises,
     placement_after,
     promise_lines,
     promise_rows,
@@ -25,6 +28,7 @@ from kafka_rebalancer.plan.recheck import band_rows, claim_rows, draining_broker
 from kafka_rebalancer.run_folder import PLAN, VALIDATION, RunFolder, read_json, read_table, write_json
 from kafka_rebalancer.snapshot.store import cordoned_brokers, read_snapshot
 from kafka_rebalancer.validate.checks import CheckTables, build_checks
+from kafka_rebalancer.validate.log_dir_checks import log_dir_check_rows, replica_dirs_after
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +73,14 @@ SUITE: list[tuple[str, str, dict[str, Any], str]] = [
      "what the action promises (a drained broker holds no replica, an added broker ends inside its band, isolated "
      "topics only on their pool, a demoted broker leads nothing it can hand over) is kept, or the plan says why it "
      "cannot be"),
+    ("log_dir_moves", "ExpectColumnValuesToBeInSet", {"column": "source_matches_snapshot", **_TRUE},
+     "every move between log dirs starts from the directory the snapshot has the replica in"),
+    ("log_dir_moves", "ExpectColumnValuesToBeInSet", {"column": "stays_on_broker", **_TRUE},
+     "no replica both moves between log dirs and leaves its broker"),
+    ("log_dir_moves", "ExpectColumnValuesToBeInSet", {"column": "target_takes_replicas", **_TRUE},
+     "every move between log dirs goes to another log dir of its broker that is not removed, cordoned or offline"),
+    ("log_dir_moves", "ExpectColumnValuesToBeInSet", {"column": "target_fits", **_TRUE},
+     "no log dir ends over its capacity"),
     # The data itself, in case a bad snapshot slipped past the row checks: these would otherwise pass the plan on.
     ("partitions", "ExpectCompoundColumnsToBeUnique", {"column_list": ["topic", "partition"]},
      "one plan row per partition"),
@@ -90,6 +102,7 @@ _INDEX = {"partitions": ["topic", "partition"], "brokers": ["broker_id", "resour
           "claims": ["broker_id", "resource", "load_claimed", "load_rechecked", "inside_claimed", "inside_rechecked"],
           "left_outside": ["broker_id", "resource", "left"],
           "promises": ["action", "broker_id", "topic", "partition", "detail"],
+          "log_dir_moves": ["topic", "partition", "broker_id", "source_dir", "target_dir"],
           "bands": ["broker_pool", "resource", "balanced_planned", "balanced_rechecked", "mean_planned",
                     "mean_rechecked", "lower_planned", "lower_rechecked", "upper_planned", "upper_rechecked"]}
 
@@ -120,7 +133,7 @@ def run_suite(checks: CheckTables, config: RebalancerConfig) -> tuple[bool, list
     source = context.data_sources.add_pandas("kafka_rebalancer_plan")
     frames = {"partitions": checks.partitions, "brokers": checks.brokers, "totals": checks.totals,
               "claims": checks.claims, "left_outside": checks.left_outside, "bands": checks.bands,
-              "promises": checks.promises}
+              "promises": checks.promises, "log_dir_moves": checks.log_dir_moves}
     failures: list[dict[str, Any]] = []
     raw: list[dict] = []
     for table, frame in frames.items():
@@ -177,6 +190,14 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
     alive = snapshot.brokers.loc[snapshot.brokers["alive"].astype(bool), "broker_id"]
     checks.promises = promise_rows(request, config, placement_after(snapshot.partitions, plan), recheck.after, alive,
                                    excuses)
+    moves_file = plan_dir / f"{LOG_DIR_MOVES.name}.parquet"
+    if moves_file.exists():
+        moves, removed = read_table(plan_dir, LOG_DIR_MOVES), scope_of(request).removed_log_dirs
+        checks.log_dir_moves = log_dir_check_rows(snapshot, moves, plan, removed)
+        if removed:
+            checks.promises = pd.concat([checks.promises, log_dir_promises(
+                request, replica_dirs_after(snapshot.replica_log_dirs, moves),
+                zip(moves["topic"], moves["partition"], moves["broker_id"], strict=True))], ignore_index=True)
     success, failures, raw = run_suite(checks, config)
     report = {"success": success, "plan_hash": digest, "partitions_checked": len(checks.partitions),
               "broker_resource_pairs_checked": len(checks.brokers),
@@ -194,6 +215,7 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
         checks.left_outside.to_csv(out / "left_outside_checks.csv", index=False)
         checks.bands.to_csv(out / "band_checks.csv", index=False)
         checks.promises.to_csv(out / "promises.csv", index=False)
+        checks.log_dir_moves.to_csv(out / "log_dir_move_checks.csv", index=False)
     if not success:
         lines = [f"- {f['description']} ({f['expectation']} on {f['table']}): {f['unexpected_count']} row(s), "
                  f"e.g. {f['rows'][:5]}" for f in failures]
