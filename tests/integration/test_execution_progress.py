@@ -31,7 +31,8 @@ from bench.execute_figures import estimate_errors, last_attempt, wall_span
 from kafka_rebalancer.cli import main as cli_main
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import ExecutionError
-from kafka_rebalancer.execute.executor import run_cancel, run_execute
+from kafka_rebalancer.execute.cancel import run_cancel
+from kafka_rebalancer.execute.executor import run_execute
 from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
 from kafka_rebalancer.report.overview import list_runs
 from kafka_rebalancer.report.run_report import collect, write_report
