@@ -294,3 +294,6 @@ def test_rebalance_pool_balances_an_overfull_directory_inside_its_broker(jbod_cl
     mean = sum(dirs[d]["used_bytes"] for d in capacity) / sum(capacity.values())
     usage = {d: dirs[d]["used_bytes"] / capacity[d] for d in capacity}
     assert all(mean * 0.5 <= u <= mean * 1.5 for u in usage.values()), (usage, mean)
+    verified = json.loads((run / "verify" / "summary.json").read_text())["log_dirs"]
+    assert any(line.startswith(f"3:{small} ") for line in verified["out_of_band_before"]), verified
+    assert not any(line.startswith("3:") for line in verified["out_of_band_after"]), verified

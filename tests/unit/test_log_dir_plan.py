@@ -104,3 +104,12 @@ def test_the_validation_checks_each_move_between_directories_against_the_snapsho
                      1: (False, True, True, True),  # t-1 is in /a, not /b
                      2: (True, True, False, True),  # /c is cordoned
                      3: (True, False, True, True)}  # t-3 leaves broker 1 in plan.json
+
+
+def test_directory_bands_are_per_broker_and_skip_single_or_unknown_directories() -> None:
+    from kafka_rebalancer.plan.log_dir_plan import directory_bands
+
+    bands = directory_bands(dirs((1, "/a", 1000, 700, False), (1, "/b", 1000, 100, False), (2, "/a", 1000, 900, False),
+                                 (3, "/a", None, 5, False), (3, "/b", 1000, 5, False)), 1.10)
+    assert bands[["broker_id", "log_dir", "inside"]].values.tolist() == [[1, "/a", False], [1, "/b", False]]
+    assert bands["lower"].round(3).tolist() == [0.36, 0.36] and bands["upper"].round(3).tolist() == [0.44, 0.44]

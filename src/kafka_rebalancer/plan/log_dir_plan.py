@@ -137,3 +137,22 @@ def _balance_broker(broker: int, capacity: dict[str, int], used: dict[str, int],
         rows.append({"broker_pool": topic_pool.get(topic), "topic": topic, "partition": partition,
                      "broker_id": broker, "source_dir": high, "target_dir": low, "size_bytes": size})
     return rows
+
+
+def directory_bands(log_dirs: pd.DataFrame | None, threshold: float) -> pd.DataFrame:
+    """Each log directory of a broker with several against its broker's band (as `balance_plan` draws it): usage,
+    lower, upper, inside. Brokers with one directory, or a directory of unknown capacity, are left out."""
+    columns = ["broker_id", "log_dir", "usage", "lower", "upper", "inside"]
+    if log_dirs is None or log_dirs.empty:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for broker, dirs in log_dirs[~log_dirs["offline"].astype(bool)].groupby("broker_id"):
+        if len(dirs) < 2 or dirs["capacity_bytes"].isna().any():
+            continue
+        mean = dirs["used_bytes"].sum() / dirs["capacity_bytes"].astype(float).sum()
+        for path, used, capacity in zip(dirs["log_dir"], dirs["used_bytes"], dirs["capacity_bytes"], strict=True):
+            usage = used / float(capacity)
+            lower, upper = mean * (2 - threshold), mean * threshold
+            rows.append({"broker_id": int(broker), "log_dir": path, "usage": usage, "lower": lower, "upper": upper,
+                         "inside": lower <= usage <= upper})
+    return pd.DataFrame(rows, columns=columns)

@@ -16,6 +16,7 @@ from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD, LOG_DIR_MOVES
 from kafka_rebalancer.operations.request import read_request
 from kafka_rebalancer.plan.balance.status import band_status, broker_load_frame, out_of_band, placement_bands
 from kafka_rebalancer.plan.balance.tables import band_table
+from kafka_rebalancer.plan.log_dir_plan import directory_bands
 from kafka_rebalancer.plan.promises import excuses_of_run, log_dir_promises, promise_lines, promise_rows, unkept
 from kafka_rebalancer.run_folder import PLAN, VERIFY, RunFolder, read_json, read_table, write_json
 from kafka_rebalancer.snapshot import capture, read_snapshot, write_snapshot
@@ -60,6 +61,7 @@ def verify_run(config: RebalancerConfig, connection: KafkaConnection, run: RunFo
                "partitions_planned": len(plan), "partitions_not_at_plan": not_applied, "pools": pools,
                "out_of_band_before": len(out_of_band(before)), "out_of_band_after": len(out_of_band(after)),
                "promises_kept": unkept(promises).empty,
+               "log_dirs": _log_dirs_after(config, read_snapshot(run)[0], after_tables),
                "promises": promises.astype(object).where(promises.notna(), None).to_dict("records")}
     with run.stage(VERIFY) as out:
         write_json(out / "summary.json", summary)
@@ -79,6 +81,20 @@ def verify_run(config: RebalancerConfig, connection: KafkaConnection, run: RunFo
         raise PromiseNotKept(f"the run is not verified: {len(unkept(promises))} promise(s) of its action not kept "
                              f"on the cluster, e.g. {lines[0]} (all in {run.stage_path(VERIFY) / 'promises.csv'})")
     return summary
+
+
+def _log_dirs_after(config: RebalancerConfig, before: SnapshotTables, after: SnapshotTables) -> dict[str, Any]:
+    """JBOD: the log dirs outside their broker's band before and after (README: JBOD), for brokers with several."""
+    if "disk" not in config.resources:
+        return {}
+    threshold = config.resources["disk"].threshold
+
+    def outside(tables: SnapshotTables) -> list[str]:
+        bands = directory_bands(tables.log_dirs, threshold)
+        return [f"{r.broker_id}:{r.log_dir} {r.usage:.1%} (band {r.lower:.1%}-{r.upper:.1%})"
+                for r in bands.itertuples() if not r.inside]
+
+    return {"out_of_band_before": outside(before), "out_of_band_after": outside(after)}
 
 
 def _promises_after(config: RebalancerConfig, run: RunFolder, after_tables: SnapshotTables,
