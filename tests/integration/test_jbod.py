@@ -236,6 +236,7 @@ def test_remove_disks_empties_a_directory_under_live_traffic_and_cordons_it(jbod
             capture_output=True, text=True, timeout=900)
         assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     traffic.check()
+    assert "Moves between a broker's log dirs (remove-disks):" in result.stdout  # in the summary a person approves
     with ClusterAdmin(KafkaConnection(bootstrap)) as admin:
         after = admin.describe_log_dirs([2])[2]
         assert removed not in after["replica_dirs"].values() and not after["future_dirs"], after["replica_dirs"]

@@ -49,6 +49,9 @@ def test_largest_first_to_the_dir_with_most_room_and_what_fits_nowhere_stays() -
 def test_an_unknown_directory_names_the_brokers_directories_and_the_request_checks_its_form() -> None:
     with pytest.raises(RequestError, match=r"2:/x is not a log dir of broker 2 \(its log dirs: /a, /b\)"):
         removal_plan(dirs((2, "/a", 1000, 0, False), (2, "/b", 1000, 0, False)), replicas(), {(2, "/x")}, {})
+    with pytest.raises(RequestError, match=r"names every log dir of broker 2, whose replicas would have nowhere"):
+        removal_plan(dirs((2, "/a", 1000, 0, False), (2, "/b", 1000, 0, False)), replicas(), {(2, "/a"), (2, "/b")},
+                     {})
     from kafka_rebalancer.config import RebalancerConfig
 
     config = RebalancerConfig.model_validate({"cluster": {"name": "c"}, "pools": {"p": {"brokers": [1, 2]}}})

@@ -155,6 +155,12 @@ def approval_body(config: RebalancerConfig, run: RunFolder, facts: PlanFacts, wa
         lines += ["", "Largest moves:", "", "| partition | replicas | size |", "|---|---|---|"]
         lines += [f"| {r.topic}-{r.partition} | {_ids(r.old_replicas)} → {_ids(r.new_replicas)} | "
                   f"{human_bytes(r.size_bytes)} |" for r in largest.itertuples(index=False)]
+    log_dirs = s.get("log_dir_moves")
+    if log_dirs:
+        lines += ["", f"Moves between a broker's log dirs ({log_dirs['why']}): {log_dirs['moves']} replicas, "
+                  f"{human_bytes(log_dirs['bytes'])}, copied inside their brokers (plan/log_dir_moves.json)"
+                  + (f"; log dirs emptied: {', '.join(log_dirs['removed'])}" if log_dirs["removed"] else "") + "."]
+        lines += [f"- stays where it is: {line}" for line in log_dirs["stranded"]]
     skipped = s["skipped"]["by_reason"]
     if skipped:
         lines += ["", "Skipped partitions: " + ", ".join(f"{n} ({why})" for why, n in skipped.items())]

@@ -37,6 +37,10 @@ def removal_plan(log_dirs: pd.DataFrame | None, replica_log_dirs: pd.DataFrame |
         dirs = sorted(d for b, d in known if b == broker)
         raise RequestError(f"action remove-disks: parameter 'log_dirs': {broker}:{path} is not a log dir of "
                                  f"broker {broker} (its log dirs: {', '.join(dirs) or 'none, not in the cluster'})")
+    for broker in sorted({b for b, _ in removed}):
+        if {d for b, d in known if b == broker} <= {d for b, d in removed if b == broker}:
+            raise RequestError(f"action remove-disks: parameter 'log_dirs': names every log dir of broker {broker}, "
+                               f"whose replicas would have nowhere to go; drain-brokers empties a whole broker")
     room = {(int(r.broker_id), str(r.log_dir)): _room(r) for r in log_dirs.itertuples()
             if (int(r.broker_id), str(r.log_dir)) not in removed and not r.cordoned and not r.offline}
     leaving = replica_log_dirs[[(int(b), str(d)) in removed for b, d in
