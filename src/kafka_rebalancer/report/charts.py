@@ -29,7 +29,8 @@ AFTER_IN, AFTER_OUT = "#3182bd", "#d94801"
 BAND = "#2ca02c"
 BAND_BEFORE = "#7f7f7f"
 _MARKER_SYMBOLS = {"start": "triangle-right", "finish": "square", "throttle": "diamond", "skip": "x",
-                   "cancel": "octagon", "wait": "hourglass", "problem": "star", "estimate": "circle-open"}
+                   "cancel": "octagon", "wait": "hourglass", "problem": "star", "estimate": "circle-open",
+                   "log dir": "triangle-up"}
 
 
 @dataclass(frozen=True)

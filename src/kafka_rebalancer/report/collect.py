@@ -24,10 +24,12 @@ from kafka_rebalancer.model.resources import RESOURCES
 from kafka_rebalancer.model.schemas import PARTITION_CHANGES, PARTITIONS
 from kafka_rebalancer.operations.request import REQUEST_FILE
 from kafka_rebalancer.report.charts import BrokerUsage, Flow, LogMarker, ProgressPoint
+from kafka_rebalancer.report.log_dirs import log_dirs_view
 from kafka_rebalancer.report.overview import run_overview
 from kafka_rebalancer.report.views import (
     BROKERS_SHOWN,
     FAILED_ROWS_SHOWN,
+    LOG_DIRS_SHOWN,
     MARKERS_SHOWN,
     MOVES_SHOWN,
     NOT_AT_PLAN_SHOWN,
@@ -39,6 +41,7 @@ from kafka_rebalancer.report.views import (
     ExpectationResult,
     FailedExpectation,
     Header,
+    LogDirsView,
     MoveRow,
     PlannerNote,
     PlanView,
@@ -75,6 +78,10 @@ _MARKER_GROUPS = {
     "read_failed": "problem", "restart": "problem", "throttle_clear_failed": "problem", "stalled": "problem",
     "stall_ended": "wait", "estimate": "estimate", "throttle_lowered": "throttle", "throttle_raised": "throttle",
     "load_unknown": "problem", "execute_failed": "problem",
+    # Moves between a broker's log directories (JBOD), after the moves between brokers.
+    "log_dirs_cordoned": "log dir", "log_dir_started": "log dir", "log_dir_reissued": "log dir",
+    "log_dir_completed": "log dir", "log_dir_skipped": "skip", "log_dir_throttle_set": "throttle",
+    "log_dir_throttle_cleared": "throttle", "log_dir_cancelled": "cancel",
 }
 # The log actions that say where a pool's execution stands; the last one in the log wins.
 _EXECUTION_STATES = {
@@ -88,7 +95,8 @@ _EXECUTION_STATES = {
 }
 _LABEL_DETAILS = ("rate_bytes_per_s", "reason", "detail", "error", "stuck", "in_flight", "count", "cancelled",
                   "completed", "skipped", "moves", "resumed", "done_fraction", "remaining_s", "finish_s", "bound_s",
-                  "copied_bytes", "since_s", "stalled", "broker", "measured", "receiving")
+                  "copied_bytes", "since_s", "stalled", "broker", "measured", "receiving", "source_dir",
+                  "target_dir", "cordoned")
 
 T = TypeVar("T")
 
@@ -108,7 +116,8 @@ def collect(run: RunFolder) -> RunReportData:
     header = section("header", _header) or _bare_header(run)
     return RunReportData(header=header, snapshot=section("snapshot", _snapshot), plan=section("plan", _plan),
                          validation=section("validation", _validation), executions=section("execution", _executions),
-                         verification=section("verification", _verification), unreadable=unreadable)
+                         verification=section("verification", _verification),
+                         log_dirs=section("log_dirs", _log_dirs), unreadable=unreadable)
 
 
 def _header(run: RunFolder) -> Header:
@@ -171,6 +180,10 @@ def _plan(run: RunFolder) -> PlanView | None:
         skipped=list(skipped.get("partitions") or [])[:SKIPPED_SHOWN],
         skipped_total=int(totals.get("skipped_partitions", len(skipped.get("partitions") or []))),
         hot_partitions=list(hot), hot_total=int(totals.get("hot_partitions", len(hot))))
+
+
+def _log_dirs(run: RunFolder) -> LogDirsView | None:
+    return log_dirs_view(run, LOG_DIRS_SHOWN, MOVES_SHOWN, SKIPPED_SHOWN)
 
 
 def _total(totals: dict[str, Any], key: str, counted: Any) -> int:

@@ -29,6 +29,7 @@ def render(data: RunReportData) -> str:
         _section("snapshot", "Snapshot", _render_snapshot(data)),
         _section("usage", "Usage per broker, before and after", _plan_part(data, _render_usage)),
         _section("moves", "Moves", _plan_part(data, _render_moves)),
+        *([_section("log-dirs", "Log directories", _render_log_dirs(data))] if _has_log_dirs(data) else []),
         _section("bounds", "Lower bound and moved / LB", _plan_part(data, _render_bounds)),
         _section("notes", "Planner notes", _plan_part(data, _render_notes)),
         _section("skipped", "Skipped and hot partitions", _plan_part(data, _render_skipped)),
@@ -37,7 +38,8 @@ def render(data: RunReportData) -> str:
         _section("verification", "Verification", _render_verification(data)),
     ]
     nav = " · ".join(f'<a href="#section-{name}">{title}</a>' for name, title in (
-        ("snapshot", "snapshot"), ("usage", "usage"), ("moves", "moves"), ("bounds", "lower bound"),
+        ("snapshot", "snapshot"), ("usage", "usage"), ("moves", "moves"),
+        *([("log-dirs", "log directories")] if _has_log_dirs(data) else []), ("bounds", "lower bound"),
         ("notes", "planner notes"), ("skipped", "skipped"), ("validation", "validation"), ("execution", "execution"),
         ("verification", "verification")))
     title = _esc(f"Run {h.run_id} ({h.cluster})")
@@ -165,6 +167,56 @@ def _render_moves(plan: PlanView) -> str:
                  'placeholder="topic, broker, pool…"></label> <span id="moves-count"></span></p>')
     parts.append(_table(["pool", "topic", ("partition", True), "replicas (old → new)", ("bytes to copy", True),
                          "leader"], rows, table_id="moves", sortable=True))
+    return "".join(parts)
+
+
+def _has_log_dirs(data: RunReportData) -> bool:
+    """The section is there when the plan moves replicas between log directories (or that part could not be
+    read): a run without such moves renders as it did before JBOD."""
+    return data.log_dirs is not None or "log_dirs" in data.unreadable
+
+
+def _render_log_dirs(data: RunReportData) -> str:
+    view = data.log_dirs
+    if view is None:
+        return _unreadable(data, "log_dirs")
+    why = f" ({view.why})" if view.why else ""
+    removed = f" Removed: {', '.join(view.removed)}." if view.removed else ""
+    headline = (f"{view.moves_total:,} replica(s) move between the log directories of their broker, "
+                f"{human_bytes(view.bytes_total)}{why}.{removed}")
+    parts = [f"<p>{_esc(headline)}</p>"]
+    if view.directories:
+        intro = ("Per directory of each broker with such moves: capacity (and where it came from), use in the "
+                 "snapshot and after these moves (less the bytes moving out, plus the bytes moving in; replicas "
+                 "moving to or from other brokers not counted).")
+        if not view.snapshot_has_log_dirs:
+            intro += " The snapshot has no log directories (taken by an older version): use before is unknown."
+        parts.append(f"<p>{_esc(intro)}</p>")
+        if view.brokers_total > view.brokers_shown:
+            parts.append(f'<p class="truncated">showing the {view.brokers_shown:,} brokers moving the most bytes of '
+                         f"{view.brokers_total:,}; all moves in plan/log_dir_moves.parquet</p>")
+        parts.append(_table(
+            [("broker", True), "log dir", ("capacity", True), "capacity from", ("used before", True),
+             ("used after", True), ("usage before", True), ("usage after", True), ("moves out", True),
+             ("moves in", True), "state"],
+            [[(str(u.broker_id), u.broker_id), u.log_dir, _bytes_cell(u.capacity_bytes), u.capacity_source or "-",
+              _bytes_cell(u.used_before), _bytes_cell(u.used_after), _share_cell(u.usage(u.used_before)),
+              _share_cell(u.usage(u.used_after)), _number_cell(u.moves_out), _number_cell(u.moves_in),
+              u.state or "-"] for u in view.directories], sortable=True))
+    if view.moves:
+        if view.moves_total > len(view.moves):
+            parts.append(f'<p class="truncated">showing the {len(view.moves):,} largest of {view.moves_total:,} '
+                         "moves; all of them in plan/log_dir_moves.parquet</p>")
+        parts.append(_table(
+            ["pool", "partition", ("broker", True), "from", "to", ("bytes", True)],
+            [[m.broker_pool, f"{m.topic}-{m.partition}", (str(m.broker_id), m.broker_id), m.source_dir,
+              m.target_dir, _bytes_cell(m.size_bytes)] for m in view.moves], sortable=True))
+    if view.stranded_total:
+        parts.append(f'<h3 class="bad">Stranded: {view.stranded_total:,} replica(s) stay in a removed directory</h3>'
+                     + "<ul>" + "".join(f"<li>{_esc(s)}</li>" for s in view.stranded) + "</ul>")
+        if view.stranded_total > len(view.stranded):
+            parts.append(f'<p class="truncated">showing {len(view.stranded):,} of {view.stranded_total:,}; all of '
+                         "them in plan/summary.json (log_dir_moves.stranded)</p>")
     return "".join(parts)
 
 
@@ -482,6 +534,10 @@ def _number_cell(value: float | None) -> Cell:
 
 def _ratio_cell(value: float | None) -> Cell:
     return ("-", float("-inf")) if value is None else (f"{value:.2f}", value)
+
+
+def _share_cell(value: float | None) -> Cell:
+    return ("-", float("-inf")) if value is None else (f"{value:.1%}", value)
 
 
 def _bytes_cell(value: float | None) -> Cell:

@@ -9,15 +9,19 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from kafka_rebalancer.errors import RebalancerError
 from kafka_rebalancer.model.schemas import PARTITION_CHANGES
 from kafka_rebalancer.model.units import human_bytes
 from kafka_rebalancer.plan.promises import validation_promise_lines
+from kafka_rebalancer.report.log_dirs import log_dirs_view
 from kafka_rebalancer.report.overview import RunOverview, run_overview
+from kafka_rebalancer.report.views import LogDirUsage
 from kafka_rebalancer.run_folder import EXECUTE, PLAN, VALIDATION, RunFolder, read_json, read_table
 
 TOP_MOVES = 10
 SKIPPED_SHOWN = 10
 NOTES_SHOWN = 10  # per pool
+LOG_DIR_BROKERS_SHOWN = 10  # brokers with moves between their log dirs, those moving the most bytes
 
 
 def _table(console: Console, title: str | None, columns: list[str]) -> Table:
@@ -58,6 +62,7 @@ def show_run(console: Console, run: RunFolder) -> None:
         _pool_table(console, broker_pool, facts)
         _pool_notes(console, broker_pool, facts)
     _top_moves(console, read_table(plan_dir, PARTITION_CHANGES))
+    _log_dirs(console, run)
     _skipped(console, summary)
     _validation(console, run)
     _execution(console, run, overview)
@@ -148,6 +153,55 @@ def _top_moves(console: Console, changes: pd.DataFrame) -> None:
         table.add_row(row.broker_pool, f"{row.topic}-{row.partition}", f"{old} -> {new}", human_bytes(row.copied),
                       f"{old[0]} -> {new[0]}" if old[0] != new[0] else "")
     console.print(table)
+
+
+def _log_dirs(console: Console, run: RunFolder) -> None:
+    """The plan's moves between a broker's log directories (JBOD), when it has any: per broker with moves, each
+    directory's capacity and use before -> after them, and the replicas left stranded in a removed directory."""
+    try:
+        view = log_dirs_view(run, directories_shown=None, moves_shown=0, stranded_shown=SKIPPED_SHOWN,
+                             brokers_shown=LOG_DIR_BROKERS_SHOWN)
+    except (RebalancerError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        console.print(f"log dir moves: could not read them: {type(exc).__name__}: {exc}", markup=False)
+        return
+    if view is None:
+        return
+    console.print(f"log dir moves ({view.why or '-'}): {view.moves_total} replicas between the log dirs of their "
+                  f"broker, {human_bytes(view.bytes_total)}" + (f"; removed {', '.join(view.removed)}"
+                                                                 if view.removed else ""))
+    by_broker: dict[int, list[LogDirUsage]] = {}
+    for u in view.directories:
+        by_broker.setdefault(u.broker_id, []).append(u)
+    for broker, dirs in sorted(by_broker.items(), key=lambda kv: (-sum(u.bytes_out for u in kv[1]), kv[0])):
+        table = _table(console, f"broker {broker} log dirs: {sum(u.moves_out for u in dirs)} replica move(s), "
+                                f"{human_bytes(sum(u.bytes_out for u in dirs))}",
+                       ["log dir", "capacity (source)", "used before -> after", "usage before -> after", "moves",
+                        "state"])
+        for u in dirs:
+            capacity = "-" if u.capacity_bytes is None else human_bytes(u.capacity_bytes)
+            table.add_row(u.log_dir, f"{capacity} ({u.capacity_source or 'not in the snapshot'})",
+                          f"{_bytes(u.used_before)} -> {_bytes(u.used_after)}",
+                          f"{_share(u.usage(u.used_before))} -> {_share(u.usage(u.used_after))}",
+                          f"-{u.moves_out} +{u.moves_in}", u.state)
+        console.print(table)
+    if view.brokers_shown < view.brokers_total:
+        console.print(f"  ... {view.brokers_total - view.brokers_shown} more brokers in plan/log_dir_moves.parquet")
+    if not view.snapshot_has_log_dirs and view.directories:
+        console.print("  the snapshot has no log dirs (taken by an older version): use before unknown")
+    if view.stranded_total:
+        console.print(f"stranded: {view.stranded_total} replica(s) stay in a removed log dir")
+        for line in view.stranded:
+            console.print(f"  {line}", markup=False)  # as the plan wrote it: no rich markup
+        if view.stranded_total > len(view.stranded):
+            console.print(f"  ... {view.stranded_total - len(view.stranded)} more in plan/summary.json")
+
+
+def _bytes(value: int | None) -> str:
+    return "-" if value is None else human_bytes(value)
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
 
 
 def _skipped(console: Console, summary: dict[str, Any]) -> None:

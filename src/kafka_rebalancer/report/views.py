@@ -18,6 +18,7 @@ SKIPPED_SHOWN = 200
 NOTES_SHOWN = 500  # per pool
 FAILED_ROWS_SHOWN = 50  # per failed expectation
 NOT_AT_PLAN_SHOWN = 200
+LOG_DIRS_SHOWN = 2_000  # directories of the brokers with moves between their log dirs (whole brokers)
 VERIFY_TEXT_CHARS = 200_000
 
 
@@ -142,6 +143,56 @@ class PlanView:
 
 
 @dataclass(frozen=True)
+class LogDirUsage:
+    """One log directory of a broker with moves between its directories: the snapshot's capacity and use, and its
+    use after the plan's log-dir moves (before, less the bytes moving out, plus the bytes moving in)."""
+
+    broker_id: int
+    log_dir: str
+    capacity_bytes: int | None  # None: unknown (or the directory is not in the snapshot)
+    capacity_source: str | None
+    used_before: int | None  # None: the snapshot has no such directory (an older snapshot, or a renamed one)
+    used_after: int | None
+    moves_out: int
+    moves_in: int
+    bytes_out: int
+    bytes_in: int
+    state: str  # "removed", "cordoned", "offline" (comma-separated), or ""
+
+    def usage(self, used: int | None) -> float | None:
+        return None if used is None or not self.capacity_bytes else used / self.capacity_bytes
+
+
+@dataclass(frozen=True)
+class LogDirMoveRow:
+    broker_pool: str
+    topic: str
+    partition: int
+    broker_id: int
+    source_dir: str
+    target_dir: str
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class LogDirsView:
+    """The plan's moves between a broker's log directories (JBOD): plan/log_dir_moves.parquet, the summary's
+    log_dir_moves and the snapshot's log_dirs."""
+
+    why: str | None  # remove-disks, or each broker's log dirs into their band
+    removed: list[str]  # broker:path
+    moves_total: int
+    bytes_total: int
+    directories: list[LogDirUsage]  # of the brokers shown, by broker and path
+    brokers_total: int  # brokers with moves between their directories, or with a removed one
+    brokers_shown: int
+    moves: list[LogDirMoveRow]  # the largest MOVES_SHOWN
+    stranded: list[str]  # replicas left in a removed directory, with why: the first SKIPPED_SHOWN
+    stranded_total: int
+    snapshot_has_log_dirs: bool
+
+
+@dataclass(frozen=True)
 class ExpectationResult:
     table: str
     expectation: str
@@ -211,4 +262,5 @@ class RunReportData:
     validation: ValidationView | None
     executions: list[PoolExecutionView] | None
     verification: VerifyView | None
+    log_dirs: LogDirsView | None = None  # None: the plan moves nothing between log directories (or no plan)
     unreadable: dict[str, str] = field(default_factory=dict)  # section -> what went wrong reading it
