@@ -106,6 +106,68 @@ def _dirs_now(bootstrap: str, moves: list[LogDirMove]) -> dict[tuple[str, int, i
                         where[m.broker]["future_dirs"].get((m.topic, m.partition))) for m in moves}
 
 
+def test_replicas_arriving_from_another_broker_land_in_the_directory_the_plan_names(jbod_cluster: Any,
+                                                                                     tmp_path: Path) -> None:
+    """Broker 3's small directory holds one large replica, its large directory many small ones: left to itself,
+    Kafka puts a new replica where the fewest partitions are (the small one); the plan, by bytes against capacity,
+    names the large one, and the replicas a drain of broker 1 sends to broker 3 land there. First in the module: a
+    drain of one of three brokers needs every topic at RF 2 or less (no __consumer_offsets yet)."""
+    import subprocess
+    import sys
+
+    state = jbod_cluster.load()
+    bootstrap = state.bootstrap_servers
+    broker_3 = next(n for n in state.brokers if n.node_id == 3)
+    small, large = (str(d) for d in jbod_cluster.log_dirs(broker_3, state))  # 1 GiB and 3 GiB in the capacity file
+    _topic_with_data(bootstrap, "jbod-big", [[3]], 48)
+    create_topics(bootstrap, [TopicSpec("jbod-many", [[3]] * 6, [0] * 6)])
+    _topic_with_data(bootstrap, "jbod-arrive", [[1, 2]] * 4, 4)
+    with ClusterAdmin(KafkaConnection(bootstrap)) as admin:
+        wait_until(lambda: sum(t == "jbod-many" for t, _ in admin.describe_log_dirs([3])[3]["replica_dirs"]) == 6, 30,
+                   "jbod-many's six replicas on broker 3")
+        on_3 = admin.describe_log_dirs([3])[3]["replica_dirs"]
+        placed = {(t, p, 3): small if t == "jbod-big" else large for t, p in on_3}
+        assert admin.alter_replica_log_dirs(placed) == {}
+
+        def settled() -> bool:
+            now = admin.describe_log_dirs([3])[3]
+            return not now["future_dirs"] and all(now["replica_dirs"][(t, p)] == d for (t, p, _), d in placed.items())
+
+        wait_until(settled, 60, "broker 3's replicas in their directories")
+    config_path = demo_config(
+        tmp_path, cluster={"name": "jbod", "bootstrap_servers": bootstrap}, pools={"all": {"brokers": [1, 2, 3]}},
+        topic_pools=[{"topics": "*", "pool": "all"}], execution={"poll_interval_s": 0.5},
+        # Every replica leaving broker 1 has one place to go (RF 2 on three brokers): whatever the bands say.
+        resources={"disk": {"threshold": 3.0}}, priority=["disk"],
+        capacity={"cruise_control_file": str(_capacity_file(tmp_path / "capacity.json", jbod_cluster))})
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "kafka-rebalancer"), "drain", "--config", str(config_path), "--brokers",
+         "1", "--reason", "arrivals test", "--apply", "--yes"], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    run = Path(re.search(r"Artifacts: `([^`]+)`", result.stdout).group(1))  # type: ignore[union-attr]
+    plan = {(e["topic"], e["partition"]): e for e in json.loads((run / "plan" / "plan.json").read_text())["partitions"]}
+    for partition in range(4):
+        entry = plan[("jbod-arrive", partition)]
+        assert entry["replicas"][entry["log_dirs"].index(large)] == 3, entry
+    named = {(t, p, b): d for (t, p), e in plan.items() for b, d in zip(e["replicas"], e.get("log_dirs", []),
+                                                                           strict=True) if d != "any"}
+    with ClusterAdmin(KafkaConnection(bootstrap)) as admin:
+        where = admin.describe_log_dirs([1, 2, 3])
+        assert not where[1]["replica_dirs"], where[1]["replica_dirs"]  # drained
+        assert {r: where[r[2]]["replica_dirs"].get((r[0], r[1])) for r in named} == named
+        assert all(not where[b]["future_dirs"] for b in (2, 3))
+        admin.uncordon([1])
+        # The other tests' brokers as they were.
+        for future in admin._admin.delete_topics(["jbod-big", "jbod-many", "jbod-arrive"]).values():
+            future.result()
+    actions = [json.loads(line)["action"] for line in (run / "execute" / "all" / "execution_log.jsonl").read_text()
+               .splitlines()]
+    assert "log_dirs_misplaced" not in actions, actions
+    assert "log_dirs_named" in actions, actions
+    verified = json.loads((run / "verify" / "summary.json").read_text())
+    assert verified["promises_kept"], verified["promises"]
+
+
 def test_moves_between_directories_run_under_their_throttle_and_resume_after_a_broker_restart(
         jbod_cluster: Any) -> None:
     bootstrap = jbod_cluster.load().bootstrap_servers
@@ -298,3 +360,4 @@ def test_rebalance_pool_balances_an_overfull_directory_inside_its_broker(jbod_cl
     verified = json.loads((run / "verify" / "summary.json").read_text())["log_dirs"]
     assert any(line.startswith(f"3:{small} ") for line in verified["out_of_band_before"]), verified
     assert not any(line.startswith("3:") for line in verified["out_of_band_after"]), verified
+

@@ -103,3 +103,25 @@ def test_a_replica_gone_from_its_broker_is_skipped_and_cancel_asks_for_the_sourc
     cancelled: list[dict[str, Any]] = []
     assert cancel_log_dir_moves(broker, [A, B, C], lambda action, **e: cancelled.append(e)) == 1
     assert broker.asked[-1] == {A.replica: "/d1"}  # B never moved, C is gone
+
+
+def test_arrivals_are_named_before_they_exist_and_one_that_landed_elsewhere_moves_after() -> None:
+    from kafka_rebalancer.execute.arrival_dirs import misplaced_arrivals, name_arrival_dirs
+
+    class Receiving(FakeBroker):
+        def alter_replica_log_dirs(self, targets: Mapping[tuple[str, int, int], str]) -> dict:
+            hosted = {r: p for r, p in targets.items() if r in self.dirs}
+            super().alter_replica_log_dirs(hosted)
+            return {r: "NotLeaderForPartitionError" if r[1] == 7 else "KafkaStorageError"
+                    for r in targets if r not in hosted}
+
+    broker = Receiving()
+    records: list[dict[str, Any]] = []
+    name_arrival_dirs(broker, {("t", 7, 1): "/d2", ("t", 8, 1): "/d9"}, lambda a, **e: records.append({"action": a,
+                                                                                                       **e}))
+    # Not hosted yet is what a broker answers when it records the directory; an offline one is named.
+    assert records == [{"action": "log_dirs_named", "replicas": 2, "refused": {"t-8 on broker 1": "KafkaStorageError"}}]
+    broker.dirs[("t", 7, 1)] = "/d1"  # arrived, but in the other directory (the broker restarted in between)
+    targets = {("t", 7, 1): "/d2", A.replica: "/d1", ("t", 9, 2): "/d2"}  # A is where it should be; t-9 not there
+    assert misplaced_arrivals(broker, targets, {("t", 7, 1): 300}) == [LogDirMove("t", 7, 1, "/d1", "/d2", 300)]
+    assert misplaced_arrivals(broker, {}, {}) == []

@@ -116,3 +116,57 @@ def test_directory_bands_are_per_broker_and_skip_single_or_unknown_directories()
                                  (3, "/a", None, 5, False), (3, "/b", 1000, 5, False)), 1.10)
     assert bands[["broker_id", "log_dir", "inside"]].values.tolist() == [[1, "/a", False], [1, "/b", False]]
     assert bands["lower"].round(3).tolist() == [0.36, 0.36] and bands["upper"].round(3).tolist() == [0.44, 0.44]
+
+
+def test_an_arriving_replica_gets_the_directory_lowest_in_use_after_it_never_a_cordoned_one() -> None:
+    from kafka_rebalancer.plan.log_dir_plan import arrival_dirs
+
+    # Broker 1: /small (1,000) holds one large replica, /large (3,000) many small ones: Kafka alone would pick
+    # /small (fewer partitions). Broker 2: one of its two dirs cordoned, so nothing to choose. Broker 3: a dir of
+    # unknown capacity: the most room (the volume's usable 5,000, plus what leaves).
+    log_dirs = dirs((1, "/small", 1000, 300, False), (1, "/large", 3000, 400, False), (2, "/a", 1000, 0, False),
+                    (2, "/b", 1000, 0, True), (3, "/a", None, 100, False), (3, "/b", 9000, 8000, False))
+    on_dirs = replicas(("s", 0, 1, "/small", 300), *(("m", p, 1, "/large", 100) for p in range(4)),
+                       ("m", 9, 3, "/a", 100), ("m", 8, 3, "/b", 8000))
+    arriving = [("t", 0, 1, 200), ("t", 1, 1, 600), ("t", 2, 1, 100), ("t", 0, 2, 200), ("t", 0, 3, 50)]
+    targets = arrival_dirs(log_dirs, on_dirs, arriving, leaving=[("s", 0, 1)])
+    # Largest first: 600 -> /large (1,000/3,000 = 0.33 against /small's 600/1,000, s-0 leaving); 200 -> /small
+    # (0.2 against 0.4); 100 -> /small (0.3 against 0.37).
+    assert targets == {("t", 1, 1): "/large", ("t", 0, 1): "/small", ("t", 2, 1): "/small", ("t", 0, 3): "/a"}
+    assert arrival_dirs(log_dirs, on_dirs, arriving, leaving=[], removed=[(1, "/large")]).get(("t", 1, 1)) is None
+    assert arrival_dirs(None, None, arriving, leaving=[]) == {}
+    # The balance of broker 1's directories counts what arrives where: 1,000 landing on /large puts it above.
+    landing = balance_plan(dirs((1, "/a", 1000, 500, False), (1, "/b", 1000, 500, False)),
+                           replicas(("t", 0, 1, "/a", 500), ("t", 1, 1, "/b", 400), ("t", 2, 1, "/b", 100)), [1],
+                           1.1, 0.9, leaving=[], topic_pool={}, arriving={(1, "/b"): 400})
+    assert landing.moves[["partition", "source_dir", "target_dir"]].values.tolist() == [[2, "/b", "/a"]]
+
+
+def test_plan_json_names_the_arrivals_directories_the_validation_checks_them_and_a_bad_field_is_refused() -> None:
+    from kafka_rebalancer.errors import ConfigError
+    from kafka_rebalancer.model.reassignment import dumps, parse_reassignment, reassignment_document
+    from kafka_rebalancer.snapshot.build import SnapshotTables
+    from kafka_rebalancer.validate.log_dir_checks import arrival_check_rows
+
+    changes = pd.DataFrame({"topic": ["t", "t"], "partition": [0, 1], "old_replicas": [[1, 2], [2, 3]],
+                            "new_replicas": [[3, 2], [2, 1]]})
+    text = dumps(reassignment_document(changes, log_dirs={("t", 0, 3): "/b", ("t", 1, 1): "/c"}))
+    plan = parse_reassignment(text, "plan.json")
+    assert json.loads(text)["partitions"][0] == {"topic": "t", "partition": 0, "replicas": [3, 2],
+                                                  "log_dirs": ["/b", "any"]}
+    assert [e.target_dirs() for e in plan] == [{3: "/b"}, {1: "/c"}]
+    assert "log_dirs" not in dumps(reassignment_document(changes))
+    rollback = parse_reassignment(dumps(reassignment_document(changes, "old_replicas")), "rollback.json")
+    snapshot = SnapshotTables(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), [],
+                              dirs((3, "/a", 1000, 0, False), (3, "/b", 1000, 0, False), (1, "/c", 1000, 0, True),
+                                   (1, "/d", 1000, 0, False)), replicas())
+    rows = arrival_check_rows(snapshot, plan, rollback, frozenset())
+    assert rows[["partition", "arrives", "target_takes_replicas"]].values.tolist() == [[0, True, True],
+                                                                                       [1, True, False]]
+    staying = parse_reassignment('{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2],'
+                                 ' "log_dirs": ["any", "/b"]}]}', "plan.json")
+    assert arrival_check_rows(snapshot, staying, rollback, frozenset())["arrives"].tolist() == [False]
+    for bad in ('["/b"]', '["b", "any"]', '"/b"', '[1, "any"]'):
+        with pytest.raises(ConfigError, match=r"plan.json.*partitions\[0\]\.log_dirs.*one absolute path or \"any\""):
+            parse_reassignment('{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2],'
+                               f' "log_dirs": {bad}}}]}}', "plan.json")

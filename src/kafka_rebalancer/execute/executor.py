@@ -25,6 +25,7 @@ from typing import Any
 
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import ExecutionCancelled, ExecutionError
+from kafka_rebalancer.execute.arrival_dirs import misplaced_arrivals, name_arrival_dirs
 from kafka_rebalancer.execute.cluster import Cluster, describe, names
 from kafka_rebalancer.execute.load_control import LoadControl, prometheus_loads
 from kafka_rebalancer.execute.lock import pool_lock
@@ -321,6 +322,8 @@ class _PoolExecution:
             else:
                 targets[move.key] = list(move.new)
         self._check_cancel()  # a cancel that arrived while this batch was checked
+        name_arrival_dirs(self.cluster, {r: d for k in targets for r, d in self.by_key[k].arrival_dirs().items()},
+                          self.xlog.append)
         refused = self.cluster.alter_reassignments(targets)
         for key, target in targets.items():
             if key in refused:
@@ -332,12 +335,22 @@ class _PoolExecution:
                 in_flight[key] = self.clock()
 
     def _move_log_dirs(self) -> None:
-        """remove-disks: the replicas' moves between their brokers' log directories (execute.log_dir_moves)."""
-        if not self.plan.log_dir_moves:
+        """The plan's moves between their brokers' log directories (execute.log_dir_moves), and those of replicas
+        that arrived outside the directory the plan names (execute.arrival_dirs)."""
+        state = self.xlog.state()
+        arrivals = {r: d for m in self.plan.moves if state.action(m.key) == "completed"
+                    for r, d in m.arrival_dirs().items()}
+        planned = {m.replica for m in self.plan.log_dir_moves}
+        sizes = {r: self.by_key[(r[0], r[1])].size_bytes for r in arrivals}
+        misplaced = [m for m in misplaced_arrivals(self.cluster, arrivals, sizes) if m.replica not in planned]
+        if misplaced:
+            self.xlog.append("log_dirs_misplaced", replicas=[m.fields() for m in misplaced])
+        moves = self.plan.log_dir_moves + misplaced
+        if not moves:
             return
         limits = LogDirLimits(self.throttle.rate_bytes_per_s, self.limits.max_moves_per_broker,
                               self.limits.poll_interval_s, self.limits.move_timeout_s)
-        LogDirExecution(self.cluster, self.plan.log_dir_moves, self.xlog.append, limits, self.sleep,
+        LogDirExecution(self.cluster, moves, self.xlog.append, limits, self.sleep,
                         self.clock).run(self.xlog.log_dirs_done())
 
     def _finish(self) -> dict[str, Any]:
@@ -494,7 +507,8 @@ def run_execute(config: RebalancerConfig, connection: Any, run: RunFolder, pool:
         # A missing ACL refused before the first change, not halfway through with throttles set.
         rate = throttle_bytes_per_s or config.execution.throttle_bytes_per_s
         throttle = throttle_for(plan.moves, rate) if rate else Throttle(None)
-        check_permissions(admin, execution_needs(plan.moves, plan.pool_topics, throttle, bool(plan.log_dir_moves)),
+        check_permissions(admin, execution_needs(plan.moves, plan.pool_topics, throttle,
+                                                  bool(plan.log_dir_moves) or any(m.target_dirs for m in plan.moves)),
                           f"to execute {pool}")
         out_dir = run.stage_path(f"{EXECUTE}/{pool}")
         if resume_cancelled or not (out_dir / CANCEL_MARKER).exists():  # a cancelled pool refuses below: no cordon

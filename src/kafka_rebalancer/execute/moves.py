@@ -29,6 +29,7 @@ class PartitionMove:
     new: tuple[int, ...]
     size_bytes: int
     leader: int = -1  # the partition's leader in the snapshot: it serves the copies (-1: not known)
+    target_dirs: tuple[tuple[int, str], ...] = ()  # (receiving broker, log directory plan.json names for it)
 
     @property
     def key(self) -> Key:
@@ -43,6 +44,9 @@ class PartitionMove:
     def leadership_only(self) -> bool:
         """Copies nothing (the order at most changes): runs in the leadership batches."""
         return copies_nothing(self.old, self.new)
+
+    def arrival_dirs(self) -> dict[tuple[str, int, int], str]:
+        return {(self.topic, self.partition, broker): path for broker, path in self.target_dirs}
 
     @property
     def bytes_to_copy(self) -> int:
@@ -218,7 +222,7 @@ def read_pool_plan(run: RunFolder, pool: str, digest: str) -> PoolPlan:
     parts = snapshot.partitions.set_index(["topic", "partition"])
     moves = [PartitionMove(r.topic, r.partition, tuple(rollback[(r.topic, r.partition)]), tuple(r.replicas),
                            int(parts.at[(r.topic, r.partition), "size_bytes"]),
-                           int(parts.at[(r.topic, r.partition), "leader"]))
+                           int(parts.at[(r.topic, r.partition), "leader"]), tuple(sorted(r.target_dirs().items())))
              for r in plan if parts.at[(r.topic, r.partition), "topic_pool"] == pool]
     brokers = snapshot.brokers
     used = snapshot.replicas.groupby("broker_id")["size_bytes"].sum()

@@ -1,13 +1,16 @@
 """Kafka's reassignment JSON (what `kafka-reassign-partitions.sh --execute` reads) and the plan's hash.
 
     {"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2, 3]}, ...]}
+
+A partition may name, per replica, the log directory it goes to (`"log_dirs": ["/data-2", "any", "any"]`, JBOD):
+"any" leaves the choice to the broker.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,14 +26,30 @@ class Reassignment:
     topic: str
     partition: int
     replicas: list[int]
+    log_dirs: tuple[str, ...] | None = None  # per replica, its target log directory or ANY_LOG_DIR
+
+    def target_dirs(self) -> dict[int, str]:
+        """The replicas whose log directory is named: broker -> directory."""
+        return {b: d for b, d in zip(self.replicas, self.log_dirs or (), strict=False) if d != ANY_LOG_DIR}
 
 
-def reassignment_document(changes: pd.DataFrame, column: str = "new_replicas") -> dict:
-    """plan.json (column new_replicas) or rollback.json (old_replicas), sorted by topic and partition."""
+ANY_LOG_DIR = "any"
+
+
+def reassignment_document(changes: pd.DataFrame, column: str = "new_replicas",
+                          log_dirs: Mapping[tuple[str, int, int], str] | None = None) -> dict:
+    """plan.json (column new_replicas) or rollback.json (old_replicas), sorted by topic and partition; a
+    partition with a replica in `log_dirs` ((topic, partition, broker) -> directory) names every replica's."""
     rows = sorted(zip(changes["topic"], changes["partition"], changes[column], strict=True),
                   key=lambda r: (r[0], int(r[1])))
-    return {"version": 1, "partitions": [{"topic": str(t), "partition": int(p), "replicas": [int(b) for b in r]}
-                                         for t, p, r in rows]}
+    entries = []
+    for topic, partition, replicas in rows:
+        entry: dict = {"topic": str(topic), "partition": int(partition), "replicas": [int(b) for b in replicas]}
+        named = [(log_dirs or {}).get((str(topic), int(partition), int(b))) for b in replicas]
+        if any(named):
+            entry["log_dirs"] = [d or ANY_LOG_DIR for d in named]
+        entries.append(entry)
+    return {"version": 1, "partitions": entries}
 
 
 def dumps(document: dict) -> str:
@@ -88,8 +107,20 @@ def parse_reassignment(text: str, file: str = "<reassignment json>") -> list[Rea
         if (topic, partition) in seen:
             raise ConfigError(file, where, f"{topic}-{partition} appears twice")
         seen.add((topic, partition))
-        out.append(Reassignment(topic, partition, list(replicas)))
+        out.append(Reassignment(topic, partition, list(replicas), _log_dirs(entry, replicas, file, where)))
     return out
+
+
+def _log_dirs(entry: dict, replicas: list[int], file: str, where: str) -> tuple[str, ...] | None:
+    """An entry's optional `log_dirs`: one per replica, each an absolute path or "any"."""
+    if "log_dirs" not in entry:
+        return None
+    log_dirs = entry["log_dirs"]
+    if not isinstance(log_dirs, list) or len(log_dirs) != len(replicas) or not all(
+            isinstance(d, str) and (d == ANY_LOG_DIR or d.startswith("/")) for d in log_dirs):
+        raise ConfigError(file, f"{where}.log_dirs", f'expected one absolute path or "any" per replica '
+                                                     f"({len(replicas)}), got {log_dirs!r}")
+    return tuple(log_dirs)
 
 
 def read_reassignment(path: str | Path) -> list[Reassignment]:

@@ -66,7 +66,13 @@ from kafka_rebalancer.plan.changes import (
     trim_to_budgets,
     with_load_changes,
 )
-from kafka_rebalancer.plan.log_dir_plan import LogDirPlan, balance_plan, log_dir_document, removal_plan
+from kafka_rebalancer.plan.log_dir_plan import (
+    LogDirPlan,
+    arrival_dirs,
+    balance_plan,
+    log_dir_document,
+    removal_plan,
+)
 from kafka_rebalancer.plan.planner_input import DriverInput, PlannerInput, spark_input
 from kafka_rebalancer.plan.recheck import (
     Recheck,
@@ -210,6 +216,7 @@ class _Changes:
     digest: str
     log_dirs: LogDirPlan | None  # remove-disks: moves between a broker's log directories
     log_dir_text: str | None
+    arrival_dirs: int  # replicas arriving from another broker whose log directory plan.json names
 
 
 def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request: ManualRequest | None,
@@ -343,41 +350,52 @@ def _changes(job: _Job, inputs: _Inputs, planned: _Planned) -> _Changes:
     else:
         after_pdf = load_after(planned.load_pdf, changes, touched, job.config.resource_list())
         claim_source = "the plan's moves replayed"
-    plan_text = dumps(reassignment_document(changes))
+    log_dirs, log_dir_text, arrivals = _log_dir_plan(job, snapshot_tables, inputs.brokers_pdf, changes)
+    plan_text = dumps(reassignment_document(changes, log_dirs=arrivals))
     rollback_text = dumps(reassignment_document(changes, "old_replicas"))
-    log_dirs, log_dir_text = _log_dir_plan(job, snapshot_tables, inputs.brokers_pdf, changes)
     digest = plan_hash(plan_text, inputs.manifest["content_hash"], job.config.fingerprint(), log_dir_text)
     job.progress(f"{len(changes)} partitions change" + (
-        f"; {len(log_dirs.moves)} replicas move between log dirs" if log_dirs is not None else ""))
-    return _Changes(changes, after_pdf, claim_source, plan_text, rollback_text, digest, log_dirs, log_dir_text)
+        f"; {len(log_dirs.moves)} replicas move between log dirs" if log_dirs is not None else "") + (
+        f"; {len(arrivals)} arriving replicas get a log dir" if arrivals else ""))
+    return _Changes(changes, after_pdf, claim_source, plan_text, rollback_text, digest, log_dirs, log_dir_text,
+                    len(arrivals))
 
 
-def _log_dir_plan(job: _Job, tables: Any, brokers_pdf: pd.DataFrame,
-                  changes: pd.DataFrame) -> tuple[LogDirPlan | None, str | None]:
-    """Moves between a broker's log directories (JBOD), and their document: remove-disks empties directories onto
-    their brokers' others; the nightly run and rebalance-pool, balancing disk, put each planned broker's directories
-    in a band of their own (none where a broker has one directory: the plan and its hash are then as without
-    JBOD)."""
+def _log_dir_plan(job: _Job, tables: Any, brokers_pdf: pd.DataFrame, changes: pd.DataFrame
+                  ) -> tuple[LogDirPlan | None, str | None, dict[tuple[str, int, int], str]]:
+    """Moves between a broker's log directories (JBOD), their document, and the directory of each replica arriving
+    from another broker: remove-disks empties directories onto their brokers' others; the nightly run and
+    rebalance-pool, balancing disk, put each planned broker's directories in a band of their own, the arriving
+    replicas counted where they land (none where a broker has one directory: the plan and its hash are then as
+    without JBOD)."""
     scope, partitions = job.scope, tables.partitions
     topic_pool = dict(zip(partitions["topic"], partitions["topic_pool"], strict=True))
+    size = {(t, int(p)): int(b) for t, p, b in zip(partitions["topic"], partitions["partition"],
+                                                     partitions["size_bytes"], strict=True)}
+    moved = list(zip(changes["topic"], changes["partition"], changes["old_replicas"], changes["new_replicas"],
+                     strict=True))
+    leaving = [(t, int(p), int(b)) for t, p, old, new in moved for b in set(old) - set(new)]
+    arrivals = arrival_dirs(tables.log_dirs, tables.replica_log_dirs,
+                            [(t, int(p), int(b), size[(t, int(p))]) for t, p, old, new in moved
+                             for b in set(new) - set(old)], leaving, scope.removed_log_dirs)
     if scope.removed_log_dirs:
         planned = removal_plan(tables.log_dirs, tables.replica_log_dirs, scope.removed_log_dirs, topic_pool)
     elif (job.request is None or job.request.action == "rebalance-pool") and "disk" in job.config.resources:
         disk = job.config.resources["disk"]
         brokers = brokers_pdf.loc[[isinstance(p, str) and scope.balance_planned(p)
                                    for p in brokers_pdf["broker_pool"]], "broker_id"]
-        leaving = [(t, int(p), int(b)) for t, p, old, new in zip(changes["topic"], changes["partition"],
-                                                                 changes["old_replicas"], changes["new_replicas"],
-                                                                 strict=True) for b in set(old) - set(new)]
+        landing: dict[tuple[int, str], int] = {}
+        for (topic, partition, broker), path in arrivals.items():
+            landing[(broker, path)] = landing.get((broker, path), 0) + size[(topic, partition)]
         planned = balance_plan(tables.log_dirs, tables.replica_log_dirs, brokers.astype(int).tolist(),
-                               disk.threshold, disk.margin, leaving, topic_pool)
+                               disk.threshold, disk.margin, leaving, topic_pool, landing)
         if planned.moves.empty:
-            return None, None
+            return None, None, arrivals
     else:
-        return None, None
+        return None, None, arrivals
     replicas = {(t, int(p)): [int(b) for b in r] for t, p, r in zip(partitions["topic"], partitions["partition"],
                                                       partitions["replicas"], strict=True)}
-    return planned, log_dir_document(planned.moves, replicas)
+    return planned, log_dir_document(planned.moves, replicas), arrivals
 
 
 def _write_plan(job: _Job, inputs: _Inputs, planned: _Planned, changes: _Changes, recheck: Recheck,
@@ -414,6 +432,8 @@ def _write_plan(job: _Job, inputs: _Inputs, planned: _Planned, changes: _Changes
                 "removed": sorted(f"{b}:{path}" for b, path in job.scope.removed_log_dirs),
                 "moves": len(changes.log_dirs.moves), "bytes": int(changes.log_dirs.moves["size_bytes"].sum()),
                 "stranded": changes.log_dirs.stranded}
+        if changes.arrival_dirs:
+            summary["arrival_log_dirs"] = changes.arrival_dirs
         summary["plan_seconds"] = round(time.monotonic() - started, 3)
         write_json(out / "summary.json", summary)
     return summary

@@ -5,17 +5,21 @@ cordoned or offline takes none. A replica no directory has room for stays, and t
 
 The moves are also written in Kafka's reassignment format with `log_dirs` (the replicas unchanged), which
 `kafka-reassign-partitions.sh --execute` accepts as it is.
+
+A replica arriving from another broker gets a directory too (`arrival_dirs`), named in plan.json's `log_dirs`:
+left to itself Kafka puts a new replica in the directory with the fewest partitions, whatever their bytes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
 from kafka_rebalancer.errors import RunFolderError
-from kafka_rebalancer.model.reassignment import dumps
+from kafka_rebalancer.model.reassignment import ANY_LOG_DIR, dumps
 from kafka_rebalancer.model.schemas import LOG_DIR_MOVES
 from kafka_rebalancer.operations.request import RequestError
 
@@ -79,19 +83,61 @@ def log_dir_document(moves: pd.DataFrame, replicas: Mapping[tuple[str, int], lis
         targets.setdefault((str(r.topic), int(r.partition)), {})[int(r.broker_id)] = str(r.target_dir)
     return dumps({"version": 1, "partitions": [
         {"topic": topic, "partition": partition, "replicas": list(replicas[(topic, partition)]),
-         "log_dirs": [dirs.get(b, "any") for b in replicas[(topic, partition)]]}
+         "log_dirs": [dirs.get(b, ANY_LOG_DIR) for b in replicas[(topic, partition)]]}
         for (topic, partition), dirs in sorted(targets.items())]})
 
 
+Replica = tuple[str, int, int]  # topic, partition, broker
+
+
+def arrival_dirs(log_dirs: pd.DataFrame | None, replica_log_dirs: pd.DataFrame | None,
+                 arriving: Iterable[tuple[str, int, int, int]], leaving: Iterable[Replica],
+                 removed: Iterable[tuple[int, str]] = ()) -> dict[Replica, str]:
+    """The directory each replica `arriving` ((topic, partition, broker, bytes)) on a broker with several
+    directories that take replicas (not removed, cordoned or offline) goes to: the largest first, each where its
+    broker's use after it is lowest against the directory's capacity (where every capacity is known; else where
+    the most room is left), with the replicas `leaving` the broker counted out."""
+    if log_dirs is None or replica_log_dirs is None:
+        return {}
+    removed, gone = set(removed), set(leaving)
+    usable: dict[int, dict[str, Any]] = {}  # broker -> directory -> its log_dirs row
+    for r in log_dirs.itertuples():
+        if (int(r.broker_id), str(r.log_dir)) not in removed and not r.cordoned and not r.offline:
+            usable.setdefault(int(r.broker_id), {})[str(r.log_dir)] = r
+    staying = [(int(b), str(d), int(s)) for t, p, b, d, s in zip(
+        replica_log_dirs["topic"], replica_log_dirs["partition"], replica_log_dirs["broker_id"],
+        replica_log_dirs["log_dir"], replica_log_dirs["size_bytes"], strict=True) if (t, int(p), int(b)) not in gone]
+    used: dict[tuple[int, str], int] = {}
+    for broker, path, size in staying:
+        used[(broker, path)] = used.get((broker, path), 0) + size
+    # Room as the snapshot gives it, less what lands in the plan and plus what leaves (for unknown capacities).
+    room = {(b, d): _room(row) + int(row.used_bytes) - used.get((b, d), 0) if pd.isna(row.capacity_bytes)
+            else int(row.capacity_bytes) - used.get((b, d), 0) for b, dirs in usable.items() for d, row in dirs.items()}
+    targets: dict[Replica, str] = {}
+    for topic, partition, broker, size in sorted(arriving, key=lambda a: (-a[3], a[0], a[1], a[2])):
+        dirs = usable.get(broker, {})
+        if len(dirs) < 2:
+            continue
+        known = all(pd.notna(row.capacity_bytes) for row in dirs.values())
+        target = min(dirs, key=lambda d: ((used.get((broker, d), 0) + size) / int(dirs[d].capacity_bytes)
+                                          if known else -room[(broker, d)], d))
+        targets[(topic, partition, broker)] = target
+        used[(broker, target)] = used.get((broker, target), 0) + size
+        room[(broker, target)] -= size
+    return targets
+
+
 def balance_plan(log_dirs: pd.DataFrame | None, replica_log_dirs: pd.DataFrame | None, brokers: Iterable[int],
-                 threshold: float, margin: float, leaving: Iterable[tuple[str, int, int]],
-                 topic_pool: Mapping[str, str | None]) -> LogDirPlan:
+                 threshold: float, margin: float, leaving: Iterable[Replica],
+                 topic_pool: Mapping[str, str | None], arriving: Mapping[tuple[int, str], int] | None = None
+                 ) -> LogDirPlan:
     """Each broker's log directories into a band of their own: the broker's disk use over its directories'
     capacity is the mean `m`, the band `[m(1-f), m(1+f)]` with the disk resource's `f = threshold - 1` (a band per
     broker, not per pool of equal disks: a broker's directories share its replicas, whatever the other brokers'
     disks are). A directory outside it gives its replicas to (or takes them from) the broker's directory furthest
     the other way, the largest replica that does not overshoot the target band `m(1±f·margin)` first; replicas
-    `leaving` their broker in this plan stay out of it. Directories cordoned, offline or of unknown capacity are
+    `leaving` their broker in this plan stay out of it, the bytes `arriving` ((broker, dir) -> bytes, where
+    `arrival_dirs` puts them) count in. Directories cordoned, offline or of unknown capacity are
     left alone, and so is their broker."""
     if log_dirs is None or replica_log_dirs is None:
         return LogDirPlan(pd.DataFrame(columns=LOG_DIR_MOVES.names), [])
@@ -104,9 +150,9 @@ def balance_plan(log_dirs: pd.DataFrame | None, replica_log_dirs: pd.DataFrame |
         on_broker = replica_log_dirs[replica_log_dirs["broker_id"] == broker]
         staying = on_broker[[(str(t), int(p), broker) not in gone
                              for t, p in zip(on_broker["topic"], on_broker["partition"], strict=True)]]
-        # The directories as the plan leaves them: without the replicas leaving the broker (one arriving lands
-        # where Kafka puts it, which this plan cannot know).
-        used = {str(d): int(staying.loc[staying["log_dir"] == d, "size_bytes"].sum()) for d in dirs["log_dir"]}
+        # The directories as the plan leaves them: without the replicas leaving the broker, with those arriving.
+        used = {str(d): int(staying.loc[staying["log_dir"] == d, "size_bytes"].sum())
+                + (arriving or {}).get((broker, str(d)), 0) for d in dirs["log_dir"]}
         movable = {d: sorted(((int(s), str(t), int(p)) for t, p, s, f in zip(
             group["topic"], group["partition"], group["size_bytes"], group["future_log_dir"], strict=True)
             if pd.isna(f)), reverse=True) for d, group in staying.groupby("log_dir")}

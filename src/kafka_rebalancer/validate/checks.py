@@ -30,6 +30,8 @@ class CheckTables:
     promises: pd.DataFrame = field(default_factory=pd.DataFrame)
     # one row per move between a broker's log directories (validate.log_dir_checks)
     log_dir_moves: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # one row per replica whose log directory plan.json names (validate.log_dir_checks)
+    arrival_dirs: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _distance(status: pd.DataFrame) -> pd.Series:

@@ -1,7 +1,8 @@
 """The facts the validation checks on a plan's moves between a broker's log directories (JBOD; README: JBOD),
 from the snapshot alone: each replica is in its source directory now and stays on its broker in plan.json; its
 target is another log directory of that broker that takes replicas (not removed, cordoned or offline); and no
-directory ends over its capacity."""
+directory ends over its capacity. A directory plan.json names for a replica is one of a replica arriving on its
+broker, and a directory of that broker that takes replicas."""
 
 from __future__ import annotations
 
@@ -43,6 +44,24 @@ def log_dir_check_rows(snapshot: SnapshotTables, moves: pd.DataFrame, plan: list
                      "target_takes_replicas": target in takes and r.target_dir != r.source_dir,
                      "target_fits": capacity is None or pd.isna(capacity) or used <= int(capacity)})
     return pd.DataFrame(rows, columns=columns)
+
+
+def arrival_check_rows(snapshot: SnapshotTables, plan: list[Reassignment], rollback: list[Reassignment],
+                       removed: frozenset[tuple[int, str]]) -> pd.DataFrame:
+    """One row per replica whose log directory plan.json names, with a boolean column per check."""
+    columns = ["topic", "partition", "broker_id", "target_dir", "arrives", "target_takes_replicas"]
+    named = [(e, broker, path) for e in plan for broker, path in e.target_dirs().items()]
+    if not named:
+        return pd.DataFrame(columns=columns)
+    before = {(e.topic, e.partition): set(e.replicas) for e in rollback}
+    dirs = snapshot.log_dirs if snapshot.log_dirs is not None else pd.DataFrame(
+        columns=["broker_id", "log_dir", "cordoned", "offline"])
+    takes = {(int(r.broker_id), str(r.log_dir)) for r in dirs.itertuples()
+             if not r.cordoned and not r.offline and (int(r.broker_id), str(r.log_dir)) not in removed}
+    return pd.DataFrame([{"topic": e.topic, "partition": e.partition, "broker_id": broker, "target_dir": path,
+                          "arrives": broker not in before.get((e.topic, e.partition), {broker}),
+                          "target_takes_replicas": (broker, path) in takes} for e, broker, path in named],
+                        columns=columns)
 
 
 def replica_dirs_after(replica_log_dirs: pd.DataFrame | None, moves: pd.DataFrame) -> pd.DataFrame | None:

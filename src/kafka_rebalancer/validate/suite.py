@@ -28,7 +28,7 @@ from kafka_rebalancer.plan.recheck import band_rows, claim_rows, draining_broker
 from kafka_rebalancer.run_folder import PLAN, VALIDATION, RunFolder, read_json, read_table, write_json
 from kafka_rebalancer.snapshot.store import cordoned_brokers, read_snapshot
 from kafka_rebalancer.validate.checks import CheckTables, build_checks
-from kafka_rebalancer.validate.log_dir_checks import log_dir_check_rows, replica_dirs_after
+from kafka_rebalancer.validate.log_dir_checks import arrival_check_rows, log_dir_check_rows, replica_dirs_after
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,10 @@ SUITE: list[tuple[str, str, dict[str, Any], str]] = [
      "every move between log dirs goes to another log dir of its broker that is not removed, cordoned or offline"),
     ("log_dir_moves", "ExpectColumnValuesToBeInSet", {"column": "target_fits", **_TRUE},
      "no log dir ends over its capacity"),
+    ("arrival_dirs", "ExpectColumnValuesToBeInSet", {"column": "arrives", **_TRUE},
+     "plan.json names a log dir only for a replica arriving from another broker"),
+    ("arrival_dirs", "ExpectColumnValuesToBeInSet", {"column": "target_takes_replicas", **_TRUE},
+     "every log dir plan.json names is one of the receiving broker's that is not removed, cordoned or offline"),
     # The data itself, in case a bad snapshot slipped past the row checks: these would otherwise pass the plan on.
     ("partitions", "ExpectCompoundColumnsToBeUnique", {"column_list": ["topic", "partition"]},
      "one plan row per partition"),
@@ -103,6 +107,7 @@ _INDEX = {"partitions": ["topic", "partition"], "brokers": ["broker_id", "resour
           "left_outside": ["broker_id", "resource", "left"],
           "promises": ["action", "broker_id", "topic", "partition", "detail"],
           "log_dir_moves": ["topic", "partition", "broker_id", "source_dir", "target_dir"],
+          "arrival_dirs": ["topic", "partition", "broker_id", "target_dir"],
           "bands": ["broker_pool", "resource", "balanced_planned", "balanced_rechecked", "mean_planned",
                     "mean_rechecked", "lower_planned", "lower_rechecked", "upper_planned", "upper_rechecked"]}
 
@@ -133,7 +138,8 @@ def run_suite(checks: CheckTables, config: RebalancerConfig) -> tuple[bool, list
     source = context.data_sources.add_pandas("kafka_rebalancer_plan")
     frames = {"partitions": checks.partitions, "brokers": checks.brokers, "totals": checks.totals,
               "claims": checks.claims, "left_outside": checks.left_outside, "bands": checks.bands,
-              "promises": checks.promises, "log_dir_moves": checks.log_dir_moves}
+              "promises": checks.promises, "log_dir_moves": checks.log_dir_moves,
+              "arrival_dirs": checks.arrival_dirs}
     failures: list[dict[str, Any]] = []
     raw: list[dict] = []
     for table, frame in frames.items():
@@ -190,6 +196,7 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
     alive = snapshot.brokers.loc[snapshot.brokers["alive"].astype(bool), "broker_id"]
     checks.promises = promise_rows(request, config, placement_after(snapshot.partitions, plan), recheck.after, alive,
                                    excuses)
+    checks.arrival_dirs = arrival_check_rows(snapshot, plan, rollback, scope_of(request).removed_log_dirs)
     moves_file = plan_dir / f"{LOG_DIR_MOVES.name}.parquet"
     if moves_file.exists():
         moves, removed = read_table(plan_dir, LOG_DIR_MOVES), scope_of(request).removed_log_dirs
@@ -216,6 +223,7 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
         checks.bands.to_csv(out / "band_checks.csv", index=False)
         checks.promises.to_csv(out / "promises.csv", index=False)
         checks.log_dir_moves.to_csv(out / "log_dir_move_checks.csv", index=False)
+        checks.arrival_dirs.to_csv(out / "arrival_dir_checks.csv", index=False)
     if not success:
         lines = [f"- {f['description']} ({f['expectation']} on {f['table']}): {f['unexpected_count']} row(s), "
                  f"e.g. {f['rows'][:5]}" for f in failures]
