@@ -203,3 +203,37 @@ def test_a_run_with_log_dirs_but_no_moves_between_them_shows_as_before(tmp_path:
     assert shown == show_text(plain).splitlines()[2:] and not [line for line in shown if "log dir" in line]
     after_snapshot = (lambda p: p.split('<section id="section-usage">', 1)[1])  # noqa: E731
     assert after_snapshot(report_of(plain)) == after_snapshot(page)
+
+
+def test_replicas_arriving_into_named_directories_are_counted_per_directory(tmp_path: Path) -> None:
+    from kafka_rebalancer.model.reassignment import dumps
+    from kafka_rebalancer.model.schemas import PARTITION_CHANGES
+    from kafka_rebalancer.run_folder import read_table
+
+    _, _, run, _ = jbod_run(tmp_path)
+    plan_dir = run.stage_path(PLAN)
+    changes = read_table(plan_dir, PARTITION_CHANGES)
+    first = changes.iloc[0]
+    arriving = sorted(set(first["new_replicas"]) - set(first["old_replicas"]))[0]
+    document = json.loads((plan_dir / "plan.json").read_text())
+    entry = next(e for e in document["partitions"] if (e["topic"], e["partition"]) == (first["topic"],
+                                                                                       first["partition"]))
+    entry["log_dirs"] = ["/data/d2" if b == arriving else "any" for b in entry["replicas"]]
+    files = {p.name: p.read_bytes() for p in plan_dir.iterdir() if p.is_file() and p.name != "files.json"}
+    summary = json.loads(files.pop("summary.json"))
+    files["plan.json"] = dumps(document).encode()
+    with run.stage(PLAN) as out:
+        for name, data in files.items():
+            (out / name).write_bytes(data)
+        write_json(out / "summary.json", {**summary, "arrival_log_dirs": 1})
+    data = collect(run)
+    assert data.log_dirs is not None and not data.unreadable, data.unreadable
+    assert (data.log_dirs.arrivals_total, data.log_dirs.arrival_bytes_total) == (1, int(first["size_bytes"]))
+    row = next(u for u in data.log_dirs.directories if (u.broker_id, u.log_dir) == (arriving, "/data/d2"))
+    assert (row.arrivals, row.arrival_bytes) == (1, int(first["size_bytes"]))
+    if row.used_before is not None:
+        assert row.used_after == row.used_before + int(first["size_bytes"])
+    assert "1 replica(s) arriving from other brokers go into the directory the plan names" in \
+        section(report_of(run), "log-dirs")
+    text = show_text(run)
+    assert "1 arriving from other brokers into named log dirs" in text and "+1 arriving" in text

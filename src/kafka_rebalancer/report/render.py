@@ -184,11 +184,14 @@ def _render_log_dirs(data: RunReportData) -> str:
     removed = f" Removed: {', '.join(view.removed)}." if view.removed else ""
     headline = (f"{view.moves_total:,} replica(s) move between the log directories of their broker, "
                 f"{human_bytes(view.bytes_total)}{why}.{removed}")
+    if view.arrivals_total:
+        headline += (f" {view.arrivals_total:,} replica(s) arriving from other brokers go into the directory the "
+                     f"plan names, {human_bytes(view.arrival_bytes_total)}.")
     parts = [f"<p>{_esc(headline)}</p>"]
     if view.directories:
-        intro = ("Per directory of each broker with such moves: capacity (and where it came from), use in the "
-                 "snapshot and after these moves (less the bytes moving out, plus the bytes moving in; replicas "
-                 "moving to or from other brokers not counted).")
+        intro = ("Per directory of each broker with such moves or arrivals: capacity (and where it came from), use "
+                 "in the snapshot and after the plan (less the bytes moving out, plus the bytes moving in and "
+                 "arriving; replicas leaving for other brokers not counted).")
         if not view.snapshot_has_log_dirs:
             intro += " The snapshot has no log directories (taken by an older version): use before is unknown."
         parts.append(f"<p>{_esc(intro)}</p>")
@@ -198,11 +201,11 @@ def _render_log_dirs(data: RunReportData) -> str:
         parts.append(_table(
             [("broker", True), "log dir", ("capacity", True), "capacity from", ("used before", True),
              ("used after", True), ("usage before", True), ("usage after", True), ("moves out", True),
-             ("moves in", True), "state"],
+             ("moves in", True), ("arriving", True), "state"],
             [[(str(u.broker_id), u.broker_id), u.log_dir, _bytes_cell(u.capacity_bytes), u.capacity_source or "-",
               _bytes_cell(u.used_before), _bytes_cell(u.used_after), _share_cell(u.usage(u.used_before)),
               _share_cell(u.usage(u.used_after)), _number_cell(u.moves_out), _number_cell(u.moves_in),
-              u.state or "-"] for u in view.directories], sortable=True))
+              _number_cell(u.arrivals), u.state or "-"] for u in view.directories], sortable=True))
     if view.moves:
         if view.moves_total > len(view.moves):
             parts.append(f'<p class="truncated">showing the {len(view.moves):,} largest of {view.moves_total:,} '

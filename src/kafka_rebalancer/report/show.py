@@ -168,11 +168,14 @@ def _log_dirs(console: Console, run: RunFolder) -> None:
         return
     console.print(f"log dir moves ({view.why or '-'}): {view.moves_total} replicas between the log dirs of their "
                   f"broker, {human_bytes(view.bytes_total)}" + (f"; removed {', '.join(view.removed)}"
-                                                                 if view.removed else ""))
+                                                                 if view.removed else "")
+                  + (f"; {view.arrivals_total} arriving from other brokers into named log dirs, "
+                     f"{human_bytes(view.arrival_bytes_total)}" if view.arrivals_total else ""))
     by_broker: dict[int, list[LogDirUsage]] = {}
     for u in view.directories:
         by_broker.setdefault(u.broker_id, []).append(u)
-    for broker, dirs in sorted(by_broker.items(), key=lambda kv: (-sum(u.bytes_out for u in kv[1]), kv[0])):
+    for broker, dirs in sorted(by_broker.items(),
+                               key=lambda kv: (-sum(u.bytes_out + u.arrival_bytes for u in kv[1]), kv[0])):
         table = _table(console, f"broker {broker} log dirs: {sum(u.moves_out for u in dirs)} replica move(s), "
                                 f"{human_bytes(sum(u.bytes_out for u in dirs))}",
                        ["log dir", "capacity (source)", "used before -> after", "usage before -> after", "moves",
@@ -182,7 +185,8 @@ def _log_dirs(console: Console, run: RunFolder) -> None:
             table.add_row(u.log_dir, f"{capacity} ({u.capacity_source or 'not in the snapshot'})",
                           f"{_bytes(u.used_before)} -> {_bytes(u.used_after)}",
                           f"{_share(u.usage(u.used_before))} -> {_share(u.usage(u.used_after))}",
-                          f"-{u.moves_out} +{u.moves_in}", u.state)
+                          f"-{u.moves_out} +{u.moves_in}" + (f" +{u.arrivals} arriving" if u.arrivals else ""),
+                          u.state)
         console.print(table)
     if view.brokers_shown < view.brokers_total:
         console.print(f"  ... {view.brokers_total - view.brokers_shown} more brokers in plan/log_dir_moves.parquet")

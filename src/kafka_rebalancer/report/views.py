@@ -144,8 +144,9 @@ class PlanView:
 
 @dataclass(frozen=True)
 class LogDirUsage:
-    """One log directory of a broker with moves between its directories: the snapshot's capacity and use, and its
-    use after the plan's log-dir moves (before, less the bytes moving out, plus the bytes moving in)."""
+    """One log directory of a broker with moves between its directories or replicas arriving into a directory the
+    plan names: the snapshot's capacity and use, and its use after them (before, less the bytes moving out, plus
+    the bytes moving in and arriving)."""
 
     broker_id: int
     log_dir: str
@@ -158,6 +159,8 @@ class LogDirUsage:
     bytes_out: int
     bytes_in: int
     state: str  # "removed", "cordoned", "offline" (comma-separated), or ""
+    arrivals: int = 0  # replicas arriving from other brokers into this directory (plan.json's log_dirs)
+    arrival_bytes: int = 0
 
     def usage(self, used: int | None) -> float | None:
         return None if used is None or not self.capacity_bytes else used / self.capacity_bytes
@@ -190,6 +193,8 @@ class LogDirsView:
     stranded: list[str]  # replicas left in a removed directory, with why: the first SKIPPED_SHOWN
     stranded_total: int
     snapshot_has_log_dirs: bool
+    arrivals_total: int = 0  # replicas arriving from other brokers whose directory plan.json names
+    arrival_bytes_total: int = 0
 
 
 @dataclass(frozen=True)

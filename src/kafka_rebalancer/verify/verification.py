@@ -11,7 +11,7 @@ import pandas as pd
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import PromiseNotKept
 from kafka_rebalancer.kafka_admin import KafkaConnection
-from kafka_rebalancer.model.reassignment import read_reassignment
+from kafka_rebalancer.model.reassignment import Reassignment, read_reassignment
 from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD, LOG_DIR_MOVES
 from kafka_rebalancer.operations.request import read_request
 from kafka_rebalancer.plan.balance.status import band_status, broker_load_frame, out_of_band, placement_bands
@@ -61,7 +61,7 @@ def verify_run(config: RebalancerConfig, connection: KafkaConnection, run: RunFo
                "partitions_planned": len(plan), "partitions_not_at_plan": not_applied, "pools": pools,
                "out_of_band_before": len(out_of_band(before)), "out_of_band_after": len(out_of_band(after)),
                "promises_kept": unkept(promises).empty,
-               "log_dirs": _log_dirs_after(config, read_snapshot(run)[0], after_tables),
+               "log_dirs": _log_dirs_after(config, read_snapshot(run)[0], after_tables, plan),
                "promises": promises.astype(object).where(promises.notna(), None).to_dict("records")}
     with run.stage(VERIFY) as out:
         write_json(out / "summary.json", summary)
@@ -83,10 +83,21 @@ def verify_run(config: RebalancerConfig, connection: KafkaConnection, run: RunFo
     return summary
 
 
-def _log_dirs_after(config: RebalancerConfig, before: SnapshotTables, after: SnapshotTables) -> dict[str, Any]:
-    """JBOD: the log dirs outside their broker's band before and after (README: JBOD), for brokers with several."""
+def _log_dirs_after(config: RebalancerConfig, before: SnapshotTables, after: SnapshotTables,
+                    plan: list[Reassignment]) -> dict[str, Any]:
+    """JBOD (README: JBOD): the replicas plan.json names a log dir for that are on their broker in another one, and
+    the log dirs outside their broker's band before and after, for brokers with several."""
+    named = {(e.topic, e.partition, b): d for e in plan for b, d in e.target_dirs().items()}
+    dirs = after.replica_log_dirs
+    now_in = {} if dirs is None else {(t, int(p), int(b)): d for t, p, b, d in zip(
+        dirs["topic"], dirs["partition"], dirs["broker_id"], dirs["log_dir"], strict=True)}
+    missed = [f"{t}-{p} on broker {b}: in {now_in[(t, p, b)]}, not {d}" for (t, p, b), d in sorted(named.items())
+              if now_in.get((t, p, b), d) != d]
+    if missed:
+        log.warning("%d replica(s) not in the log dir plan.json names: %s", len(missed), missed[:10])
+    found = {"named_dirs": len(named), "not_in_named_dir": missed} if named else {}
     if "disk" not in config.resources:
-        return {}
+        return found
     threshold = config.resources["disk"].threshold
 
     def outside(tables: SnapshotTables) -> list[str]:
@@ -94,7 +105,7 @@ def _log_dirs_after(config: RebalancerConfig, before: SnapshotTables, after: Sna
         return [f"{r.broker_id}:{r.log_dir} {r.usage:.1%} (band {r.lower:.1%}-{r.upper:.1%})"
                 for r in bands.itertuples() if not r.inside]
 
-    return {"out_of_band_before": outside(before), "out_of_band_after": outside(after)}
+    return {**found, "out_of_band_before": outside(before), "out_of_band_after": outside(after)}
 
 
 def _promises_after(config: RebalancerConfig, run: RunFolder, after_tables: SnapshotTables,
