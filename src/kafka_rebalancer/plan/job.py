@@ -370,8 +370,10 @@ def _log_dir_plan(job: _Job, tables: Any, brokers_pdf: pd.DataFrame, changes: pd
     without JBOD)."""
     scope, partitions = job.scope, tables.partitions
     topic_pool = dict(zip(partitions["topic"], partitions["topic_pool"], strict=True))
-    size = {(t, int(p)): int(b) for t, p, b in zip(partitions["topic"], partitions["partition"],
-                                                     partitions["size_bytes"], strict=True)}
+    if tables.log_dirs is None and not scope.removed_log_dirs:  # an older snapshot, without log dirs
+        return None, None, {}
+    size = {(t, int(p)): int(b) for t, p, b in zip(changes["topic"], changes["partition"], changes["size_bytes"],
+                                                     strict=True)}
     moved = list(zip(changes["topic"], changes["partition"], changes["old_replicas"], changes["new_replicas"],
                      strict=True))
     leaving = [(t, int(p), int(b)) for t, p, old, new in moved for b in set(old) - set(new)]
