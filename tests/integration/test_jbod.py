@@ -361,3 +361,46 @@ def test_rebalance_pool_balances_an_overfull_directory_inside_its_broker(jbod_cl
     assert any(line.startswith(f"3:{small} ") for line in verified["out_of_band_before"]), verified
     assert not any(line.startswith("3:") for line in verified["out_of_band_after"]), verified
 
+
+
+@pytest.mark.airflow
+def test_remove_disks_through_the_manual_dag_waits_for_a_person_then_empties_the_directory(jbod_cluster: Any,
+                                                                                             tmp_path: Path) -> None:
+    """The manual DAG's remove-disks on a real Airflow: it plans, waits under Required Actions with the moves in
+    the body (no replica changes broker, yet it is not "a plan that changes nothing"), and once approved empties
+    the directory."""
+    from collections import Counter
+
+    from tools.airflow_run import connections
+    from tools.airflow_services import AirflowServices
+
+    manual = "kafka_rebalance_manual"
+    bootstrap = jbod_cluster.load().bootstrap_servers
+    _topic_with_data(bootstrap, "jbod-dag", [[1, 2], [1, 3], [1, 2]], 2)
+    with ClusterAdmin(KafkaConnection(bootstrap)) as admin:
+        removed = Counter(admin.describe_log_dirs([1])[1]["replica_dirs"].values()).most_common(1)[0][0]
+    config_path = demo_config(
+        tmp_path, cluster={"name": "jbod", "bootstrap_servers": bootstrap}, pools={"all": {"brokers": [1, 2, 3]}},
+        topic_pools=[{"topics": "*", "pool": "all"}], execution={"poll_interval_s": 0.5},
+        capacity={"cruise_control_file": str(_capacity_file(tmp_path / "capacity.json", jbod_cluster))})
+    config = load_config(config_path)
+    services = AirflowServices(tmp_path / "airflow", config_path,
+                               connections(config.cluster.airflow_connection_id, bootstrap))
+    services.start()
+    try:
+        services.wait_for_dag(manual)
+        services.set_paused(manual, False)
+        run_id = services.trigger(manual, {"action": "remove-disks", "log_dirs": [f"1:{removed}"],
+                                           "reason": "disk failing", "mode": "execute"})
+        waiting = services.wait_for_input(manual, run_id)
+        assert "Moves between a broker's log dirs (remove-disks)" in waiting["body"], waiting["body"]
+        services.respond(manual, run_id, "approve", ["Approve"])
+        assert services.wait_for_run(manual, run_id) == "success", services.task_states(manual, run_id)
+    finally:
+        services.stop()
+    with ClusterAdmin(KafkaConnection(bootstrap)) as admin:
+        after = admin.describe_log_dirs([1])[1]
+        assert removed not in after["replica_dirs"].values() and not after["future_dirs"], after["replica_dirs"]
+        admin.uncordon([1])
+    verified = json.loads((config.run_dir(run_id) / "verify" / "summary.json").read_text())
+    assert verified["promises_kept"], verified["promises"]

@@ -70,7 +70,7 @@ def test_a_resumed_execution_bounds_only_the_moves_left_and_skips_the_quarters_p
     progress = Progress("p", moves, 10, lambda action, **entry: records.append(entry),
                         completed=[moves[0].key, moves[1].key], clock=Clock())
     progress.begin()
-    assert records == [{"done_fraction": 0.5, "done_bytes": 200, "elapsed_s": 0.0, "bound_s": 20.0,
+    assert records == [{"done_fraction": 0.5, "done_bytes": 200, "copied_bytes": 0, "elapsed_s": 0.0, "bound_s": 20.0,
                         "remaining_bound_s": 20.0, "remaining_s": 20.0, "slowdown": 1.0, "finish_s": 20.0}]
     progress.done(moves[0])  # an earlier attempt's move reported again changes nothing
     progress.done(moves[2])
@@ -105,3 +105,18 @@ def test_the_bytes_already_copied_by_moves_in_flight_are_not_left() -> None:
     assert figures.slowdown == pytest.approx(1.25) and figures.remaining_s == pytest.approx(35.0)
     progress.done(moves[0])
     assert progress.copied == {moves[1].key: 60}
+
+
+def test_a_quarter_reached_inside_one_large_move_is_recorded_with_its_copied_bytes() -> None:
+    moves = [PartitionMove("t", 0, (1,), (9,), 800, leader=1), PartitionMove("t", 1, (1,), (9,), 200, leader=1)]
+    records: list[dict[str, Any]] = []
+    progress = Progress("p", moves, 10, lambda action, **entry: records.append(entry), clock=Clock())
+    progress.begin()
+    progress.copying({moves[0].key: 300})  # 30 % of the bytes, the large move still in flight
+    assert progress.due
+    progress.record_due()
+    assert (records[-1]["done_fraction"], records[-1]["done_bytes"], records[-1]["copied_bytes"]) == (0.3, 0, 300)
+    progress.copying({moves[0].key: 550})
+    progress.record_due()
+    assert [r["done_fraction"] for r in records] == [0.0, 0.3, 0.55]
+

@@ -88,7 +88,10 @@ def approval_decision(context: Any, run_dir: str) -> dict[str, Any]:
         log.info("%s", why)
         return write_decision(run, facts.plan_hash, "dry-run", _user(context), why)
     request = read_request(run)
-    if facts.summary["totals"]["partitions_changed"] == 0 and (request is None or request.override is None):
+    # Moves between a broker's log dirs (remove-disks, the in-broker band) change no partition's replicas.
+    moves_inside_brokers = (facts.summary.get("log_dir_moves") or {}).get("moves", 0)
+    if facts.summary["totals"]["partitions_changed"] == 0 and not moves_inside_brokers and (
+            request is None or request.override is None):
         log.info("the plan changes nothing: approved without asking")
         return write_decision(run, facts.plan_hash, "auto-approved", None, "the plan changes nothing")
     dag_run = context["dag_run"]

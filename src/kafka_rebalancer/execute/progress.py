@@ -51,6 +51,7 @@ class Progress:
         them out of what is left (a move counted whole until it finished made a quarter of the bytes look like a
         sixth of the time at 25 %)."""
         self.copied = {k: n for k, n in copied.items() if k in self.left}
+        self._reach()
 
     def begin(self) -> None:
         """Record the estimate before the first move."""
@@ -63,7 +64,11 @@ class Progress:
         self.done_moves += 1
         self.done_bytes += move.bytes_to_copy
         self.show()
-        reached = [p for p in self.points if self.done_bytes >= p * self.total_bytes]
+        self._reach()
+
+    def _reach(self) -> None:
+        """A point of the bytes reached, the copies in flight counted (one large move may span several points)."""
+        reached = [p for p in self.points if self.done_bytes + sum(self.copied.values()) >= p * self.total_bytes]
         if reached:
             self.points = self.points[len(reached):]
             self.due = True
@@ -84,8 +89,9 @@ class Progress:
 
     def _record(self) -> None:
         figures = self.estimate()
-        self.record("estimate", done_fraction=round(self.done_bytes / self.total_bytes, 4)
-                            if self.total_bytes else 1.0, done_bytes=self.done_bytes,
+        copied = sum(self.copied.values())
+        self.record("estimate", done_fraction=round((self.done_bytes + copied) / self.total_bytes, 4)
+                            if self.total_bytes else 1.0, done_bytes=self.done_bytes, copied_bytes=copied,
                             **({} if figures is None else {k: round(v, 3) for k, v in
                                                            {**asdict(figures), "finish_s": figures.finish_s}.items()}))
         log.info("estimate %s", self.line())
