@@ -120,3 +120,10 @@ def test_a_quarter_reached_inside_one_large_move_is_recorded_with_its_copied_byt
     progress.record_due()
     assert [r["done_fraction"] for r in records] == [0.0, 0.3, 0.55]
 
+
+
+def test_what_is_left_runs_no_faster_than_the_throttle_however_fast_the_first_part_ran() -> None:
+    burst = estimate(elapsed_s=10.0, bound_s=100.0, remaining_bound_s=60.0)  # 40 s of bound done in 10 s
+    assert burst.slowdown == pytest.approx(0.25) and burst.remaining_s == pytest.approx(60.0)
+    slow = estimate(elapsed_s=60.0, bound_s=100.0, remaining_bound_s=60.0)
+    assert slow.slowdown == pytest.approx(1.5) and slow.remaining_s == pytest.approx(90.0)
