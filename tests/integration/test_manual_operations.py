@@ -251,8 +251,11 @@ def test_demote_broker_moves_leadership_off_it_without_data_moves(env: dict) -> 
 
 def test_elect_leaders_makes_every_preferred_replica_lead_without_data_moves(env: dict) -> None:
     before = partitions(env)
-    # Reorder some replica lists without an election: their leaders are no longer the preferred ones.
-    reordered = {k: list(reversed(p.replicas)) for k, p in sorted(before.items())[:4] if len(p.replicas) > 1}
+    # Reorder some replica lists without an election: their leaders are no longer the preferred ones (taken from
+    # partitions led by their preferred replica: the earlier operations leave some led by another).
+    reordered = {k: list(reversed(p.replicas)) for k, p in sorted(before.items())
+                 if len(p.replicas) > 1 and p.leader == p.replicas[0]}
+    reordered = dict(list(reordered.items())[:4])
     with ClusterAdmin(KafkaConnection(env["bootstrap"])) as admin:
         admin.alter_reassignments(reordered)
         deadline = time.monotonic() + 60
