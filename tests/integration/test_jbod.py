@@ -137,8 +137,6 @@ def test_replicas_arriving_from_another_broker_land_in_the_directory_the_plan_na
     config_path = demo_config(
         tmp_path, cluster={"name": "jbod", "bootstrap_servers": bootstrap}, pools={"all": {"brokers": [1, 2, 3]}},
         topic_pools=[{"topics": "*", "pool": "all"}], execution={"poll_interval_s": 0.5},
-        # Every replica leaving broker 1 has one place to go (RF 2 on three brokers): whatever the bands say.
-        resources={"disk": {"threshold": 3.0}}, priority=["disk"],
         capacity={"cruise_control_file": str(_capacity_file(tmp_path / "capacity.json", jbod_cluster))})
     result = subprocess.run(
         [str(Path(sys.executable).parent / "kafka-rebalancer"), "drain", "--config", str(config_path), "--brokers",

@@ -154,3 +154,26 @@ def test_no_replica_moves_onto_a_cordoned_broker(spark: Any, tmp_path: Path) -> 
         targets[name] = {b for e in read_reassignment(run.stage_path(PLAN) / "plan.json") for b in e.replicas}
     assert set(empty) <= targets["open"]
     assert not set(empty) & targets["cordoned"]
+
+
+def test_a_drain_whose_replicas_have_one_place_to_go_validates_naming_the_broker_it_fills(spark: Any,
+                                                                                           tmp_path: Path) -> None:
+    # Two racks of two brokers, RF 2: the drained broker's replicas can only go to the other broker of its rack,
+    # which ends outside every band; the band before (the drained broker still in it) cannot judge that.
+    spec = dataclasses.replace(SPEC, n_brokers=4, n_racks=2, n_pools=1, n_partitions=120, replication_factor=2)
+    tables, body = generate(spec)
+    broker = min(body["pools"]["pool-0"]["brokers"])
+    rack = tables.brokers.set_index("broker_id")["rack"]
+    partner = next(int(b) for b in rack.index if b != broker and rack[b] == rack[broker])
+    path = write_config(tmp_path / "config.yaml", {**body, "run_root": str(tmp_path / "runs"),
+                                                   "budgets": {"max_replica_moves": 100_000}})
+    config, run = _planned_run(spark, path, tables, "drain", action="drain-brokers", brokers=[broker],
+                               reason="disk failing")
+    assert validate_plan(config, run)["success"]
+    after = _after(run)
+    assert not any(broker in list(r) for r in after["replicas"])
+    checks = pd.read_csv(run.stage_path(VALIDATION) / "broker_checks.csv")
+    forced = checks[checks["forced_receiver"]]
+    disk = forced[(forced["broker_id"] == partner) & (forced["resource"] == "disk")]
+    assert len(disk) == 1 and not disk["inside_after"].iloc[0], forced
+    assert list(_promises(run)["verdict"]) == [KEPT]

@@ -118,3 +118,20 @@ def build_checks(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[
         "moved_bytes": int(partitions["moved_bytes"].sum()),
         "max_moves_per_broker": int(per_broker.max()) if len(per_broker) else 0}])
     return CheckTables(partitions, broker_rows, totals)
+
+
+def excuse_forced_receivers(broker_rows: pd.DataFrame, left: pd.DataFrame, plan: list[Reassignment],
+                            rollback: list[Reassignment], leaving: frozenset[int]) -> pd.DataFrame:
+    """`broker_rows` with `inside_or_closer` also true for a broker that receives replicas which must leave their
+    brokers (`leaving`: drained or dead) where the planner explained why it stays outside (`left`, the
+    left_outside rows): such replicas may have one place to go (the last broker of a rack with RF = racks), which
+    the band before, with those brokers still in it, cannot judge. Column `forced_receiver` says which."""
+    old = {(r.topic, r.partition): set(r.replicas) for r in rollback}
+    receivers = {b for r in plan if old.get((r.topic, r.partition), set()) & leaving
+                 for b in set(r.replicas) - old.get((r.topic, r.partition), set())}
+    explained = {(int(b), str(res)) for b, res, ok in zip(left["broker_id"], left["resource"], left["explained"],
+                                                          strict=True) if ok}
+    forced = pd.Series([int(b) in receivers and (int(b), str(res)) in explained
+                        for b, res in zip(broker_rows["broker_id"], broker_rows["resource"], strict=True)],
+                       index=broker_rows.index, dtype=bool)
+    return broker_rows.assign(forced_receiver=forced, inside_or_closer=broker_rows["inside_or_closer"] | forced)

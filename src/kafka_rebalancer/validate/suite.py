@@ -27,7 +27,7 @@ from kafka_rebalancer.plan.promises import (
 from kafka_rebalancer.plan.recheck import band_rows, claim_rows, draining_brokers, left_outside, recheck_plan
 from kafka_rebalancer.run_folder import PLAN, VALIDATION, RunFolder, read_json, read_table, write_json
 from kafka_rebalancer.snapshot.store import cordoned_brokers, read_snapshot
-from kafka_rebalancer.validate.checks import CheckTables, build_checks
+from kafka_rebalancer.validate.checks import CheckTables, build_checks, excuse_forced_receivers
 from kafka_rebalancer.validate.log_dir_checks import arrival_check_rows, log_dir_check_rows, replica_dirs_after
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,8 @@ SUITE: list[tuple[str, str, dict[str, Any], str]] = [
     ("partitions", "ExpectColumnValuesToBeInSet", {"column": "no_excluded_broker", **_TRUE},
      "excluded brokers untouched"),
     ("brokers", "ExpectColumnValuesToBeInSet", {"column": "inside_or_closer", **_TRUE},
-     "every broker inside its band, or closer to it, for every balanced resource"),
+     "every broker inside its band, or closer to it, for every balanced resource (or receiving replicas that must "
+     "leave a drained or dead broker, with the planner's reason for leaving it outside)"),
     ("claims", "ExpectColumnValuesToBeInSet", {"column": "agrees", **_TRUE},
      "the planner's predicted load and band verdict per broker (broker_load_after) match the re-check of plan.json"),
     ("bands", "ExpectColumnValuesToBeInSet", {"column": "agrees", **_TRUE},
@@ -194,6 +195,8 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
                                        scope_of(request))
     excuses = excuses_of_run(run, snapshot, request)
     alive = snapshot.brokers.loc[snapshot.brokers["alive"].astype(bool), "broker_id"]
+    dead = frozenset(int(b) for b in snapshot.brokers["broker_id"]) - frozenset(int(b) for b in alive)
+    checks.brokers = excuse_forced_receivers(checks.brokers, checks.left_outside, plan, rollback, draining | dead)
     checks.promises = promise_rows(request, config, placement_after(snapshot.partitions, plan), recheck.after, alive,
                                    excuses)
     checks.arrival_dirs = arrival_check_rows(snapshot, plan, rollback, scope_of(request).removed_log_dirs)
