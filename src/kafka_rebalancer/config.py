@@ -112,8 +112,33 @@ class CapacitySettings(_Strict):
     disk_from_log_dirs: bool = False
 
 
+class PoolClaim(_Strict):
+    """Which new brokers a pool takes when one registers (automation's broker_added): an id in a range
+    ("7-9", "12") or a rack matching a glob ("rack-c*"); either matching claims the broker."""
+
+    broker_ids: list[str] = Field(default_factory=list)
+    racks: list[str] = Field(default_factory=list)
+
+    @field_validator("broker_ids")
+    @classmethod
+    def _ranges(cls, v: list[str]) -> list[str]:
+        for entry in v:
+            low, _, high = entry.partition("-")
+            if not low.strip().isdigit() or (high and (not high.strip().isdigit() or int(high) < int(low))):
+                raise ValueError(f"expected a broker id or a range like '7-9', got {entry!r}")
+        return v
+
+    def claims(self, broker_id: int, rack: str | None) -> bool:
+        for entry in self.broker_ids:
+            low, _, high = entry.partition("-")
+            if int(low) <= broker_id <= int(high or low):
+                return True
+        return rack is not None and any(fnmatch.fnmatchcase(rack, pattern) for pattern in self.racks)
+
+
 class PoolSettings(_Strict):
     brokers: list[int] = Field(min_length=1)
+    claim: PoolClaim | None = None  # new brokers this pool takes (automation)
 
     @field_validator("brokers")
     @classmethod
@@ -345,6 +370,29 @@ class ApprovalSettings(_Strict):
         return timedelta(seconds=self.response_timeout)
 
 
+AutomationMode = Literal["off", "dry-run", "approve", "execute"]
+
+
+class EventRule(_Strict):
+    """What an event starts: nothing (off), a plan only (dry-run), a run that waits for a person (approve), or a
+    run that executes within the auto-approval limits (execute)."""
+
+    mode: AutomationMode = "off"
+
+
+class BrokerLostRule(EventRule):
+    grace_period_s: float = Field(default=1800.0, gt=0, allow_inf_nan=False)
+
+
+class AutomationSettings(_Strict):
+    """The cluster's events and the operations they start (README: Automation)."""
+
+    poll_interval_s: float = Field(default=60.0, gt=0, allow_inf_nan=False)
+    cooldown_s: float = Field(default=3600.0, ge=0, allow_inf_nan=False)  # after a pool's automatic run
+    broker_lost: BrokerLostRule = Field(default_factory=BrokerLostRule)
+    broker_added: EventRule = Field(default_factory=EventRule)
+
+
 class RebalancerConfig(_Strict):
     cluster: ClusterSettings
     capacity: CapacitySettings = Field(default_factory=CapacitySettings)
@@ -360,6 +408,7 @@ class RebalancerConfig(_Strict):
     exclude: Exclusions = Field(default_factory=Exclusions)
     execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
     approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
+    automation: AutomationSettings = Field(default_factory=AutomationSettings)
     run_root: Path = Path("runs")
     source_file: Path | None = Field(default=None, exclude=True)
 
@@ -434,6 +483,7 @@ class RebalancerConfig(_Strict):
     def fingerprint(self) -> str:
         """Hash of everything that shapes a plan (execution limits and connection details excluded)."""
         planning = self.model_dump(mode="json", exclude={"execution": True, "run_root": True, "approval": True,
+                                                         "automation": True, "pools": {"__all__": {"claim"}},
                                                          "cluster": {"bootstrap_servers", "client_config",
                                                                      "airflow_connection_id",
                                                                      "request_timeout_s"},

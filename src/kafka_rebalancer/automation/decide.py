@@ -1,0 +1,68 @@
+"""What the watcher's events start (README: Automation): per event its rule's mode decides whether it starts a run
+(`started`), is held back (`suppressed`, with why) or only recorded (`reported`: a broker back, or one no pool
+claims). Events of one look for one pool and action make one run (two brokers lost together: one drain of both);
+a pool whose automatic run started less than `cooldown_s` ago starts nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kafka_rebalancer.automation.watch import BROKER_ADDED, BROKER_LOST, ClusterEvent
+from kafka_rebalancer.config import RebalancerConfig
+
+STARTED, SUPPRESSED, REPORTED = "started", "suppressed", "reported"
+ACTION_OF = {BROKER_LOST: "drain-brokers", BROKER_ADDED: "add-brokers"}
+
+
+@dataclass(frozen=True)
+class AutomaticRun:
+    """A run the events start: the manual operation's parameters, and the events it answers."""
+
+    action: str
+    broker_pool: str
+    brokers: tuple[int, ...]
+    mode: str  # dry-run, approve or execute
+    events: tuple[ClusterEvent, ...]
+
+    def reason(self) -> str:
+        return "automation: " + "; ".join(e.observed for e in self.events)
+
+
+def decide(events: Iterable[ClusterEvent], config: RebalancerConfig, last_started: Mapping[str, float],
+           now: float) -> tuple[list[AutomaticRun], list[dict[str, Any]]]:
+    """The runs to start, and a record per event (its fields, decision, why, and the action where one applies);
+    `last_started`: when each pool's latest automatic run started."""
+    rules = {BROKER_LOST: config.automation.broker_lost, BROKER_ADDED: config.automation.broker_added}
+    records: list[dict[str, Any]] = []
+    grouped: dict[tuple[str, str], list[ClusterEvent]] = {}
+    for event in events:
+        if event.kind not in rules or event.broker_pool is None:
+            records.append({**event.as_dict(), "decision": REPORTED, "why": "starts nothing"})
+            continue
+        mode = rules[event.kind].mode
+        since = now - last_started.get(event.broker_pool, float("-inf"))
+        if mode == "off":
+            why = f"automation.{event.kind}.mode is off"
+        elif since < config.automation.cooldown_s:
+            why = (f"pool {event.broker_pool}'s last automatic run started {since:.0f}s ago, inside the cooldown of "
+                   f"{config.automation.cooldown_s:.0f}s")
+        else:
+            grouped.setdefault((event.broker_pool, event.kind), []).append(event)
+            continue
+        records.append({**event.as_dict(), "decision": SUPPRESSED, "why": why, "action": ACTION_OF[event.kind]})
+    runs = []
+    # A lost broker's drain first: its partitions are short of a replica until it runs.
+    for (pool, kind), pooled in sorted(grouped.items(), key=lambda kv: (kv[0][0], kv[0][1] != BROKER_LOST)):
+        if any(r.broker_pool == pool for r in runs):  # one automatic run per pool at a time
+            records += [{**e.as_dict(), "decision": SUPPRESSED, "action": ACTION_OF[kind],
+                         "why": f"another automatic run for pool {pool} starts on the same look"} for e in pooled]
+            continue
+        run = AutomaticRun(ACTION_OF[kind], pool, tuple(sorted({e.broker_id for e in pooled})), rules[kind].mode,
+                           tuple(pooled))
+        runs.append(run)
+        records += [{**e.as_dict(), "decision": STARTED, "action": run.action, "mode": run.mode,
+                     "why": f"{run.action} of broker(s) {list(run.brokers)} in pool {pool}"} for e in pooled]
+    return runs, records

@@ -1,0 +1,92 @@
+"""The watcher's events and what they start: a pool's broker missing past the grace period is lost once per
+outage, one back inside it is a flap that starts nothing; a new broker a pool's claim takes is added to that pool,
+one no claim takes only reported; events of one pool and action make one run, a pool in its cooldown starts
+nothing, a rule that is off neither; the state survives a restart (a file), a cut line of the events log is
+skipped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kafka_rebalancer.automation.decide import REPORTED, STARTED, SUPPRESSED, decide
+from kafka_rebalancer.automation.store import append_events, load_state, read_events, save_state
+from kafka_rebalancer.automation.watch import BROKER_ADDED, BROKER_BACK, BROKER_LOST, BROKER_UNCLAIMED, observe
+from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.errors import RunFolderError
+
+
+def config(tmp_path: Path, **automation: object) -> RebalancerConfig:
+    return RebalancerConfig.model_validate({
+        "cluster": {"name": "c"}, "run_root": str(tmp_path),
+        "pools": {"a": {"brokers": [1, 2, 3], "claim": {"broker_ids": ["7-9"]}},
+                  "b": {"brokers": [4, 5], "claim": {"racks": ["rack-b*"]}}},
+        "automation": {"broker_lost": {"mode": "approve", "grace_period_s": 60}, "broker_added": {"mode": "execute"},
+                       "cooldown_s": 600, **automation}})
+
+
+def registered(*brokers: int, racks: dict[int, str] | None = None) -> dict[int, str | None]:
+    return {b: (racks or {}).get(b, "rack-a") for b in brokers}
+
+
+def test_a_broker_missing_past_the_grace_period_is_lost_once_and_one_back_inside_it_starts_nothing(
+        tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    state = load_state(cfg)
+    assert observe(state, registered(1, 2, 3, 4, 5), 0.0, cfg) == []
+    assert observe(state, registered(1, 3, 4, 5), 10.0, cfg) == []  # broker 2 missing: down from now
+    assert observe(state, registered(1, 3, 4, 5), 50.0, cfg) == []  # 40 s, inside the grace period
+    back = observe(state, registered(1, 2, 3, 4, 5), 55.0, cfg)  # a flap
+    assert [(e.kind, e.broker_id) for e in back] == [(BROKER_BACK, 2)] and "inside the grace period" in back[0].observed
+    observe(state, registered(1, 3, 4, 5), 100.0, cfg)
+    save_state(cfg, state)
+    state = load_state(cfg)  # a triggerer restart in the middle of the outage keeps when it began
+    lost = observe(state, registered(1, 3, 4, 5), 170.0, cfg)
+    assert [(e.kind, e.broker_id, e.broker_pool) for e in lost] == [(BROKER_LOST, 2, "a")]
+    assert "not registered for 70s (grace period 60s)" in lost[0].observed
+    assert observe(state, registered(1, 3, 4, 5), 400.0, cfg) == []  # once per outage
+    again = observe(state, registered(1, 2, 3, 4, 5), 500.0, cfg)
+    assert [e.kind for e in again] == [BROKER_BACK] and "reported lost before" in again[0].observed
+
+
+def test_a_new_broker_goes_to_the_pool_whose_claim_takes_it_and_one_no_claim_takes_is_only_reported(
+        tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    state = load_state(cfg)
+    events = observe(state, registered(1, 2, 3, 4, 5, 8, 12, 20, racks={12: "rack-b2", 20: "rack-x"}), 0.0, cfg)
+    assert [(e.kind, e.broker_id, e.broker_pool) for e in events] == [
+        (BROKER_ADDED, 8, "a"), (BROKER_ADDED, 12, "b"), (BROKER_UNCLAIMED, 20, None)]
+    assert observe(state, registered(1, 2, 3, 4, 5, 8, 12, 20), 10.0, cfg) == []  # once while it stays
+
+
+def test_what_the_events_start_one_run_per_pool_and_action_none_in_cooldown_or_off(tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    state = load_state(cfg)
+    observe(state, registered(1, 2, 3, 4, 5), 0.0, cfg)
+    observe(state, registered(3, 5), 10.0, cfg)
+    events = observe(state, registered(3, 5, 7, 30), 100.0, cfg)
+    runs, records = decide(events, cfg, {"b": 80.0}, 100.0)
+    assert [(r.action, r.broker_pool, r.brokers, r.mode) for r in runs] == [("drain-brokers", "a", (1, 2), "approve")]
+    assert runs[0].reason().startswith("automation: broker 1 of pool a not registered for 90s")
+    decisions = {(r["kind"], r["broker_id"]): (r["decision"], r.get("why", "")) for r in records}
+    assert decisions[(BROKER_LOST, 1)][0] == decisions[(BROKER_LOST, 2)][0] == STARTED
+    assert decisions[(BROKER_LOST, 4)] == (SUPPRESSED, "pool b's last automatic run started 20s ago, inside the "
+                                                       "cooldown of 600s")
+    # Broker 7 (pool a's claim): pool a's drain starts on this look, so its add-brokers waits.
+    assert decisions[(BROKER_ADDED, 7)] == (SUPPRESSED, "another automatic run for pool a starts on the same look")
+    assert decisions[(BROKER_UNCLAIMED, 30)][0] == REPORTED
+    off = config(tmp_path, broker_lost={"mode": "off"})
+    runs, records = decide([e for e in events if e.kind == BROKER_LOST], off, {}, 100.0)
+    assert runs == [] and {r["why"] for r in records} == {"automation.broker_lost.mode is off"}
+
+
+def test_the_events_log_skips_a_cut_line_and_a_broken_state_file_is_named(tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    append_events(cfg, [{"kind": BROKER_LOST, "broker_id": 2}])
+    log = tmp_path / "c" / "automation" / "events.jsonl"
+    log.write_text(log.read_text() + '{"kind": "bro')
+    assert read_events(cfg) == [{"kind": BROKER_LOST, "broker_id": 2}]
+    (tmp_path / "c" / "automation" / "watch_state.json").write_text("[1, 2")
+    with pytest.raises(RunFolderError, match=r"watch_state.json: not a readable watch state"):
+        load_state(cfg)
