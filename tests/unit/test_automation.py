@@ -17,13 +17,16 @@ from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import RunFolderError
 
 
+def body(tmp_path: Path, **automation: object) -> dict:
+    return {"cluster": {"name": "c"}, "run_root": str(tmp_path),
+            "pools": {"a": {"brokers": [1, 2, 3], "claim": {"broker_ids": ["7-9"]}},
+                      "b": {"brokers": [4, 5], "claim": {"racks": ["rack-b*"]}}},
+            "automation": {"broker_lost": {"mode": "approve", "grace_period_s": 60},
+                           "broker_added": {"mode": "execute"}, "cooldown_s": 600, **automation}}
+
+
 def config(tmp_path: Path, **automation: object) -> RebalancerConfig:
-    return RebalancerConfig.model_validate({
-        "cluster": {"name": "c"}, "run_root": str(tmp_path),
-        "pools": {"a": {"brokers": [1, 2, 3], "claim": {"broker_ids": ["7-9"]}},
-                  "b": {"brokers": [4, 5], "claim": {"racks": ["rack-b*"]}}},
-        "automation": {"broker_lost": {"mode": "approve", "grace_period_s": 60}, "broker_added": {"mode": "execute"},
-                       "cooldown_s": 600, **automation}})
+    return RebalancerConfig.model_validate(body(tmp_path, **automation))
 
 
 def registered(*brokers: int, racks: dict[int, str] | None = None) -> dict[int, str | None]:
@@ -90,3 +93,26 @@ def test_the_events_log_skips_a_cut_line_and_a_broken_state_file_is_named(tmp_pa
     (tmp_path / "c" / "automation" / "watch_state.json").write_text("[1, 2")
     with pytest.raises(RunFolderError, match=r"watch_state.json: not a readable watch state"):
         load_state(cfg)
+
+
+def test_the_events_command_lists_what_was_seen_and_decided_newest_first(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    from kafka_rebalancer.cli import main
+
+    cfg = config(tmp_path)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(body(tmp_path)))
+    assert main(["events", "--config", str(path)]) == 0
+    assert "no events recorded" in capsys.readouterr().out
+    append_events(cfg, [{"kind": BROKER_LOST, "broker_id": 2, "broker_pool": "a", "at": 0, "decision": "observed",
+                         "observed": "broker 2 of pool a not registered for 70s"},
+                        {"kind": BROKER_LOST, "broker_id": 2, "broker_pool": "a", "at": 60, "decision": STARTED,
+                         "action": "drain-brokers", "why": "drain-brokers of broker(s) [2] in pool a"}])
+    assert main(["events", "--config", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["1970-01-01 00:01:00 broker_lost      broker 2 pool a: started drain-brokers: drain-brokers of "
+                     "broker(s) [2] in pool a",
+                     "1970-01-01 00:00:00 broker_lost      broker 2 pool a: observed: broker 2 of pool a not "
+                     "registered for 70s"]

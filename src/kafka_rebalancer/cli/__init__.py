@@ -169,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     runs = sub.add_parser("runs", help="the cluster's runs, newest first (CLI and Airflow alike)")
     runs.add_argument("--config", required=True, type=Path)
     runs.add_argument("--limit", type=positive_int, default=30)
+    events = sub.add_parser("events", help="what the cluster's watcher saw and the decisions taken, newest first")
+    events.add_argument("--config", required=True, type=Path)
+    events.add_argument("--limit", type=positive_int, default=50)
     show = sub.add_parser("show", help="a run's summary: bands before -> after, largest moves, validation, execution")
     show.add_argument("--config", required=True, type=Path)
     show.add_argument("run_id", nargs="?", help="default: the newest run")
@@ -257,6 +260,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     config = run_config(args.config)
     if args.command in ("runs", "show", "report"):
         return _review(args, config)
+    if args.command == "events":
+        return _events(config, args.limit)
     if args.command == "status":
         _status(config, connection_for(config, args.bootstrap_servers))
         return 0
@@ -308,6 +313,22 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         summary = verify_run(config, connection_for(config, args.bootstrap_servers), run)
         print(f"out of band: {summary['out_of_band_before']} before, {summary['out_of_band_after']} after")
+    return 0
+
+
+def _events(config: RebalancerConfig, limit: int) -> int:
+    from datetime import UTC, datetime
+
+    from kafka_rebalancer.automation.store import automation_dir, read_events
+
+    entries = read_events(config)
+    if not entries:
+        print(f"no events recorded under {automation_dir(config)} (the watcher runs while the events DAG is unpaused)")
+    for entry in reversed(entries[-limit:]):
+        at = datetime.fromtimestamp(float(entry.get("at", 0)), UTC)
+        decided = str(entry.get("decision", "-")) + (f" {entry['action']}" if entry.get("action") else "")
+        print(f"{at:%Y-%m-%d %H:%M:%S} {entry.get('kind', '-'):<16} broker {entry.get('broker_id', '-')} "
+              f"pool {entry.get('broker_pool') or '-'}: {decided}: {entry.get('why') or entry.get('observed', '')}")
     return 0
 
 

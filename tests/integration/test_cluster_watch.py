@@ -1,0 +1,73 @@
+"""The cluster's watcher against the real local cluster: one look reads the registered brokers (with their racks)
+from the cluster's metadata; a pool's broker that is not registered is lost once past the grace period, a
+registered broker no pool holds is added to the pool whose claim takes it (or reported unclaimed); the event
+trigger, run as the triggerer runs it, resolves the cluster from the config's Airflow connection id and yields the
+events of its looks. The events DAG and the runs they start: issue 39's next slice."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafka_rebalancer.automation.look import look
+from kafka_rebalancer.automation.store import read_events
+from kafka_rebalancer.kafka_admin import KafkaConnection
+from kafka_rebalancer.operations.request import run_config
+from tests.integration.conftest import demo_config
+
+pytestmark = [pytest.mark.kafka]
+
+
+def _config(tmp_path: Path, bootstrap: str, **automation: Any) -> Path:
+    # Brokers 99 and 100 are in pools but never registered; of the cluster's brokers, pool-a holds 1 and 2, pool-b's
+    # claim takes 3-4, and no claim takes the others.
+    return demo_config(tmp_path, cluster={"name": "watched", "bootstrap_servers": bootstrap},
+                       pools={"pool-a": {"brokers": [1, 2, 99]},
+                              "pool-b": {"brokers": [100], "claim": {"broker_ids": ["3-4"]}}},
+                       topic_pools=[{"topics": "*", "pool": "pool-a"}],
+                       automation={"broker_lost": {"mode": "approve", "grace_period_s": 60},
+                                   "broker_added": {"mode": "approve"}, **automation})
+
+
+def test_one_look_reads_the_registered_brokers_and_raises_each_event_once(kafka_cluster: Any, tmp_path: Path) -> None:
+    bootstrap = kafka_cluster.load().bootstrap_servers
+    config = run_config(_config(tmp_path, bootstrap))
+    first = look(config, KafkaConnection(bootstrap), now=1000.0)
+    registered = sorted(n.node_id for n in kafka_cluster.load().brokers)
+    assert sorted((e.kind, e.broker_id) for e in first) == sorted(
+        [("broker_added", 3), ("broker_added", 4)] + [("broker_unclaimed", b) for b in registered if b > 4])
+    assert {e.broker_pool for e in first if e.kind == "broker_added"} == {"pool-b"}
+    assert look(config, KafkaConnection(bootstrap), now=1030.0) == []  # 99 down 30 s: inside the grace period
+    lost = look(config, KafkaConnection(bootstrap), now=1070.0)
+    assert [(e.kind, e.broker_id, e.broker_pool) for e in lost] == [("broker_lost", 99, "pool-a"),
+                                                                     ("broker_lost", 100, "pool-b")]
+    recorded = read_events(config)
+    assert [e["kind"] for e in recorded].count("broker_lost") == 2 and len(recorded) == len(first) + 2
+
+
+def test_the_trigger_resolves_the_airflow_connection_and_yields_the_events_of_a_look(
+        kafka_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kafka_rebalancer.airflow.cluster_watch import ClusterWatchTrigger
+
+    bootstrap = kafka_cluster.load().bootstrap_servers
+    path = _config(tmp_path, bootstrap, poll_interval_s=0.2)
+    # Airflow reads connections from AIRFLOW_CONN_<ID>: the trigger's arguments carry the config's path only.
+    config = run_config(path)
+    monkeypatch.setenv(f"AIRFLOW_CONN_{config.cluster.airflow_connection_id.upper()}",
+                       json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": bootstrap}}))
+    trigger = ClusterWatchTrigger(str(path))
+    assert trigger.serialize() == ("kafka_rebalancer.airflow.cluster_watch.ClusterWatchTrigger",
+                                   {"config_path": str(path)})
+
+    async def first_event() -> Any:
+        async for event in trigger.run():
+            return event
+        return None
+
+    event = asyncio.run(asyncio.wait_for(first_event(), timeout=60))
+    assert {e["kind"] for e in event.payload["events"]} >= {"broker_added"}
+    assert all(e["broker_id"] not in (1, 2) for e in event.payload["events"])
