@@ -105,3 +105,20 @@ def rebalance_tasks() -> None:
     pools = validate(run_dir)
     run_dir >> plan >> pools >> approve
     approve >> execute.partial(run_dir=run_dir).expand(broker_pool=pools) >> verify(run_dir) >> report()
+
+
+MANUAL_DAG = "kafka_rebalance_manual"
+
+
+def automation_tasks() -> None:
+    """The events DAG's tasks (call inside `with DAG(...)`): decide what the cluster's events start, then start
+    each as a run of the manual DAG, which plans, validates, approves and reports it like any other."""
+    from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
+
+    @task(retries=0)  # a retry would decide the same events twice
+    def decide() -> list[dict]:
+        from kafka_rebalancer.airflow.tasks import decide_task
+
+        return decide_task(get_current_context())
+
+    TriggerDagRunOperator.partial(task_id="start_runs", trigger_dag_id=MANUAL_DAG, retries=0).expand(conf=decide())

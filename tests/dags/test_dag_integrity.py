@@ -20,13 +20,14 @@ from tests.helpers import REPO
 PROBE = textwrap.dedent("""
     import json, sys
     sys.path[:0] = [{dags!r}, {plugins!r}]
-    import kafka_rebalance_nightly, kafka_rebalance_manual
+    import kafka_rebalance_nightly, kafka_rebalance_manual, kafka_rebalance_events
     heavy = [n for n in ("pyspark", "pandas", "numpy", "great_expectations", "confluent_kafka", "kafka", "pyarrow")
              if n in sys.modules]
     # The light modules of the package a DAG reads at parse time: the plan job's Spark settings, the manual actions,
     # the approval operator.
     light = ("kafka_rebalancer.spark_settings", "kafka_rebalancer.operations", "kafka_rebalancer.operations.actions",
-             "kafka_rebalancer.airflow", "kafka_rebalancer.airflow.operators")
+             "kafka_rebalancer.airflow", "kafka_rebalancer.airflow.operators",
+             "kafka_rebalancer.airflow.cluster_watch")
     heavy += [n for n in sys.modules if n.startswith("kafka_rebalancer.") and n not in light]
     from airflow.dag_processing.dagbag import DagBag
     bag = DagBag(dag_folder={dags!r})
@@ -40,6 +41,15 @@ PROBE = textwrap.dedent("""
                              "spark_conf": getattr(t, "conf", None)}} for t in dag.tasks}}
     tasks = tasks_of(dag)
     manual = bag.dags["kafka_rebalance_manual"]
+    def events_facts(events):
+        assets = list(events.timetable.asset_condition.objects)
+        return {{"assets": [{{"name": a.name, "watchers": [[w.name, *w.trigger.serialize()] for w in a.watchers]}}
+                           for a in assets],
+                 "max_active_runs": events.max_active_runs, "tags": sorted(events.tags),
+                 "tasks": {{t.task_id: {{"type": type(t).__name__, "retries": t.retries,
+                                        "downstream": sorted(t.downstream_task_ids),
+                                        "trigger_dag_id": getattr(t, "partial_kwargs", {{}}).get("trigger_dag_id")}}
+                           for t in events.tasks}}}}
     from kafka_rebalancer.airflow.hooks import KafkaClusterHook
     from kafka_rebalancer.airflow.tasks import dry_run_for
     connection = KafkaClusterHook("kafka_probe").get_conn()
@@ -59,7 +69,8 @@ PROBE = textwrap.dedent("""
                     "params": {{k: {{**manual.params.get_param(k).schema,
                                    "description": manual.params.get_param(k).description}} for k in manual.params}},
                     "defaults": {{k: manual.params[k] for k in manual.params}}}},
-        "connection": [connection.bootstrap_servers, dict(connection.client_config)], "modes": modes}}))
+        "connection": [connection.bootstrap_servers, dict(connection.client_config)], "modes": modes,
+        "events": events_facts(bag.dags["kafka_rebalance_events"])}}))
 """)
 
 
@@ -77,8 +88,8 @@ def facts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def test_dag_folder_imports_cleanly(facts: dict) -> None:
     assert facts["import_errors"] == {}
-    assert facts["dag_ids"] == ["kafka_rebalance_cancel", "kafka_rebalance_manual", "kafka_rebalance_nightly",
-                                "kafka_rebalance_overrides"]
+    assert facts["dag_ids"] == ["kafka_rebalance_cancel", "kafka_rebalance_events", "kafka_rebalance_manual",
+                                "kafka_rebalance_nightly", "kafka_rebalance_overrides"]
 
 
 def test_no_heavy_imports_at_the_top_of_dag_files(facts: dict) -> None:
@@ -88,7 +99,8 @@ def test_no_heavy_imports_at_the_top_of_dag_files(facts: dict) -> None:
         # The shared wiring (plugins/kafka_rebalancer_pipeline.py) and the table of manual actions are checked by
         # the probe: no heavy imports.
         top = [line for line in top if not line.startswith(("from kafka_rebalancer_pipeline import ",
-                                                            "from kafka_rebalancer.operations.actions import "))]
+                                                            "from kafka_rebalancer.operations.actions import ",
+                                                            "from kafka_rebalancer.airflow.cluster_watch import "))]
         assert not any(name in line for line in top for name in ("pyspark", "pandas", "great_expectations",
                                                                   "kafka_rebalancer", "confluent_kafka"))
 
@@ -137,6 +149,18 @@ def test_manual_dag_shares_the_wiring_and_validates_its_params(facts: dict) -> N
     assert params["throttle_bytes_per_s"]["minimum"] == 1
     for name in ("action", "mode", "broker_pool", "brokers", "topics", "run_id", "reason"):
         assert params[name].get("description"), name
+
+
+def test_the_events_dag_is_scheduled_on_the_cluster_watchers_asset_and_starts_manual_runs(facts: dict) -> None:
+    events = facts["events"]
+    (asset,) = events["assets"]
+    (watcher, classpath, kwargs), = asset["watchers"]
+    assert watcher == "kafka_rebalancer_cluster_watch" and asset["name"] == "kafka_rebalancer_cluster_events"
+    assert classpath == "kafka_rebalancer.airflow.cluster_watch.ClusterWatchTrigger"
+    assert set(kwargs) == {"config_path"}  # the cluster comes from the config's Airflow connection id at each look
+    assert events["max_active_runs"] == 1 and "automation" in events["tags"]
+    assert events["tasks"]["decide"]["downstream"] == ["start_runs"] and events["tasks"]["decide"]["retries"] == 0
+    assert events["tasks"]["start_runs"]["trigger_dag_id"] == "kafka_rebalance_manual"
 
 
 def test_manual_runs_are_dry_runs_unless_asked(facts: dict) -> None:

@@ -266,3 +266,35 @@ def verify_task(context: Any, run_dir: str) -> dict[str, Any]:
     config = _config(context, run_dir)
     summary = verify_run(config, _connection(config), RunFolder(run_dir))
     return {k: summary[k] for k in ("plan_hash", "out_of_band_before", "out_of_band_after")}
+
+
+def decide_task(context: Any) -> list[dict[str, Any]]:
+    """The events DAG's decision: the events of the looks that triggered this run, decided (automation.decide),
+    recorded in the events log, and each run to start as the manual DAG's conf."""
+    import time
+
+    from kafka_rebalancer.automation.decide import STARTED, decide
+    from kafka_rebalancer.automation.store import append_events, read_events
+    from kafka_rebalancer.automation.watch import ClusterEvent
+    from kafka_rebalancer.operations.request import run_config
+
+    config_path = context["params"]["config_path"]
+    config = run_config(config_path)
+    # Each look with events is one asset event, its payload the trigger's; several may land in one run.
+    payloads = [(asset_event.extra or {}).get("payload") or {}
+                for asset_events in context["triggering_asset_events"].values() for asset_event in asset_events]
+    events = [ClusterEvent(**e) for payload in payloads for e in payload.get("events", [])]
+    last_started: dict[str, float] = {}
+    for entry in read_events(config):
+        if entry.get("decision") == STARTED and entry.get("broker_pool"):
+            last_started[entry["broker_pool"]] = max(last_started.get(entry["broker_pool"], 0.0),
+                                                     float(entry.get("decided_at", 0.0)))
+    now = time.time()
+    runs, records = decide(events, config, last_started, now)
+    append_events(config, [{**r, "decided_at": now, "decided_in": context["run_id"]} for r in records])
+    for record in records:
+        log.info("%s: broker %s of %s: %s (%s)", record["kind"], record["broker_id"], record.get("broker_pool"),
+                 record["decision"], record["why"])
+    # approve and execute both run the manual DAG in execute mode, which waits for a person at its approval step.
+    return [{"action": r.action, "broker_pool": r.broker_pool, "brokers": list(r.brokers), "reason": r.reason(),
+             "mode": "dry-run" if r.mode == "dry-run" else "execute", "config_path": config_path} for r in runs]
