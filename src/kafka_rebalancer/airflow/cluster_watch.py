@@ -28,7 +28,7 @@ class ClusterWatchTrigger(BaseEventTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         while True:
             try:
-                events, interval_s = await asyncio.to_thread(self._look)
+                events, interval_s = await self._look()
             except Exception as exc:  # noqa: BLE001  # an unreachable cluster or a bad config: look again later
                 log.warning("the cluster watch's look failed: %s: %s", type(exc).__name__, exc)
                 events, interval_s = [], 60.0
@@ -36,11 +36,14 @@ class ClusterWatchTrigger(BaseEventTrigger):
                 yield TriggerEvent({"events": events})
             await asyncio.sleep(interval_s)
 
-    def _look(self) -> tuple[list[dict[str, Any]], float]:
+    async def _look(self) -> tuple[list[dict[str, Any]], float]:
         from kafka_rebalancer.airflow.hooks import KafkaClusterHook
         from kafka_rebalancer.automation.look import look
         from kafka_rebalancer.operations.request import run_config
 
-        config = run_config(self.config_path)
-        connection = KafkaClusterHook(config.cluster.airflow_connection_id, config.cluster.request_timeout_s).get_conn()
-        return [e.as_dict() for e in look(config, connection)], config.automation.poll_interval_s
+        # Blocking work (the config's file, the admin calls) in threads: the triggerer's loop serves other triggers.
+        config = await asyncio.to_thread(run_config, self.config_path)
+        hook = KafkaClusterHook(config.cluster.airflow_connection_id, config.cluster.request_timeout_s)
+        connection = await hook.aget_conn()
+        events = await asyncio.to_thread(look, config, connection)
+        return [e.as_dict() for e in events], config.automation.poll_interval_s

@@ -23,10 +23,16 @@ class KafkaClusterHook(BaseHook):
         self.request_timeout_s = request_timeout_s
 
     def get_conn(self) -> Any:
+        return self.kafka_connection(self.get_connection(self.kafka_config_id))
+
+    async def aget_conn(self) -> Any:
+        """The same from async code (a trigger in the triggerer): the connection read without blocking its loop."""
+        return self.kafka_connection(await self.aget_connection(self.kafka_config_id))
+
+    def kafka_connection(self, conn: Any) -> Any:
         from kafka_rebalancer.errors import KafkaUnreachableError
         from kafka_rebalancer.kafka_admin import KafkaConnection
 
-        conn = self.get_connection(self.kafka_config_id)
         settings = dict(conn.extra_dejson)
         if "bootstrap.servers" not in settings and conn.host:
             settings["bootstrap.servers"] = f"{conn.host}:{conn.port}" if conn.port else conn.host
