@@ -160,6 +160,21 @@ class ExactPolish:
             return False
         return self._apply(free, self._placement(free, x, lead, values, scope), short)
 
+    def end_edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per (broker, resource): the usage the polish must end it within. Its edges; for a broker outside them now,
+        its usage and OUTSIDE_SLACK further out, but no further outside the band than before the plan (the
+        validation's "inside its band, or closer to it"), and above it no higher than before the plan or the
+        band's edge under the capacity threshold."""
+        m, acceptance = self.model, self.constraints.acceptance
+        start = m.base_load.copy()
+        np.add.at(start, m.original_broker, np.where(m.original_leader[:, None], m.r_lead, m.r_follow))
+        start, usage = m.usage_at(slice(None), start), m.usage
+        outside_before = np.maximum(np.maximum(acceptance.lower - start, start - acceptance.upper), 0.0)
+        floor = np.minimum(np.maximum(usage - OUTSIDE_SLACK, acceptance.lower - outside_before), usage)
+        ceiling = np.maximum(np.minimum(usage + OUTSIDE_SLACK, np.maximum(start, acceptance.limit)), usage)
+        return (np.where(usage < acceptance.lower_of - EPS, floor, acceptance.lower_of),
+                np.where(usage > acceptance.limit_of + EPS, ceiling, acceptance.limit_of))
+
     # -- the model -----------------------------------------------------------------------------------------
     def _build(self, free: np.ndarray, receivers: np.ndarray, constrained: np.ndarray, roles: bool,
                scope: np.ndarray) -> tuple[_Milp, list[dict[int, int]], list[dict[int, int]]]:
@@ -212,10 +227,10 @@ class ExactPolish:
         """Every broker in scope inside its edges. Loads: the replicas not placed again where the planner put
         them, the others' from the variables."""
         m = self.model
-        acceptance = self.constraints.acceptance
         fixed = m.base_load.copy()
         fixed_rows = np.flatnonzero(~(is_free[m.r_pindex] & scope[m.r_broker]))
         np.add.at(fixed, m.r_broker[fixed_rows], m.r_load[fixed_rows])
+        end_lower, end_upper = self.end_edges()
         first = m.p_start[free]
         follow, delta = m.r_follow[first], m.r_lead[first] - m.r_follow[first]
         if not scope.all():
@@ -224,17 +239,12 @@ class ExactPolish:
             leading = np.flatnonzero(m.r_is_leader & scope[m.r_broker])
             leads_here[m.r_pindex[leading]] = True
             follow = np.where(leads_here[free][:, None], m.r_lead[first], follow)
-        usage = m.usage
         for k in np.flatnonzero(constrained):
             for b in np.flatnonzero(m.eligible & scope):
                 cap = m.capacity[b, k]
                 if cap <= 0:
                     continue
-                # A broker the planner left outside its edges may end no further out (but for OUTSIDE_SLACK).
-                outside = max(acceptance.lower_of[b, k] - usage[b, k], usage[b, k] - acceptance.limit_of[b, k])
-                slack = OUTSIDE_SLACK if outside > EPS else EPS / 2
-                lower = min(acceptance.lower_of[b, k] - EPS / 2, usage[b, k] - slack)
-                upper = max(acceptance.limit_of[b, k] + EPS / 2, usage[b, k] + slack)
+                lower, upper = end_lower[b, k] - EPS / 2, end_upper[b, k] + EPS / 2
                 cols, vals = [], []
                 for i in range(len(free)):
                     if b in x[i]:
@@ -383,7 +393,12 @@ class ExactPolish:
         if not changed:
             return False
         log = list(state.plan.moves)
-        before = self.constraints.acceptance.status(np.flatnonzero(m.eligible))
+        # The status each broker may end at: as now, or as far out as `end_edges` lets one outside its edges.
+        acceptance, eligible = self.constraints.acceptance, np.flatnonzero(m.eligible)
+        end_lower, end_upper = (edges[eligible] for edges in self.end_edges())
+        usage, lower_of, limit_of = m.usage[eligible], acceptance.lower_of[eligible], acceptance.limit_of[eligible]
+        before = (acceptance.status(eligible) + np.where(usage < lower_of - EPS, usage - end_lower, 0)
+                  + np.where(usage > limit_of + EPS, end_upper - usage, 0))
         old = [mv for mv in log if int(m.r_pindex[mv.replica]) in changed]
         state.restore(reversed(old))
         state.plan.moves = [mv for mv in log if int(m.r_pindex[mv.replica]) not in changed]
@@ -415,12 +430,12 @@ class ExactPolish:
                 state.apply_leadership([row], None, resource=EXACT)
 
     def _kept(self, changed: dict[int, tuple[np.ndarray, list[int], int, int]], before: np.ndarray) -> bool:
-        """The check apart from the MILP: every broker inside its edges or no further out than before, the
+        """The check apart from the MILP: every broker inside its edges or no further out than `before` allows, the
         budgets, and the changed partitions on distinct eligible brokers with at least the racks the planner's
         plan gave them."""
         m, state = self.model, self.state
         after = self.constraints.acceptance.status(np.flatnonzero(m.eligible))
-        if np.any(after > before + np.where(before > EPS, OUTSIDE_SLACK, 0.0) + EPS):
+        if np.any(after > before + EPS):
             return False
         budgets = self.constraints.budget.budgets
         if state.replica_moves > budgets.max_replica_moves or (
