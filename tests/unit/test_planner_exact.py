@@ -10,7 +10,7 @@ import pytest
 from kafka_rebalancer.model.resources import DISK, LEADER_COUNT, NETWORK_OUT, REPLICA_COUNT, Resource
 from kafka_rebalancer.plan.balance.model import PoolModel, base_load_column
 from kafka_rebalancer.plan.balance.planner import Budgets, ExactLimits, Planner
-from kafka_rebalancer.plan.balance.planner.exact import EXACT, ExactPolish
+from kafka_rebalancer.plan.balance.planner.exact import EXACT, OUTSIDE_SLACK, ExactPolish
 from kafka_rebalancer.plan.changes import partition_changes
 from kafka_rebalancer.snapshot.synthetic import SyntheticSpec, generate
 from tests.unit.test_planner import bands_of
@@ -49,9 +49,15 @@ def assert_rules_and_bands_kept(planner: Planner, greedy: Planner, partitions: p
         now, before = m.r_broker[rows], m.original_broker[rows]
         assert len(set(now.tolist())) == len(rows) and m.eligible[now].all()
         assert len(set(m.rack[now].tolist())) >= len(set(m.rack[before].tolist()))
-    # Every broker inside its edges, or no further out than the greedy plan left it (hot network_out here).
+    # Every broker inside its edges, or no further out than the greedy plan left it (hot network_out here), but for
+    # OUTSIDE_SLACK; one the greedy plan fixed into the band short of its target band inside the band (the polish
+    # is solved again with the band's edges for those).
     eligible = np.flatnonzero(m.eligible)
-    assert (planner.acceptance.status(eligible) <= greedy.acceptance.status(eligible) + 1e-9).all()
+    before, after = greedy.acceptance.status(eligible), planner.acceptance.status(eligible)
+    usage, acceptance = m.usage[eligible], planner.acceptance
+    in_band = (usage >= acceptance.lower - 1e-9) & (usage <= acceptance.limit + 1e-9)
+    released = greedy.acceptance.short_of_target()[eligible]
+    assert np.where(released, in_band, after <= before + np.where(before > 1e-9, OUTSIDE_SLACK, 0) + 1e-9).all()
     # The log replays to the model's final assignment, led by the first replica (as the executor elects).
     moves = pd.DataFrame([{"broker_pool": "p", "seq": mv.seq, "action": mv.action, "topic": m.r_topic[mv.replica],
                            "partition": m.r_partition[mv.replica], "source_broker": m.broker_ids[mv.source],
@@ -103,8 +109,9 @@ def test_the_polish_keeps_an_add_brokers_roles(exact: ExactLimits | None) -> Non
     ids = model.broker_ids
     assert planner.plan.moves and all(int(ids[mv.source]) not in new and int(ids[mv.target]) in new
                                       for mv in planner.plan.moves)
-    # The polish is exercised: it replaces most of the greedy moves (and copies 11% less).
-    assert (sum(mv.resource == EXACT for mv in planner.plan.moves) > 50) == (exact is None)
+    # The polish is exercised: it copies 11% less. RF 3 on 3 racks, it is solved rack by rack and places 14
+    # partitions again (solved whole it placed 89 again, for the same bytes to a millionth).
+    assert (sum(mv.resource == EXACT for mv in planner.plan.moves) > 10) == (exact is None)
 
 
 def test_a_polish_the_check_rejects_leaves_the_planners_plan() -> None:
@@ -149,3 +156,53 @@ def test_the_polish_counts_the_load_another_pool_plans_on_a_broker() -> None:
     assert any(mv.resource == EXACT for mv in polished.plan.moves)
     assert copied(polished.model) < copied(greedy.model)
     assert_rules_and_bands_kept(polished, greedy, partitions)
+
+
+def test_a_pool_whose_racks_are_apart_is_polished_rack_by_rack() -> None:
+    # RF 3 on 3 racks weighted (1.5, 1, 0.5): a replica never changes rack, so each rack's disk total is fixed, and
+    # brokers of the racks holding too little or too much for their edges end outside the disk band. Held to their
+    # bytes, the whole pool's MILP found nothing better than the greedy plan within its limits (5.37 GB copied);
+    # rack by rack, with those brokers OUTSIDE_SLACK apart, 4.14 GB (23 % less), in under a second.
+    tables, _ = generate(SyntheticSpec(n_brokers=9, n_racks=3, n_pools=1, n_partitions=60, replication_factor=3,
+                                       hot_brokers_per_pool=1, rack_weights=(1.5, 1.0, 0.5),
+                                       size_distribution="lognormal", seed=7))
+    replicas = tables.replicas.merge(tables.partitions[["topic", "partition", "replication_factor"]],
+                                     on=["topic", "partition"]).assign(movable=True)
+    resources = [DISK, REPLICA_COUNT, LEADER_COUNT]
+
+    def plan(exact: ExactLimits | None) -> Planner:
+        model = PoolModel(tables.brokers.assign(excluded=False), replicas, resources)
+        planner = Planner(model, bands_of(model), [r.name for r in resources], Budgets(10_000), exact=exact)
+        planner.run()
+        return planner
+
+    greedy, polished = plan(OFF), plan(None)
+    assert len(polished.plan.infeasible)  # no plan brings every broker into its band
+    assert copied(polished.model) < 0.8 * copied(greedy.model)
+    assert polished.polish.racks_apart(polished.polish.free_partitions()) == [0, 1, 2]
+    assert_rules_and_bands_kept(polished, greedy, tables.partitions)
+    # The leader's replica keeps its role on its rack: leaders per rack as the greedy plan left them.
+    m, g = polished.model, greedy.model
+    # The slack notwithstanding, no broker ends further outside the band than before the plan (as validated).
+    start = m.base_load.copy()
+    np.add.at(start, m.original_broker, np.where(m.original_leader[:, None], m.r_lead, m.r_follow))
+    acceptance = polished.acceptance
+
+    def outside_band(usage: np.ndarray) -> np.ndarray:
+        return np.maximum(np.maximum(acceptance.lower - usage, usage - acceptance.upper), 0.0)[m.eligible]
+
+    assert (outside_band(m.usage) <= outside_band(m.usage_at(slice(None), start)) + 1e-9).all()
+    assert (np.bincount(m.rack[m.r_broker[m.r_is_leader]], minlength=3)
+            == np.bincount(g.rack[g.r_broker[g.r_is_leader]], minlength=3)).all()
+
+
+def test_a_pool_whose_partitions_miss_a_rack_is_polished_whole() -> None:
+    # RF 2 on 3 racks: a replica may change rack, the racks are no problems of their own.
+    model, _ = generated(1, DISK_COUNT)
+    polish = Planner(model, bands_of(model), ["disk", "replica_count"], Budgets(10_000)).polish
+    assert polish.racks_apart(polish.free_partitions()) == [0, 1, 2]
+    rf2 = SyntheticSpec(n_brokers=6, n_racks=3, n_pools=1, n_partitions=150, replication_factor=2, seed=1)
+    tables, _ = generate(rf2)
+    model = PoolModel(tables.brokers.assign(excluded=False), tables.replicas.assign(movable=True), DISK_COUNT)
+    polish = Planner(model, bands_of(model), ["disk", "replica_count"], Budgets(10_000)).polish
+    assert polish.racks_apart(polish.free_partitions()) is None

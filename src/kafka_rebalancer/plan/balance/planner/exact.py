@@ -9,12 +9,16 @@ a replica on broker b) and, where a constrained resource depends on the replica'
 - the replication factor stays; targets are the brokers that may receive and the partition's own brokers;
 - rack diversity stays at least what the planner's plan gives the partition (never less than the rules ask);
 - every broker ends inside its edges as the planner left them: the band, or the target band of the brokers the
-  plan fixes; a broker the planner could not fix ends no further outside than it did (where brokers fixed into
-  the band stay short of their target band, the MILP is solved again with the band's edges for them, and its plan
-  taken if no more fall short);
+  plan fixes; a broker the planner could not fix ends no further outside than it did, give or take OUTSIDE_SLACK
+  (where brokers fixed into the band stay short of their target band, the MILP is solved again with the band's
+  edges for them, and its plan taken if no more fall short);
 - budgets hold: replica moves, bytes and moves per broker, counting the planner's moves of the other partitions;
 - objective: bytes copied from the snapshot's placement, then (tie-break, a millionth of the largest partition
   each) leaderships that change.
+
+Where every free partition has one replica on each of the pool's racks (RF = racks), a replica never changes rack:
+each rack is then a MILP of its own (its replicas on its brokers, each keeping its role, so the racks that lead
+stay), solved one after the other, far sooner than the whole pool's (`ExactPolish.racks_apart`).
 
 Partitions the planner must not move freely (a replica outside the ISR, on a dead broker, outside the pool, not
 movable, or on a broker that may not give) keep the planner's placement and count as fixed load. HiGHS starts from
@@ -38,6 +42,12 @@ from kafka_rebalancer.plan.balance.planner.state import REPLICA, PlanState
 log = logging.getLogger(__name__)
 
 EXACT = "exact"  # the resource of a polished partition's move: chosen for all bands at once
+# How much further out (in usage: a share of capacity) the polish may leave a broker the planner left outside its
+# edges. Where a rack's total is fixed (RF = racks) and below its brokers' lower edges together, each of them ends
+# outside, and held to the byte where it is, the MILP is a subset sum HiGHS did not improve within any limit (the
+# shapes bench's mixed-a@12: 60 s, nothing); with 0.001 % of capacity (1.1-1.9 MB on its disks, less than a
+# replica; no count moves) that rack copies 7.6 GB less (31.2 -> 25.3 GB) within the node limit.
+OUTSIDE_SLACK = 1e-5
 
 
 @dataclass(frozen=True)
@@ -100,7 +110,7 @@ class ExactPolish:
         roles = any(m.resources[k].role_dependent for k in np.flatnonzero(constrained))
         if not len(free) or len(free) * len(receivers) * (2 if roles else 1) > self.limits.max_columns:
             return False
-        changed = self._polish(free, receivers, constrained, roles)
+        changed = self._polish_all(free, receivers, constrained, roles)
         short = int(acceptance.short_of_target().sum())
         if not short:
             return changed
@@ -108,63 +118,133 @@ class ExactPolish:
         # Held where they are, they kept the polish from the plan that keeps the others (12 brokers with mixed
         # disks: 7 % fewer bytes): solved again with the band's edges for them, taken if no more fall short.
         with acceptance.short_of_target_released():
-            return self._polish(free, receivers, constrained, roles, short) or changed
+            return self._polish_all(free, receivers, constrained, roles, short) or changed
+
+    def racks_apart(self, free: np.ndarray) -> list[int] | None:
+        """The pool's racks where every free partition has one replica on each of them (RF = racks): a replica
+        then never changes rack, and each rack is a MILP of its own once the racks that lead are kept; else
+        None."""
+        m = self.model
+        racks = np.unique(m.rack[m.eligible])
+        if not len(free) or (m.p_count[free] != len(racks)).any():
+            return None
+        rows = np.concatenate([np.arange(m.p_start[p], m.p_start[p] + m.p_count[p]) for p in free])
+        spans = np.zeros((len(m.p_start), int(m.rack.max()) + 1), dtype=bool)
+        spans[m.r_pindex[rows], m.rack[m.r_broker[rows]]] = True
+        return racks.tolist() if spans[free][:, racks].all() else None
+
+    def _polish_all(self, free: np.ndarray, receivers: np.ndarray, constrained: np.ndarray, roles: bool,
+                    short: int | None = None) -> bool:
+        """Rack by rack where the racks are apart (`racks_apart`), else the whole pool at once. Solved whole, such a
+        pool stopped at its limits with nothing better (the shapes bench's mixed-a@12 and racks-3-uneven@12, 20 s
+        each): a rack whose brokers all end outside their edges makes it a subset sum, and the other racks' excess
+        stayed with it (mixed-a@12: 71.1 GB copied in a rack whose optimum copies 64.4). A rack alone is solved
+        in a second or a few; its leaders stay on the racks that lead them."""
+        racks = self.racks_apart(free)
+        if racks is None:
+            return self._polish(free, receivers, constrained, roles, short)
+        changed = False
+        for rack in racks:
+            changed = self._polish(free, receivers, constrained, roles, short, rack) or changed
+        return changed
 
     def _polish(self, free: np.ndarray, receivers: np.ndarray, constrained: np.ndarray, roles: bool,
-                short: int | None = None) -> bool:
-        """One MILP over the free partitions, its placement put in the plan if it pays and keeps every rule (and,
-        with `short`, leaves at most that many (broker, resource) pairs short of their target band)."""
-        milp, x, lead = self._build(free, receivers, constrained, roles)
+                short: int | None = None, rack: int | None = None) -> bool:
+        """One MILP over the free partitions (with `rack`: over their replicas on that rack's brokers, the others
+        where they are), its placement put in the plan if it pays and keeps every rule (and, with `short`, leaves
+        at most that many (broker, resource) pairs short of their target band)."""
+        scope = np.ones(len(self.model.broker_ids), dtype=bool) if rack is None else self.model.rack == rack
+        milp, x, lead = self._build(free, receivers[scope[receivers]], constrained, roles, scope)
         values = self._solve(milp, free, x, lead)
         if values is None:
             return False
-        return self._apply(free, self._placement(free, x, lead, values), short)
+        return self._apply(free, self._placement(free, x, lead, values, scope), short)
+
+    def end_edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per (broker, resource): the usage the polish must end it within. Its edges; for a broker outside them now,
+        its usage and OUTSIDE_SLACK further out, but no further outside the band than before the plan (the
+        validation's "inside its band, or closer to it"), and above it no higher than before the plan or the
+        band's edge under the capacity threshold."""
+        m, acceptance = self.model, self.constraints.acceptance
+        start = m.base_load.copy()
+        np.add.at(start, m.original_broker, np.where(m.original_leader[:, None], m.r_lead, m.r_follow))
+        start, usage = m.usage_at(slice(None), start), m.usage
+        outside_before = np.maximum(np.maximum(acceptance.lower - start, start - acceptance.upper), 0.0)
+        floor = np.minimum(np.maximum(usage - OUTSIDE_SLACK, acceptance.lower - outside_before), usage)
+        ceiling = np.maximum(np.minimum(usage + OUTSIDE_SLACK, np.maximum(start, acceptance.limit)), usage)
+        return (np.where(usage < acceptance.lower_of - EPS, floor, acceptance.lower_of),
+                np.where(usage > acceptance.limit_of + EPS, ceiling, acceptance.limit_of))
 
     # -- the model -----------------------------------------------------------------------------------------
-    def _build(self, free: np.ndarray, receivers: np.ndarray, constrained: np.ndarray,
-               roles: bool) -> tuple[_Milp, list[dict[int, int]], list[dict[int, int]]]:
-        m, state = self.model, self.state
-        acceptance = self.constraints.acceptance
-        budgets = self.constraints.budget.budgets
-        unit = float(max(m.r_size[m.p_start[free]].max(), 1))
+    def _build(self, free: np.ndarray, receivers: np.ndarray, constrained: np.ndarray, roles: bool,
+               scope: np.ndarray) -> tuple[_Milp, list[dict[int, int]], list[dict[int, int]]]:
+        """The MILP placing again the free partitions' replicas on the brokers in `scope` (every broker, or one
+        rack's, where each free partition has one replica: `racks_apart`); their replicas elsewhere stay."""
+        m = self.model
         milp = _Milp()
-        x: list[dict[int, int]] = []  # per free partition: broker -> column
-        lead: list[dict[int, int]] = []
-        original_of: list[set[int]] = []
-        n_brokers = len(m.broker_ids)
+        unit = float(max(m.r_size[m.p_start[free]].max(), 1))
+        x, lead, original_of = self._columns(milp, free, receivers, roles, scope, unit)
         is_free = np.zeros(len(m.p_start), dtype=bool)
         is_free[free] = True
+        self._load_rows(milp, free, x, lead, constrained, scope, is_free)
+        self._budget_rows(milp, free, x, original_of, scope, is_free, unit)
+        return milp, x, lead
+
+    def _columns(self, milp: _Milp, free: np.ndarray, receivers: np.ndarray, roles: bool, scope: np.ndarray,
+                 unit: float) -> tuple[list[dict[int, int]], list[dict[int, int]], list[set[int]]]:
+        """Per free partition: broker -> x column, broker -> leadership column (where the MILP chooses its
+        leader), and its snapshot brokers; with the rows keeping its replicas in `scope`, led once, and its
+        racks."""
+        m = self.model
+        whole = bool(scope.all())
+        receiving = set(receivers.tolist())
+        x: list[dict[int, int]] = []
+        lead: list[dict[int, int]] = []
+        original_of: list[set[int]] = []
         for p in free:
             rows = np.arange(m.p_start[p], m.p_start[p] + m.p_count[p])
+            placed = int(scope[m.r_broker[rows]].sum())
             original = m.original_broker[rows]
             size = float(m.r_size[rows[0]]) / unit
             original_of.append(set(original.tolist()))
-            brokers = sorted(set(receivers.tolist()) | original_of[-1])
-            x.append({b: milp.column(0.0, 0.0) if b in original else milp.column(size, size) for b in brokers})
+            brokers = sorted(receiving | {b for b in original_of[-1] if scope[b]})
+            x.append({b: milp.column(0.0, 0.0) if b in original_of[-1] else milp.column(size, size) for b in brokers})
+            milp.row(placed, placed, list(x[-1].values()), [1.0] * len(brokers))
+            if not whole:  # one replica on the rack, which keeps its role (`_load_rows`): the racks stay
+                lead.append({})
+                continue
             leader = int(original[m.original_leader[rows]][0]) if m.original_leader[rows].any() else -1
             lead.append({b: milp.column(0.0 if b == leader else 1e-6) for b in brokers} if roles else {})
-            milp.row(len(rows), len(rows), list(x[-1].values()), [1.0] * len(brokers))
             if roles:
                 milp.row(1.0, 1.0, list(lead[-1].values()), [1.0] * len(brokers))
                 for b in brokers:
                     milp.row(-np.inf, 0.0, [lead[-1][b], x[-1][b]], [1.0, -1.0])
             self._racks(milp, p, x[-1])
+        return x, lead, original_of
 
-        # Loads: the fixed partitions' where the planner put them, the free ones' from the variables.
+    def _load_rows(self, milp: _Milp, free: np.ndarray, x: list[dict[int, int]], lead: list[dict[int, int]],
+                   constrained: np.ndarray, scope: np.ndarray, is_free: np.ndarray) -> None:
+        """Every broker in scope inside its edges. Loads: the replicas not placed again where the planner put
+        them, the others' from the variables."""
+        m = self.model
         fixed = m.base_load.copy()
-        fixed_rows = np.flatnonzero(~is_free[m.r_pindex])
+        fixed_rows = np.flatnonzero(~(is_free[m.r_pindex] & scope[m.r_broker]))
         np.add.at(fixed, m.r_broker[fixed_rows], m.r_load[fixed_rows])
+        end_lower, end_upper = self.end_edges()
         first = m.p_start[free]
         follow, delta = m.r_follow[first], m.r_lead[first] - m.r_follow[first]
-        usage = m.usage
+        if not scope.all():
+            # A rack's replica keeps its role wherever on the rack it goes: the leader's loads where it leads.
+            leads_here = np.zeros(len(m.p_start), dtype=bool)
+            leading = np.flatnonzero(m.r_is_leader & scope[m.r_broker])
+            leads_here[m.r_pindex[leading]] = True
+            follow = np.where(leads_here[free][:, None], m.r_lead[first], follow)
         for k in np.flatnonzero(constrained):
-            for b in np.flatnonzero(m.eligible):
+            for b in np.flatnonzero(m.eligible & scope):
                 cap = m.capacity[b, k]
                 if cap <= 0:
                     continue
-                # A broker the planner left outside its edges may end no further out.
-                lower = min(acceptance.lower_of[b, k], usage[b, k]) - EPS / 2
-                upper = max(acceptance.limit_of[b, k], usage[b, k]) + EPS / 2
+                lower, upper = end_lower[b, k] - EPS / 2, end_upper[b, k] + EPS / 2
                 cols, vals = [], []
                 for i in range(len(free)):
                     if b in x[i]:
@@ -176,26 +256,31 @@ class ExactPolish:
                 base = fixed[b, k] / cap
                 milp.row(lower - base, upper - base, cols, vals)
 
-        # Budgets, less what the planner's moves of the fixed partitions use.
-        kept = [mv for mv in state.plan.moves if mv.action == REPLICA and not is_free[m.r_pindex[mv.replica]]]
+    def _budget_rows(self, milp: _Milp, free: np.ndarray, x: list[dict[int, int]], original_of: list[set[int]],
+                     scope: np.ndarray, is_free: np.ndarray, unit: float) -> None:
+        """Budgets, less what the planner's moves the MILP does not choose again use (those of the fixed
+        partitions, and of the free ones' replicas out of scope)."""
+        m, state = self.model, self.state
+        budgets = self.constraints.budget.budgets
+        kept = [mv for mv in state.plan.moves if mv.action == REPLICA
+                and not (is_free[m.r_pindex[mv.replica]] and scope[mv.target])]
         added = [(i, b, col) for i in range(len(free)) for b, col in x[i].items() if milp.copies[col] > 0]
-        sizes = m.r_size[first]
+        sizes = m.r_size[m.p_start[free]]
         milp.row(-np.inf, budgets.max_replica_moves - len(kept), [c for _, _, c in added], [1.0] * len(added))
         if budgets.max_moved_bytes is not None:
             used = sum(int(m.r_size[mv.replica]) for mv in kept)
             milp.row(-np.inf, (budgets.max_moved_bytes - used) / unit, [c for _, _, c in added],
                      [float(sizes[i]) / unit for i, _, _ in added])
         if budgets.max_moves_per_broker is not None:
-            per_broker = np.zeros(n_brokers, dtype=np.int64)
+            per_broker = np.zeros(len(m.broker_ids), dtype=np.int64)
             for mv in kept:
                 per_broker[[mv.source, mv.target]] += 1
-            for b in np.flatnonzero(m.eligible):
+            for b in np.flatnonzero(m.eligible & scope):
                 # Moves in (an added replica) plus moves out (an original replica dropped: 1 - x).
                 ins = [x[i][b] for i in range(len(free)) if b in x[i] and b not in original_of[i]]
                 outs = [x[i][b] for i in range(len(free)) if b in x[i] and b in original_of[i]]
                 milp.row(-np.inf, budgets.max_moves_per_broker - per_broker[b] - len(outs), ins + outs,
                          [1.0] * len(ins) + [-1.0] * len(outs))
-        return milp, x, lead
 
     def _racks(self, milp: _Milp, p: int, x: dict[int, int]) -> None:
         """At least as many racks as the planner's plan gives p (it spread those short of racks already)."""
@@ -249,7 +334,7 @@ class ExactPolish:
         start = np.zeros(n_cols)
         for i, p in enumerate(free):
             rows = np.arange(m.p_start[p], m.p_start[p] + m.p_count[p])
-            start[[x[i][b] for b in m.r_broker[rows]]] = 1.0
+            start[[x[i][b] for b in m.r_broker[rows] if b in x[i]]] = 1.0
             if lead[i]:
                 start[lead[i][int(m.r_broker[rows[m.r_is_leader[rows]][0]])]] = 1.0
         for y, cols in milp.indicators:
@@ -270,13 +355,24 @@ class ExactPolish:
             return None
         return values
 
-    def _placement(self, free: np.ndarray, x: list[dict[int, int]], lead: list[dict[int, int]],
-                   values: np.ndarray) -> list[tuple[list[int], int]]:
-        """Per free partition: its brokers and the broker leading it (-1: wherever its leader's replica goes)."""
+    def _placement(self, free: np.ndarray, x: list[dict[int, int]], lead: list[dict[int, int]], values: np.ndarray,
+                   scope: np.ndarray) -> list[tuple[list[int], int]]:
+        """Per free partition: its brokers (those out of `scope` kept) and the broker leading it (-1: wherever its
+        leader's replica goes). Within a rack the leader's replica keeps its role: the leader is where it goes."""
+        m = self.model
         out = []
-        for i in range(len(free)):
-            brokers = sorted(b for b, col in x[i].items() if values[col] > 0.5)
-            leader = max(lead[i], key=lambda b: values[lead[i][b]]) if lead[i] else -1
+        for i, p in enumerate(free):
+            rows = np.arange(m.p_start[p], m.p_start[p] + m.p_count[p])
+            now = m.r_broker[rows]
+            chosen = [b for b, col in x[i].items() if values[col] > 0.5]
+            brokers = sorted(chosen + [int(b) for b in now if not scope[b]])
+            leading = now[m.r_is_leader[rows]]
+            if lead[i]:
+                leader = max(lead[i], key=lambda b: values[lead[i][b]])
+            elif scope.all() or not len(leading):
+                leader = -1
+            else:
+                leader = chosen[0] if scope[leading[0]] else int(leading[0])
             out.append((brokers, leader))
         return out
 
@@ -297,7 +393,12 @@ class ExactPolish:
         if not changed:
             return False
         log = list(state.plan.moves)
-        before = self.constraints.acceptance.status(np.flatnonzero(m.eligible))
+        # The status each broker may end at: as now, or as far out as `end_edges` lets one outside its edges.
+        acceptance, eligible = self.constraints.acceptance, np.flatnonzero(m.eligible)
+        end_lower, end_upper = (edges[eligible] for edges in self.end_edges())
+        usage, lower_of, limit_of = m.usage[eligible], acceptance.lower_of[eligible], acceptance.limit_of[eligible]
+        before = (acceptance.status(eligible) + np.where(usage < lower_of - EPS, usage - end_lower, 0)
+                  + np.where(usage > limit_of + EPS, end_upper - usage, 0))
         old = [mv for mv in log if int(m.r_pindex[mv.replica]) in changed]
         state.restore(reversed(old))
         state.plan.moves = [mv for mv in log if int(m.r_pindex[mv.replica]) not in changed]
@@ -329,7 +430,7 @@ class ExactPolish:
                 state.apply_leadership([row], None, resource=EXACT)
 
     def _kept(self, changed: dict[int, tuple[np.ndarray, list[int], int, int]], before: np.ndarray) -> bool:
-        """The check apart from the MILP: every broker inside its edges or no further out than before, the
+        """The check apart from the MILP: every broker inside its edges or no further out than `before` allows, the
         budgets, and the changed partitions on distinct eligible brokers with at least the racks the planner's
         plan gave them."""
         m, state = self.model, self.state
