@@ -134,6 +134,19 @@ def test_a_pool_over_the_size_limit_keeps_the_planners_plan() -> None:
     assert limited.plan.moves == greedy.plan.moves
 
 
+def test_a_polish_stopped_by_its_time_limit_keeps_the_planners_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    # What HiGHS holds when time stops it depends on the machine's speed and load: the same snapshot must plan the
+    # same everywhere, so only work limits may end a polish that is used.
+    import highspy
+
+    greedy, _ = planned(1, DISK_COUNT, exact=OFF)
+    polished, _ = planned(1, DISK_COUNT)
+    assert polished.plan.moves != greedy.plan.moves
+    monkeypatch.setattr(highspy.Highs, "getModelStatus", lambda self: highspy.HighsModelStatus.kTimeLimit)
+    stopped, _ = planned(1, DISK_COUNT)
+    assert stopped.plan.moves == greedy.plan.moves
+
+
 def test_the_polish_counts_the_load_another_pool_plans_on_a_broker() -> None:
     # The most used broker also carries a replica another pool plans and that stays (`PoolModel.base_load`): the
     # MILP counts it as fixed load, so its polish passes the check and keeps every broker inside its edges.

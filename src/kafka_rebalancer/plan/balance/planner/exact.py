@@ -62,7 +62,9 @@ class ExactLimits:
     # answer on every machine.
     improving_solutions: int = 4
     max_nodes: int = 500
-    time_limit: float = 20.0  # seconds, only where the machine is far slower than expected
+    # Seconds, a safety net only: a solve it stops keeps the planner's plan (a plan found by then would depend on the
+    # machine's speed and load; a loaded machine stopped 20 s solves at different plans).
+    time_limit: float = 60.0
 
 
 @dataclass
@@ -346,6 +348,10 @@ class ExactPolish:
         if h.run() == highspy.HighsStatus.kError:
             # The greedy plan stands; the planner's task log says why it was not polished.
             log.warning("exact polish skipped: HiGHS failed (%s)", h.modelStatusToString(h.getModelStatus()))
+            return None
+        if h.getModelStatus() == highspy.HighsModelStatus.kTimeLimit:
+            log.warning("exact polish skipped: HiGHS reached its %.0f s time limit before its work limits (a loaded "
+                        "machine?); the greedy plan stands", self.limits.time_limit)
             return None
         if h.getInfo().primal_solution_status != 2:  # kSolutionStatusFeasible
             return None
