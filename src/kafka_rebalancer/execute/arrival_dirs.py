@@ -9,21 +9,16 @@ replica found in another directory is moved into the named one like any move bet
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from kafka_rebalancer.execute.log_dir_moves import LogDirMove, Replica
+from kafka_rebalancer.execute.log_dir_moves import LogDirCluster, LogDirMove, Replica, move_state
 
 # What a broker answers for a replica it does not host yet; it has recorded the directory all the same.
 NOT_HOSTED_YET = frozenset({"NotLeaderForPartitionError", "ReplicaNotAvailableError", "UnknownTopicOrPartitionError"})
 
 
-class ArrivalCluster(Protocol):
-    def describe_log_dirs(self, broker_ids: Iterable[int]) -> dict[int, dict[str, Any]]: ...
-    def alter_replica_log_dirs(self, targets: Mapping[Replica, str]) -> dict[Replica, str]: ...
-
-
-def name_arrival_dirs(cluster: ArrivalCluster, targets: Mapping[Replica, str], record: Callable[..., Any]) -> None:
+def name_arrival_dirs(cluster: LogDirCluster, targets: Mapping[Replica, str], record: Callable[..., Any]) -> None:
     """Ask each receiving broker to create its new replica in the named directory. A refusal other than "not hosted
     yet" (the directory offline, say) is recorded and left to `misplaced_arrivals` after the moves."""
     if not targets:
@@ -33,7 +28,7 @@ def name_arrival_dirs(cluster: ArrivalCluster, targets: Mapping[Replica, str], r
     record("log_dirs_named", replicas=len(targets), refused=refused)
 
 
-def misplaced_arrivals(cluster: ArrivalCluster, targets: Mapping[Replica, str],
+def misplaced_arrivals(cluster: LogDirCluster, targets: Mapping[Replica, str],
                        sizes: Mapping[Replica, int]) -> list[LogDirMove]:
     """The arrived replicas not settled in their named directory, as moves into it (one copying into it already
     too: the move waits for it)."""
@@ -42,9 +37,8 @@ def misplaced_arrivals(cluster: ArrivalCluster, targets: Mapping[Replica, str],
     where = cluster.describe_log_dirs(sorted({b for _, _, b in targets}))
     moves = []
     for (topic, partition, broker), target in sorted(targets.items()):
-        described = where.get(broker, {})
-        now_in = described.get("replica_dirs", {}).get((topic, partition))
-        copying_to = described.get("future_dirs", {}).get((topic, partition))
-        if now_in is not None and (now_in, copying_to) != (target, None):
-            moves.append(LogDirMove(topic, partition, broker, now_in, target, sizes.get((topic, partition, broker), 0)))
+        now_in = where.get(broker, {}).get("replica_dirs", {}).get((topic, partition))
+        move = LogDirMove(topic, partition, broker, str(now_in), target, sizes.get((topic, partition, broker), 0))
+        if now_in is not None and move_state(where, move) != "done":
+            moves.append(move)
     return moves

@@ -84,7 +84,7 @@ class LogDirExecution:
             where = self.cluster.describe_log_dirs(self.brokers)
             for replica in list(in_flight):
                 move = by_replica[replica]
-                state = _state(where, move)
+                state = move_state(where, move)
                 if state == "done":
                     del in_flight[replica]
                     completed.append(move)
@@ -114,7 +114,7 @@ class LogDirExecution:
             if busy.get(move.broker, 0) >= self.limits.per_broker:
                 continue
             pending.remove(move)
-            state = _state(where, move)
+            state = move_state(where, move)
             if state == "done":
                 already.append(move)
                 self.record("log_dir_completed", **move.fields(), detail="already in its target directory")
@@ -152,7 +152,7 @@ class LogDirExecution:
                         failed)
 
 
-def _state(where: Mapping[int, dict[str, Any]], move: LogDirMove) -> str:
+def move_state(where: Mapping[int, dict[str, Any]], move: LogDirMove) -> str:
     """done (in the target, no future copy), copying (a future copy in the target), idle, or gone."""
     described = where.get(move.broker, {})
     key = (move.topic, move.partition)
@@ -172,8 +172,8 @@ def cancel_log_dir_moves(cluster: LogDirCluster, moves: Iterable[LogDirMove], re
                                 "to remove the throttle of copies between a broker's log directories")
     where = cluster.describe_log_dirs(sorted({m.broker for m in moves}))
     back = {m.replica: m.source_dir for m in moves
-            if _state(where, LogDirMove(m.topic, m.partition, m.broker, m.target_dir, m.source_dir)) != "done"
-            and _state(where, m) != "gone"}
+            if move_state(where, LogDirMove(m.topic, m.partition, m.broker, m.target_dir, m.source_dir)) != "done"
+            and move_state(where, m) != "gone"}
     errors = cluster.alter_replica_log_dirs(back)
     record("log_dir_cancelled", moves=len(back),
            errors={f"{t}-{p} on broker {b}": e for (t, p, b), e in errors.items()})
