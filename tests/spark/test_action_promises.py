@@ -177,3 +177,21 @@ def test_a_drain_whose_replicas_have_one_place_to_go_validates_naming_the_broker
     disk = forced[(forced["broker_id"] == partner) & (forced["resource"] == "disk")]
     assert len(disk) == 1 and not disk["inside_after"].iloc[0], forced
     assert list(_promises(run)["verdict"]) == [KEPT]
+
+
+def test_a_drain_of_the_only_broker_of_its_rack_validates_with_one_rack_fewer(spark: Any, tmp_path: Path) -> None:
+    # RF 3 over three racks, one of them a single broker: drained, its partitions can keep two racks only.
+    spec = dataclasses.replace(SPEC, n_brokers=4, n_racks=3, n_pools=1, n_partitions=60, replication_factor=3)
+    tables, body = generate(spec)
+    rack = tables.brokers.set_index("broker_id")["rack"]
+    broker = next(int(b) for b in rack.index if (rack == rack[b]).sum() == 1)
+    path = write_config(tmp_path / "config.yaml", {**body, "run_root": str(tmp_path / "runs"),
+                                                   "budgets": {"max_replica_moves": 100_000}})
+    config, run = _planned_run(spark, path, tables, "drain", action="drain-brokers", brokers=[broker],
+                               reason="rack b's last machine retires")
+    assert validate_plan(config, run)["success"]
+    assert not any(broker in list(r) for r in _after(run)["replicas"])
+    checks = pd.read_csv(run.stage_path(VALIDATION) / "partition_checks.csv")
+    fewer = checks[checks["racks_after"] < checks["racks_before"]]
+    assert len(fewer) and (fewer["racks_after"] == 2).all() and fewer["racks_kept"].all(), fewer
+    assert list(_promises(run)["verdict"]) == [KEPT]

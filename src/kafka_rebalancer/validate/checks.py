@@ -50,8 +50,9 @@ def build_checks(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[
     parts = snapshot.partitions.drop_duplicates(["topic", "partition"]).set_index(["topic", "partition"])
     old_by_key = {(r.topic, r.partition): r.replicas for r in rollback}
     pool_brokers = {pool: set(s.brokers) for pool, s in config.pools.items()}
-    eligible_racks = {pool: {brokers.at[b, "rack"] for b in ids if b in brokers.index and brokers.at[b, "alive"]}
-                      for pool, ids in pool_brokers.items()}
+    # The racks a pool can still place replicas on: its live brokers' that take replicas (not drained, not cordoned).
+    eligible_racks = {pool: {brokers.at[b, "rack"] for b in ids if b in brokers.index and brokers.at[b, "alive"]
+                             and b not in leaving and b not in cordoned} for pool, ids in pool_brokers.items()}
 
     def racks(ids: list[int]) -> int:
         return len({brokers.at[b, "rack"] if b in brokers.index and brokers.at[b, "rack"] else f"#{b}" for b in ids})
@@ -84,6 +85,8 @@ def build_checks(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[
             "targets_alive": all(b in brokers.index and bool(brokers.at[b, "alive"]) and b not in cordoned
                                  for b in added),
             "racks_before": racks(snap), "racks_after": racks(new), "racks_required": required,
+            # Fewer racks only where the pool no longer offers them (a dead or drained broker alone on its rack).
+            "racks_kept": racks(new) >= required,
             # Every replica the plan keeps is in sync; only dead brokers' replicas may be out of it (and replaced).
             "isr_safe": known and set(new) & set(snap) <= isr and set(snap) - isr <= dead,
             "has_leader": known and int(parts.at[key, "leader"]) >= 0,
@@ -97,9 +100,22 @@ def build_checks(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[
     partitions = pd.DataFrame(rows, columns=[
         "topic", "partition", "broker_pool", "in_snapshot", "snapshot_rows", "size_bytes", "rf_before", "rf_after",
         "old_matches_snapshot", "no_duplicate_broker", "targets_in_pool", "targets_alive", "racks_before",
-        "racks_after", "racks_required", "isr_safe", "has_leader", "topic_not_excluded", "no_excluded_broker",
-        "moved_bytes", "replica_moves"])
+        "racks_after", "racks_required", "racks_kept", "isr_safe", "has_leader", "topic_not_excluded",
+        "no_excluded_broker", "moved_bytes", "replica_moves"])
 
+    broker_rows = _broker_rows(config, snapshot, plan, bands)
+    per_broker = pd.Series([b for r in plan for b in set(r.replicas) ^ set(old_by_key.get((r.topic, r.partition), []))],
+                           dtype="int64").value_counts()
+    totals = pd.DataFrame([{
+        "plan": "plan.json", "replica_moves": int(partitions["replica_moves"].sum()),
+        "moved_bytes": int(partitions["moved_bytes"].sum()),
+        "max_moves_per_broker": int(per_broker.max()) if len(per_broker) else 0}])
+    return CheckTables(partitions, broker_rows, totals)
+
+
+def _broker_rows(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[Reassignment],
+                 bands: pd.DataFrame) -> pd.DataFrame:
+    """Per broker and resource: usage and band before and after the plan, and whether it ends inside or closer."""
     resources = config.resource_list()
     before = band_status(broker_load_frame(snapshot.brokers, snapshot.replicas, resources), bands)
     after = band_status(broker_load_frame(snapshot.brokers, replicas_after(snapshot, plan), resources), bands)
@@ -110,14 +126,7 @@ def build_checks(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[
     broker_rows = b.merge(a, on=["broker_id", "resource"], suffixes=("_before", "_after"))
     broker_rows["inside_or_closer"] = broker_rows["inside_after"] | (
         broker_rows["distance_after"] <= broker_rows["distance_before"] + 1e-9)
-
-    per_broker = pd.Series([b for r in plan for b in set(r.replicas) ^ set(old_by_key.get((r.topic, r.partition), []))],
-                           dtype="int64").value_counts()
-    totals = pd.DataFrame([{
-        "plan": "plan.json", "replica_moves": int(partitions["replica_moves"].sum()),
-        "moved_bytes": int(partitions["moved_bytes"].sum()),
-        "max_moves_per_broker": int(per_broker.max()) if len(per_broker) else 0}])
-    return CheckTables(partitions, broker_rows, totals)
+    return broker_rows
 
 
 def excuse_forced_receivers(broker_rows: pd.DataFrame, left: pd.DataFrame, plan: list[Reassignment],
