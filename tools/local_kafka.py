@@ -405,7 +405,7 @@ class LocalKafkaCluster:
         deadline = time.monotonic() + timeout_s
         seen: set[int] = set()
         while time.monotonic() < deadline:
-            for node in state.nodes:
+            for node in (n for n in state.nodes if n.pid is not None):  # None: stopped on purpose (stop_broker)
                 if not pid_alive(node.pid, str(self._config_path(node))):
                     # stdout.log when there is no server.log: a JVM that died before logging (e.g. the exporter
                     # agent could not bind its port) says why there.

@@ -26,12 +26,14 @@ class ClusterWatchTrigger(BaseEventTrigger):
         return f"{type(self).__module__}.{type(self).__qualname__}", {"config_path": self.config_path}
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        interval_s = 60.0  # until a look has read the config's
         while True:
             try:
                 events, interval_s = await self._look()
             except Exception as exc:  # noqa: BLE001  # an unreachable cluster or a bad config: look again later
+                # At the poll interval still: a look fails most often while a broker goes down, when looks matter.
                 log.warning("the cluster watch's look failed: %s: %s", type(exc).__name__, exc)
-                events, interval_s = [], 60.0
+                events = []
             if events:
                 yield TriggerEvent({"events": events})
             await asyncio.sleep(interval_s)
