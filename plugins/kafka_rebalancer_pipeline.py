@@ -121,4 +121,4 @@ def automation_tasks() -> None:
 
         return decide_task(get_current_context())
 
-    TriggerDagRunOperator.partial(task_id="start_runs", trigger_dag_id=MANUAL_DAG, retries=0).expand(conf=decide())
+    TriggerDagRunOperator.partial(task_id="start_runs", trigger_dag_id=MANUAL_DAG, retries=0).expand_kwargs(decide())

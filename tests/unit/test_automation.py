@@ -87,10 +87,10 @@ def test_what_the_events_start_one_run_per_pool_and_action_none_in_cooldown_or_o
 def test_the_events_log_skips_a_cut_line_and_a_broken_state_file_is_named(tmp_path: Path) -> None:
     cfg = config(tmp_path)
     append_events(cfg, [{"kind": BROKER_LOST, "broker_id": 2}])
-    log = tmp_path / "c" / "automation" / "events.jsonl"
+    log = tmp_path / "c" / ".automation" / "events.jsonl"
     log.write_text(log.read_text() + '{"kind": "bro')
     assert read_events(cfg) == [{"kind": BROKER_LOST, "broker_id": 2}]
-    (tmp_path / "c" / "automation" / "watch_state.json").write_text("[1, 2")
+    (tmp_path / "c" / ".automation" / "watch_state.json").write_text("[1, 2")
     with pytest.raises(RunFolderError, match=r"watch_state.json: not a readable watch state"):
         load_state(cfg)
 
@@ -116,3 +116,73 @@ def test_the_events_command_lists_what_was_seen_and_decided_newest_first(tmp_pat
                      "broker(s) [2] in pool a",
                      "1970-01-01 00:00:00 broker_lost      broker 2 pool a: observed: broker 2 of pool a not "
                      "registered for 70s"]
+
+
+def test_an_event_held_back_is_raised_again_at_its_retry_time_if_it_still_holds(tmp_path: Path) -> None:
+    from kafka_rebalancer.automation.store import defer_events, take_due_retries
+
+    cfg = config(tmp_path)
+    state = load_state(cfg)
+    observe(state, registered(1, 2, 3, 4, 5), 0.0, cfg)
+    lost = observe(state, registered(1, 2, 3, 5, 8), 100.0, cfg) + observe(state, registered(1, 2, 3, 5, 8), 200.0, cfg)
+    assert [(e.kind, e.broker_id) for e in lost] == [(BROKER_ADDED, 8), (BROKER_LOST, 4)]
+    runs, records = decide(lost, cfg, {}, 200.0, held={"b": "run r1 of kafka_rebalance_nightly (since t)",
+                                                       "a": "run r1 of kafka_rebalance_nightly (since t)"})
+    assert runs == []
+    assert {(r["kind"], r["why"], r["retry_at"]) for r in records} == {
+        (BROKER_LOST, "pool b is held by run r1 of kafka_rebalance_nightly (since t)", 800.0),
+        (BROKER_ADDED, "pool a is held by run r1 of kafka_rebalance_nightly (since t)", 800.0)}
+    defer_events(cfg, records)
+    assert take_due_retries(cfg, 799.0) == []
+    assert observe(state, registered(1, 2, 3, 5, 8), 799.0, cfg) == []  # reported once per outage
+    due = take_due_retries(cfg, 800.0)
+    assert due == [(BROKER_ADDED, 8), (BROKER_LOST, 4)] and take_due_retries(cfg, 900.0) == []
+    for kind, broker in due:
+        state.forget(kind, broker)
+    # Broker 8 joined pool a meanwhile (its add-brokers ran): only the lost broker, still gone, comes back.
+    joined = config(tmp_path)
+    joined.pools["a"].brokers.append(8)
+    again = observe(state, registered(1, 2, 3, 5, 8), 800.0, joined)
+    assert [(e.kind, e.broker_id) for e in again] == [(BROKER_LOST, 4)]
+    runs, _ = decide(again, joined, {"b": 150.0}, 800.0)
+    assert [(r.action, r.brokers) for r in runs] == [("drain-brokers", (4,))]
+
+
+def test_a_run_holds_its_pools_until_it_releases_them_or_ends(tmp_path: Path) -> None:
+    from kafka_rebalancer.automation.claims import claim_pools, held_pools, release_pools
+
+    cfg = config(tmp_path)
+    live = {"nightly-1", "auto-1"}
+
+    def is_live(dag_id: str, run_id: str) -> bool:
+        return run_id in live
+
+    assert claim_pools(cfg, "nightly", "nightly-1", ["a", "b"], is_live, exclusive=False) == []
+    (holder,) = claim_pools(cfg, "manual", "auto-1", ["b"], is_live, exclusive=True)  # refused: b is held
+    assert holder.run_id == "nightly-1" and set(held_pools(cfg, is_live)) == {"a", "b"}
+    assert claim_pools(cfg, "manual", "auto-1", ["b"], is_live, exclusive=False) == []  # a person's run: both hold
+    assert release_pools(cfg, "nightly-1") and not release_pools(cfg, "nightly-1")
+    assert {p: c.run_id for p, c in held_pools(cfg, is_live).items()} == {"b": "auto-1"}
+    live.discard("auto-1")  # killed before its report: the claim is stale and goes
+    assert held_pools(cfg, is_live) == {} and not list((tmp_path / "c" / ".claims").glob("*.json"))
+    assert claim_pools(cfg, "manual", "auto-2", ["b"], is_live, exclusive=True) == []
+    assert held_pools(cfg, is_live, but="auto-2") == {}
+
+
+def test_only_the_run_the_events_decision_named_is_automatic_and_only_with_its_parameters(tmp_path: Path) -> None:
+    from kafka_rebalancer.airflow.tasks import automatic_mode
+
+    cfg = config(tmp_path)
+    append_events(cfg, [{"kind": BROKER_ADDED, "broker_id": 8, "broker_pool": "a", "decision": STARTED,
+                         "action": "add-brokers", "mode": "execute", "run_id": "automatic__a__t__1f2e"}])
+
+    def context(run_id: str, **params: object) -> dict:
+        return {"run_id": run_id, "params": {"action": "add-brokers", "broker_pool": "a", "brokers": [8], **params}}
+
+    assert automatic_mode(cfg, context("automatic__a__t__1f2e")) == "execute"
+    assert automatic_mode(cfg, context("automatic__a__t__1f2e", broker_pool=None)) == "execute"  # as a drain asks
+    assert automatic_mode(cfg, context("automatic__a__t__1f2e", broker_pool="b")) is None
+    assert automatic_mode(cfg, context("manual__2026-11-27")) is None  # a person's trigger, same parameters
+    assert automatic_mode(cfg, context("automatic__a__t__0000")) is None  # an id the decision did not choose
+    assert automatic_mode(cfg, context("automatic__a__t__1f2e", brokers=[8, 9])) is None  # other parameters
+    assert automatic_mode(cfg, context("automatic__a__t__1f2e", action="rebalance-pool")) is None

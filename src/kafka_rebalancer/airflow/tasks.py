@@ -47,14 +47,45 @@ def snapshot_task(context: Any) -> str:
     from kafka_rebalancer.snapshot.start import start_run
 
     params = context["params"]
+    automatic = _claim_pools(context)
     request_params = None
     if "action" in params:  # the manual DAG
         request_params = {"action": params["action"], "broker_pool": params.get("broker_pool"),
                           "brokers": params.get("brokers"), "topics": params.get("topics"),
                           "reviewed_run_id": params.get("run_id"), "log_dirs": params.get("log_dirs"),
                           "reason": params.get("reason"),
-                          "requested_by": _user(context)}
+                          "requested_by": "automation" if automatic else _user(context)}
     return str(start_run(params["config_path"], context["run_id"], request_params, _connection).path)
+
+
+def _run_is_live(context: Any) -> Any:
+    ti = context["ti"]
+    return lambda dag_id, run_id: ti.get_dr_count(dag_id=dag_id, run_ids=[run_id], states=["queued", "running"]) > 0
+
+
+def _claim_pools(context: Any) -> bool:
+    """The run holds its pools until its report (automation.claims); an automatic run starts nothing on a pool
+    another run holds, and its events are raised again after the cooldown. Whether the run is automatic."""
+    import time
+
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from kafka_rebalancer.automation.claims import claim_pools
+    from kafka_rebalancer.automation.store import defer_events, started_records
+    from kafka_rebalancer.operations.request import run_config
+
+    params, run_id = context["params"], context["run_id"]
+    config = run_config(params["config_path"])
+    pools = set(config.pools) | ({params["broker_pool"]} if params.get("broker_pool") else set())
+    started = started_records(config, run_id)
+    holding = claim_pools(config, context["dag_run"].dag_id, run_id, pools, _run_is_live(context),
+                          exclusive=bool(started))
+    if holding:
+        defer_events(config, [{**e, "retry_at": time.time() + config.automation.cooldown_s} for e in started])
+        raise AirflowFailException("automatic run: " + "; ".join(
+            f"pool(s) {', '.join(sorted(set(c.broker_pools) & pools))} held by {c.describe()}" for c in holding)
+            + "; it starts nothing, its events are looked at again after the cooldown")
+    return bool(started)
 
 
 def validate_task(context: Any, run_dir: str) -> list[str]:
@@ -96,10 +127,19 @@ def approval_decision(context: Any, run_dir: str) -> dict[str, Any]:
         return write_decision(run, facts.plan_hash, "auto-approved", None, "the plan changes nothing")
     dag_run = context["dag_run"]
     scheduled = str(getattr(dag_run.run_type, "value", dag_run.run_type)) == "scheduled"
-    refusals = unattended_refusals(config, facts, manual_operation="action" in context["params"],
-                                   scheduled=scheduled, started=dag_run.start_date or context["logical_date"])
+    automatic = automatic_mode(config, context)
+    refusals = unattended_refusals(config, facts, manual_operation="action" in context["params"]
+                                   and automatic != "execute", scheduled=scheduled,
+                                   started=dag_run.start_date or context["logical_date"])
+    if automatic == "approve":
+        refusals.insert(0, "an automatic run in mode approve: a person approves it")
     if not refusals:
         log.info("plan %s within the auto-approval limits: executing unattended", facts.plan_hash[:12])
+        if automatic == "execute":
+            decision = write_decision(run, facts.plan_hash, "auto-approved", None, "an automatic run in mode "
+                                      "execute, within the auto-approval limits")
+            _record_override(config, run, "automation")  # the broker added joins its pool for the runs after
+            return decision
         return write_decision(run, facts.plan_hash, "auto-approved", None, "within the auto-approval limits "
                               "and the execution window")
     for why in refusals:
@@ -113,6 +153,20 @@ def approval_decision(context: Any, run_dir: str) -> dict[str, Any]:
     return {"state": "waiting", "body": body,
             "subject": f"Execute plan {facts.plan_hash[:12]} on {config.cluster.name}?",
             "response_timeout": _response_timeout(context, config)}
+
+
+def automatic_mode(config: Any, context: Any) -> str | None:
+    """The automation mode the events DAG started this run with (None: not an automatic run). Its decision
+    recorded the run id it chose, and the action, pool and brokers it asked for, which this run's must be."""
+    from kafka_rebalancer.automation.store import started_records
+
+    params = context["params"]
+    started = started_records(config, context["run_id"])
+    if not started or any(e.get("action") != params.get("action") or params.get("broker_pool") not in (
+            None, e.get("broker_pool")) for e in started) or {e["broker_id"] for e in started} != set(
+            params.get("brokers") or []):
+        return None
+    return str(started[0].get("mode"))
 
 
 def report_url(run_id: str) -> str:
@@ -132,7 +186,6 @@ def _response_timeout(context: Any, config: Any) -> Any:
 def record_answer(context: Any, run_dir: str, *, approved: bool, by: str | None, timed_out: bool) -> dict[str, Any]:
     """The approval step's second half: the person's answer, and on approval the run's pool override."""
     from kafka_rebalancer.approve.approval import PlanFacts, write_decision
-    from kafka_rebalancer.operations.request import record_override
     from kafka_rebalancer.run_folder import APPROVAL, RunFolder
 
     config = _config(context, run_dir)
@@ -145,14 +198,20 @@ def record_answer(context: Any, run_dir: str, *, approved: bool, by: str | None,
     decision = write_decision(run, digest, "approved" if approved else "rejected", by, why)
     log.info("plan %s: %s; decision in %s", digest[:12], why, run.stage_path(APPROVAL))
     if approved:
-        override = record_override(config, run, by)
-        if override is not None:
-            log.info("pool override recorded: %s", override.describe())
+        _record_override(config, run, by)
     return decision
 
 
+def _record_override(config: Any, run: Any, approved_by: str | None) -> None:
+    from kafka_rebalancer.operations.request import record_override
+
+    override = record_override(config, run, approved_by)
+    if override is not None:
+        log.info("pool override recorded: %s", override.describe())
+
+
 def execute_task(context: Any, run_dir: str, broker_pool: str) -> dict[str, Any]:
-    from airflow.exceptions import AirflowFailException
+    from airflow.sdk.exceptions import AirflowFailException
 
     from kafka_rebalancer.errors import ExecutionCancelled, PermissionDenied
     from kafka_rebalancer.execute.executor import run_execute
@@ -175,18 +234,24 @@ def execute_task(context: Any, run_dir: str, broker_pool: str) -> dict[str, Any]
 def report_task(context: Any) -> str | None:
     """The run's report from whatever its folder holds, however far the run got; then the task fails if another
     task of the run failed, so the run's state stays what happened (this task is the run's last)."""
-    from airflow.exceptions import AirflowFailException
+    from airflow.sdk.exceptions import AirflowFailException
 
+    from kafka_rebalancer.automation.claims import release_pools
     from kafka_rebalancer.report.run_report import write_report
     from kafka_rebalancer.run_folder import RunFolder
 
-    run = RunFolder(_config(context).run_dir(context["run_id"]))
+    config = _config(context)
+    run = RunFolder(config.run_dir(context["run_id"]))
     path = None
-    if run.path.is_dir():
-        path = write_report(run)
-        log.info("report of run %s: %s", context["run_id"], path)
-    else:
-        log.info("run %s made no run folder (it failed before its snapshot): no report", context["run_id"])
+    try:
+        if run.path.is_dir():
+            path = write_report(run)
+            log.info("report of run %s: %s", context["run_id"], path)
+        else:
+            log.info("run %s made no run folder (it failed before its snapshot): no report", context["run_id"])
+    finally:  # the run's last task: its pools are free whatever the report did
+        if release_pools(config, context["run_id"]):
+            log.info("run %s no longer holds its pools", context["run_id"])
     ti = context["ti"]
     states = ti.get_task_states(dag_id=ti.dag_id, run_ids=[context["run_id"]]).get(context["run_id"], {})
     failed = sorted(task for task, state in states.items()
@@ -270,11 +335,13 @@ def verify_task(context: Any, run_dir: str) -> dict[str, Any]:
 
 def decide_task(context: Any) -> list[dict[str, Any]]:
     """The events DAG's decision: the events of the looks that triggered this run, decided (automation.decide),
-    recorded in the events log, and each run to start as the manual DAG's conf."""
+    recorded in the events log, and each run to start as a run of the manual DAG: its run id and conf."""
+    import secrets
     import time
 
+    from kafka_rebalancer.automation.claims import held_pools
     from kafka_rebalancer.automation.decide import STARTED, decide
-    from kafka_rebalancer.automation.store import append_events, read_events
+    from kafka_rebalancer.automation.store import append_events, defer_events, read_events
     from kafka_rebalancer.automation.watch import ClusterEvent
     from kafka_rebalancer.operations.request import run_config
 
@@ -289,12 +356,23 @@ def decide_task(context: Any) -> list[dict[str, Any]]:
         if entry.get("decision") == STARTED and entry.get("broker_pool"):
             last_started[entry["broker_pool"]] = max(last_started.get(entry["broker_pool"], 0.0),
                                                      float(entry.get("decided_at", 0.0)))
+    held = {pool: claim.describe() for pool, claim in held_pools(config, _run_is_live(context)).items()}
     now = time.time()
-    runs, records = decide(events, config, last_started, now)
-    append_events(config, [{**r, "decided_at": now, "decided_in": context["run_id"]} for r in records])
+    runs, records = decide(events, config, last_started, now, held)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    # The run id is chosen here and recorded with the decision: the manual run knows itself automatic by it.
+    run_ids = {r.broker_pool: f"automatic__{r.broker_pool}__{stamp}__{secrets.token_hex(4)}" for r in runs}
+    records = [{**r, "decided_at": now, "decided_in": context["run_id"],
+                **({"run_id": run_ids[r["broker_pool"]]} if r["decision"] == STARTED else {})} for r in records]
+    append_events(config, records)
+    defer_events(config, records)
     for record in records:
         log.info("%s: broker %s of %s: %s (%s)", record["kind"], record["broker_id"], record.get("broker_pool"),
                  record["decision"], record["why"])
-    # approve and execute both run the manual DAG in execute mode, which waits for a person at its approval step.
-    return [{"action": r.action, "broker_pool": r.broker_pool, "brokers": list(r.brokers), "reason": r.reason(),
-             "mode": "dry-run" if r.mode == "dry-run" else "execute", "config_path": config_path} for r in runs]
+    # approve and execute both run the manual DAG in execute mode; its approval step tells them apart.
+    return [{"trigger_run_id": run_ids[r.broker_pool],
+             "conf": {"action": r.action, "brokers": list(r.brokers),
+                      # a drain names brokers only; their pool is where they are
+                      "broker_pool": r.broker_pool if r.action == "add-brokers" else None,
+                      "reason": r.reason(), "mode": "dry-run" if r.mode == "dry-run" else "execute",
+                      "config_path": config_path}} for r in runs]

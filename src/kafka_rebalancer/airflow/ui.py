@@ -25,6 +25,7 @@ from kafka_rebalancer.airflow.tasks import report_url
 
 RUN_ID = re.compile(r"^[A-Za-z0-9_.:+-]+$")
 COLUMNS = ("run", "started", "trigger", "action", "mode", "status", "moves", "bytes", "out of band", "approval")
+EVENT_COLUMNS = ("seen", "event", "broker", "pool", "decision", "why")
 REPORTED_TASKS = {"plan", "approve", "execute", "verify", "report"}
 
 runs_app = FastAPI(title="Kafka rebalancer runs", docs_url=None, redoc_url=None, openapi_url=None,
@@ -50,7 +51,8 @@ def runs_page() -> str:
                      f"{html.escape(str(exc))}</p>")
     runs = list_runs(run_root)
     sections = []
-    for cluster in sorted({r.cluster for r in runs}):
+    watched = {folder.parent.name for folder in run_root.glob("*/.automation")}  # events, maybe no run yet
+    for cluster in sorted({r.cluster for r in runs} | watched):
         rows = []
         for r in (r for r in runs if r.cluster == cluster):
             band = "-" if r.out_of_band_before is None else f"{r.out_of_band_before} → {r.out_of_band_after}" + (
@@ -64,9 +66,27 @@ def runs_page() -> str:
             rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
         sections.append(f"<h2>cluster {html.escape(cluster)}</h2><table><thead><tr>"
                         + "".join(f"<th>{c}</th>" for c in COLUMNS) + "</tr></thead><tbody>" + "".join(rows)
-                        + "</tbody></table>")
+                        + "</tbody></table>" + _events_table(run_root, cluster))
     body = "".join(sections) or f"<p>No runs yet under {html.escape(str(run_root))}.</p>"
     return _page(body)
+
+
+def _events_table(run_root: Path, cluster: str, shown: int = 20) -> str:
+    """The watcher's latest events on the cluster and what was decided on each (started runs linked)."""
+    from kafka_rebalancer.automation.store import cluster_events, event_fields
+
+    entries = cluster_events(run_root, cluster)
+    if not entries:
+        return ""
+    rows = []
+    for entry in reversed(entries[-shown:]):
+        cells = [html.escape(c) for c in event_fields(entry)]
+        if entry.get("run_id") and RUN_ID.match(str(entry["run_id"])):
+            cells[-1] += f' <a href="{report_url(entry["run_id"])}">report</a>'
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    return (f"<h3>events of the cluster's watcher (latest {min(shown, len(entries))} of {len(entries)})</h3>"
+            "<table><thead><tr>" + "".join(f"<th>{c}</th>" for c in EVENT_COLUMNS) + "</tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table>")
 
 
 @runs_app.get("/report/{run_id}")

@@ -1,7 +1,9 @@
 """What the watcher's events start (README: Automation): per event its rule's mode decides whether it starts a run
 (`started`), is held back (`suppressed`, with why) or only recorded (`reported`: a broker back, or one no pool
 claims). Events of one look for one pool and action make one run (two brokers lost together: one drain of both);
-a pool whose automatic run started less than `cooldown_s` ago starts nothing.
+a pool whose automatic run started less than `cooldown_s` ago, or that another run holds (automation.claims),
+starts nothing. An event held back that way carries `retry_at`: the watcher raises it again then if it still holds
+(the broker still gone, still in no pool), so a lost broker is not forgotten because its pool was busy.
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ class AutomaticRun:
 
 
 def decide(events: Iterable[ClusterEvent], config: RebalancerConfig, last_started: Mapping[str, float],
-           now: float) -> tuple[list[AutomaticRun], list[dict[str, Any]]]:
+           now: float, held: Mapping[str, str] | None = None) -> tuple[list[AutomaticRun], list[dict[str, Any]]]:
     """The runs to start, and a record per event (its fields, decision, why, and the action where one applies);
-    `last_started`: when each pool's latest automatic run started."""
+    `last_started`: when each pool's latest automatic run started; `held`: the pools another run holds, with
+    which run."""
     rules = {BROKER_LOST: config.automation.broker_lost, BROKER_ADDED: config.automation.broker_added}
     records: list[dict[str, Any]] = []
     grouped: dict[tuple[str, str], list[ClusterEvent]] = {}
@@ -42,22 +45,29 @@ def decide(events: Iterable[ClusterEvent], config: RebalancerConfig, last_starte
         if event.kind not in rules or event.broker_pool is None:
             records.append({**event.as_dict(), "decision": REPORTED, "why": "starts nothing"})
             continue
-        mode = rules[event.kind].mode
+        cooldown_s = config.automation.cooldown_s
         since = now - last_started.get(event.broker_pool, float("-inf"))
-        if mode == "off":
-            why = f"automation.{event.kind}.mode is off"
-        elif since < config.automation.cooldown_s:
-            why = (f"pool {event.broker_pool}'s last automatic run started {since:.0f}s ago, inside the cooldown of "
-                   f"{config.automation.cooldown_s:.0f}s")
+        held_by = (held or {}).get(event.broker_pool)
+        retry_at: float | None = now + cooldown_s
+        if rules[event.kind].mode == "off":
+            why, retry_at = f"automation.{event.kind}.mode is off", None
+        elif since < cooldown_s:
+            why = f"pool {event.broker_pool}'s last automatic run started {since:.0f}s ago, inside the cooldown " \
+                  f"of {cooldown_s:.0f}s"
+            retry_at = now - since + cooldown_s
+        elif held_by is not None:
+            why = f"pool {event.broker_pool} is held by {held_by}"
         else:
             grouped.setdefault((event.broker_pool, event.kind), []).append(event)
             continue
-        records.append({**event.as_dict(), "decision": SUPPRESSED, "why": why, "action": ACTION_OF[event.kind]})
+        records.append({**event.as_dict(), "decision": SUPPRESSED, "why": why, "action": ACTION_OF[event.kind],
+                        **({"retry_at": retry_at} if retry_at is not None else {})})
     runs = []
     # A lost broker's drain first: its partitions are short of a replica until it runs.
     for (pool, kind), pooled in sorted(grouped.items(), key=lambda kv: (kv[0][0], kv[0][1] != BROKER_LOST)):
         if any(r.broker_pool == pool for r in runs):  # one automatic run per pool at a time
             records += [{**e.as_dict(), "decision": SUPPRESSED, "action": ACTION_OF[kind],
+                         "retry_at": now + config.automation.cooldown_s,
                          "why": f"another automatic run for pool {pool} starts on the same look"} for e in pooled]
             continue
         run = AutomaticRun(ACTION_OF[kind], pool, tuple(sorted({e.broker_id for e in pooled})), rules[kind].mode,

@@ -1,12 +1,13 @@
 """One look of the watcher at the cluster: the registered brokers (id and rack, from the cluster's metadata: a
-light call, never the replicas), the events against the state kept from the looks before, the state saved
-again, and the events recorded in the events log (README: Automation)."""
+light call, never the replicas), the events against the state kept from the looks before (an event a decision
+held back and whose retry time has come is raised again if it still holds), the state saved again, and the events
+recorded in the events log (README: Automation)."""
 
 from __future__ import annotations
 
 import time
 
-from kafka_rebalancer.automation.store import append_events, load_state, save_state
+from kafka_rebalancer.automation.store import append_events, load_state, save_state, take_due_retries
 from kafka_rebalancer.automation.watch import ClusterEvent, observe
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
@@ -15,8 +16,11 @@ from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
 def look(config: RebalancerConfig, connection: KafkaConnection, now: float | None = None) -> list[ClusterEvent]:
     with ClusterAdmin(connection) as admin:
         _, brokers = admin.describe_cluster()
+    now = time.time() if now is None else now
     state = load_state(config)
-    events = observe(state, {b.broker_id: b.rack for b in brokers}, time.time() if now is None else now, config)
+    for kind, broker_id in take_due_retries(config, now):
+        state.forget(kind, broker_id)
+    events = observe(state, {b.broker_id: b.rack for b in brokers}, now, config)
     save_state(config, state)
     append_events(config, [{**e.as_dict(), "decision": "observed"} for e in events])
     return events

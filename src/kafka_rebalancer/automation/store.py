@@ -1,11 +1,14 @@
-"""Where the watcher keeps its state and the events it saw, beside the cluster's runs
-(`<run_root>/<cluster>/automation/`): `watch_state.json` (rewritten whole, atomically: a triggerer restart finds
-the last look's state) and `events.jsonl` (appended: every event with the decision taken on it)."""
+"""Where the watcher keeps its state and the events it saw, beside the cluster's run folders
+(`<run_root>/<cluster>/.automation/`, hidden from the runs list): `watch_state.json` (rewritten whole, atomically:
+a triggerer restart finds the last look's state), `events.jsonl` (appended: every event with the decision taken on
+it) and `retry/` (an event held back, to raise again at its `retry_at`: one file each, written by the decision, taken
+by the watcher)."""
 
 from __future__ import annotations
 
 import json
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,11 @@ from kafka_rebalancer.errors import RunFolderError
 
 
 def automation_dir(config: RebalancerConfig) -> Path:
-    return config.run_root / config.cluster.name / "automation"
+    return cluster_automation_dir(config.run_root, config.cluster.name)
+
+
+def cluster_automation_dir(run_root: Path, cluster: str) -> Path:
+    return run_root / cluster / ".automation"
 
 
 def load_state(config: RebalancerConfig) -> WatchState:
@@ -51,7 +58,12 @@ def append_events(config: RebalancerConfig, entries: list[dict[str, Any]]) -> No
 
 def read_events(config: RebalancerConfig) -> list[dict[str, Any]]:
     """Every event recorded, oldest first; a line cut short by a crash is skipped."""
-    path = automation_dir(config) / "events.jsonl"
+    return cluster_events(config.run_root, config.cluster.name)
+
+
+def cluster_events(run_root: Path, cluster: str) -> list[dict[str, Any]]:
+    """`read_events` for a cluster by name (the runs page lists every cluster under the run root)."""
+    path = cluster_automation_dir(run_root, cluster) / "events.jsonl"
     if not path.exists():
         return []
     entries = []
@@ -63,3 +75,59 @@ def read_events(config: RebalancerConfig) -> list[dict[str, Any]]:
         if isinstance(entry, dict):
             entries.append(entry)
     return entries
+
+
+def started_records(config: RebalancerConfig, run_id: str) -> list[dict[str, Any]]:
+    """The events an automatic run was started for (empty: `run_id` is no automatic run). Only the events DAG's
+    decision writes them, under a run id of its own choosing: a person's trigger cannot pass for one."""
+    return [e for e in read_events(config) if e.get("decision") == "started" and e.get("run_id") == run_id]
+
+
+def _retry_dir(config: RebalancerConfig) -> Path:
+    return automation_dir(config) / "retry"
+
+
+def defer_events(config: RebalancerConfig, records: list[dict[str, Any]]) -> None:
+    """Keep each record held back with a `retry_at` for the watcher (a later one for the same event replaces it)."""
+    folder = _retry_dir(config)
+    for record in records:
+        if record.get("retry_at") is None:
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        name = f"{record['kind']}-{record['broker_id']}.json"
+        partial = folder / f".{name}.partial"
+        partial.write_text(json.dumps({k: record[k] for k in ("kind", "broker_id", "retry_at")}))
+        os.replace(partial, folder / name)
+
+
+def take_due_retries(config: RebalancerConfig, now: float) -> list[tuple[str, int]]:
+    """The held-back events whose time has come (kind, broker id), removed from the store."""
+    folder = _retry_dir(config)
+    due = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            raw = json.loads(path.read_text())
+            kind, broker, retry_at = str(raw["kind"]), int(raw["broker_id"]), float(raw["retry_at"])
+        except (OSError, ValueError, KeyError, TypeError):
+            path.unlink(missing_ok=True)  # unreadable: the event it held is raised again anyway below
+            continue
+        if retry_at <= now:
+            due.append((kind, broker))
+            path.unlink(missing_ok=True)
+    return due
+
+
+def event_fields(entry: dict[str, Any]) -> tuple[str, str, str, str, str, str]:
+    """(when, kind, broker, pool, decision, why) of a recorded event, in words, as `events`, `runs` and the runs
+    page show it; a started run is named."""
+    at = datetime.fromtimestamp(float(entry.get("at", 0)), UTC)
+    decided = str(entry.get("decision", "-")) + (f" {entry['action']}" if entry.get("action") else "")
+    why = str(entry.get("why") or entry.get("observed", "")) + (f" (run {entry['run_id']})" if entry.get("run_id")
+                                                                else "")
+    return (f"{at:%Y-%m-%d %H:%M:%S}", str(entry.get("kind", "-")), str(entry.get("broker_id", "-")),
+            str(entry.get("broker_pool") or "-"), decided, why)
+
+
+def event_line(entry: dict[str, Any]) -> str:
+    at, kind, broker, pool, decided, why = event_fields(entry)
+    return f"{at} {kind:<16} broker {broker} pool {pool}: {decided}: {why}"

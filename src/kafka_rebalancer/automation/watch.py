@@ -48,6 +48,10 @@ class WatchState:
         return {"down_since": {str(b): t for b, t in sorted(self.down_since.items())},
                 "lost_reported": sorted(self.lost_reported), "added_reported": sorted(self.added_reported)}
 
+    def forget(self, kind: str, broker_id: int) -> None:
+        """Raise this event again at the next look where it still holds (a decision held it back)."""
+        {BROKER_LOST: self.lost_reported, BROKER_ADDED: self.added_reported}.get(kind, set()).discard(broker_id)
+
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> WatchState:
         return cls({int(b): float(t) for b, t in dict(raw.get("down_since") or {}).items()},

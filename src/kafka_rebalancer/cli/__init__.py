@@ -317,19 +317,25 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _events(config: RebalancerConfig, limit: int) -> int:
-    from datetime import UTC, datetime
-
-    from kafka_rebalancer.automation.store import automation_dir, read_events
+    from kafka_rebalancer.automation.store import automation_dir, event_line, read_events
 
     entries = read_events(config)
     if not entries:
         print(f"no events recorded under {automation_dir(config)} (the watcher runs while the events DAG is unpaused)")
     for entry in reversed(entries[-limit:]):
-        at = datetime.fromtimestamp(float(entry.get("at", 0)), UTC)
-        decided = str(entry.get("decision", "-")) + (f" {entry['action']}" if entry.get("action") else "")
-        print(f"{at:%Y-%m-%d %H:%M:%S} {entry.get('kind', '-'):<16} broker {entry.get('broker_id', '-')} "
-              f"pool {entry.get('broker_pool') or '-'}: {decided}: {entry.get('why') or entry.get('observed', '')}")
+        print(event_line(entry))
     return 0
+
+
+def _latest_events(config: RebalancerConfig, shown: int = 5) -> None:
+    """Below the runs, the watcher's latest events and what they started, when there are any."""
+    from kafka_rebalancer.automation.store import event_line, read_events
+
+    entries = read_events(config)
+    if entries:
+        print(f"latest events of the cluster's watcher ({len(entries)} recorded; kafka-rebalancer events for more):")
+        for entry in reversed(entries[-shown:]):
+            print("  " + event_line(entry))
 
 
 def _review(args: argparse.Namespace, config: RebalancerConfig) -> int:
@@ -345,6 +351,7 @@ def _review(args: argparse.Namespace, config: RebalancerConfig) -> int:
         if not runs:
             print(f"no runs under {config.run_root / config.cluster.name}")
         runs_table(console, runs[:args.limit])
+        _latest_events(config)
         return 0
     if args.run_id is None:  # the newest run, by the CLI or by Airflow
         runs = list_runs(config.run_root, config.cluster.name)

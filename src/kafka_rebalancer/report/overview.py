@@ -26,7 +26,7 @@ from kafka_rebalancer.run_folder import (
 )
 
 TRIGGERS = {"scheduled": "scheduled", "manual": "airflow", "cli": "cli", "asset_triggered": "asset",
-            "backfill": "backfill"}
+            "backfill": "backfill", "automatic": "automatic"}  # automatic: started by the cluster's events
 
 
 @dataclass(frozen=True)
