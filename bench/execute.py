@@ -1,14 +1,16 @@
 """`make bench-execute`: the executor on a real local Kafka cluster (issue 37's measurement).
 
     python -m bench.execute [--orders smallest_first,largest_first,most_loaded_first] [--scale 1.0]
-                            [--throttle-mib N] [--budget-min 25] [--report-only]
+                            [--throttle-mib N] [--budget-min 25] [--kafka-fetch-defaults] [--report-only]
 
 A local KRaft cluster of 4 brokers (racks a, b, c, a), one pool. Topic `bulk` (80 partitions, RF 2, partition k
 holding 1 GiB / (k + 1): a few large, many small) sits on brokers 1-3, most leaders on broker 1; broker 4 is new and
-empty. Topic `live` carries acks=all traffic at 1 MiB/s throughout. First the machine's unthrottled copy rate (one
-1 GiB partition reassigned to broker 4); the throttle is a third of it at most. Then per execution order the
-product's CLI: snapshot -> plan -> validate -> 30 s of traffic alone -> execute --apply, and the run's rollback.json
-applied unthrottled to start the next order from the same layout.
+empty. The brokers run with the operator tuning the README recommends for throttled reassignments
+(`BROKER_TUNING`: a follower over its throttle checks it again after 100 ms, not 1 s; `--kafka-fetch-defaults`
+leaves Kafka's settings), said in the report's header. Topic `live` carries acks=all traffic at 1 MiB/s throughout.
+First the machine's unthrottled copy rate (one 1 GiB partition reassigned to broker 4); the throttle is a third of it
+at most. Then per execution order the product's CLI: snapshot -> plan -> validate -> 30 s of traffic alone -> execute
+--apply, and the run's rollback.json applied unthrottled to start the next order from the same layout.
 
 The figures (pure functions in bench/execute_figures.py) come from the run's execution log: efficiency (wall over the
 throttle-bound minimum `CopyBytes.seconds`, with and without the leadership-only batches), the recorded estimates'
@@ -67,6 +69,9 @@ LIVE_RATE, LIVE_MESSAGE = 2**20, 4096
 # The live topic stays small: the snapshot's sizes of it stay close to what a move of it copies.
 LIVE_CONFIG = {"retention.bytes": str(32 * 2**20), "segment.bytes": str(8 * 2**20)}
 BEFORE_S = 30.0
+# Operator tuning (README: broker settings for throttled reassignments; Kafka's defaults 1000 and 500 ms): a follower
+# over its throttle fetches again after this, a leader over its throttle answers empty after this.
+BROKER_TUNING = {"replica.fetch.backoff.ms": "100", "replica.fetch.wait.max.ms": "100"}
 ORDERS = ("bottleneck_first", "smallest_first", "largest_first", "most_loaded_first")
 DEFAULTS = ExecutionSettings()
 
@@ -408,6 +413,11 @@ def report_block(results: Mapping[str, Any]) -> str:
     settings = ", ".join(f"{k} {v}" for k, v in results["execution_defaults"].items())
     not_run = f" Not run (time budget): {', '.join(results['not_run'])}." if results.get("not_run") else ""
     checks = "; ".join(f"{text}: {'met' if met else 'NOT met'}" for text, met in targets(results))
+    tuning = results["cluster"].get("broker_configs")
+    tuned = (f"Operator tuning: brokers started with {', '.join(f'{k}={v}' for k, v in sorted(tuning.items()))} "
+             "(Kafka's defaults: replica.fetch.backoff.ms 1000, replica.fetch.wait.max.ms 500; README: broker "
+             "settings for throttled reassignments). " if tuning else
+             "Operator tuning: none (the brokers at Kafka's defaults). ")
     rates = [r["intake"]["rate_bytes_per_s"] / 2**20 for r in results["orders"].values() if (r.get("intake") or {})
              .get("rate_bytes_per_s")]
     delivered = (f"While copying, broker {NEW_BROKER} took in {min(rates):.1f}-{max(rates):.1f} MiB/s under the "
@@ -415,7 +425,7 @@ def report_block(results: Mapping[str, Any]) -> str:
                  "itself).\n\n") if rates else ""
     return (
         f"{START}\n## Execution on a real local cluster (issue 37)\n\nCommand: {results['command']} at "
-        f"{results['commit']}, {results['date']} ({results['bench_s'] / 60:.0f} min). Machine: {m['cpu']}, "
+        f"{results['commit']}, {results['date']} ({results['bench_s'] / 60:.0f} min). {tuned}Machine: {m['cpu']}, "
         f"{m['cores']} cores, {m['memory_gb']} GB. Local KRaft cluster, {N_BROKERS} brokers (racks a, b, c, a), one "
         f"pool: `{BULK}` {w['bulk_partitions']} partitions, RF 2 on brokers 1-3 (most leaders on broker 1), partition "
         f"k holding {LARGEST * w['scale'] / 2**20:.0f} MiB / (k + 1), {w['bulk_bytes'] / 2**30:.1f} GiB; broker "
@@ -471,19 +481,20 @@ def execution_defaults() -> dict[str, Any]:
 
 
 def measure(orders: list[str], scale: float, throttle_mib: int | None, budget_s: float,
-            command: str) -> dict[str, Any]:
+            command: str, broker_configs: dict[str, str]) -> dict[str, Any]:
     from tools.local_kafka import LocalKafkaCluster
 
     info = run.machine()
     results: dict[str, Any] = {"machine": {k: info[k] for k in ("cpu", "cores", "memory_gb", "python")},
                                "date": time.strftime("%Y-%m-%d"), "commit": info["commit"], "command": command,
-                               "cluster": {"brokers": N_BROKERS, "racks": "a, b, c, a", "pools": 1},
+                               "cluster": {"brokers": N_BROKERS, "racks": "a, b, c, a", "pools": 1,
+                                           "broker_configs": broker_configs},
                                "execution_defaults": execution_defaults(), "orders": {}, "not_run": []}
     cluster, traffic, disk = LocalKafkaCluster(CLUSTER), None, None
     started, longest = time.monotonic(), 0.0
     try:
         cluster.stop(quiet=True)  # one left behind by an interrupted bench
-        bootstrap = cluster.start(N_BROKERS).bootstrap_servers
+        bootstrap = cluster.start(N_BROKERS, broker_configs=broker_configs).bootstrap_servers
         results.update(prepare(bootstrap, scale, throttle_mib))
         print(f"workload and calibration: {json.dumps({k: results[k] for k in ('workload', 'calibration')})}",
               flush=True)
@@ -525,6 +536,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="the workload's bytes, times this")
     parser.add_argument("--throttle-mib", type=int, help="the throttle in MiB/s (default: from the machine's rate)")
     parser.add_argument("--budget-min", type=float, default=25.0, help="start no order that would end after this")
+    parser.add_argument("--kafka-fetch-defaults", action="store_true",
+                        help=f"start the brokers without the operator tuning {BROKER_TUNING}")
     parser.add_argument("--report-only", action="store_true", help="rewrite BENCHMARKS.md from the results file")
     args = parser.parse_args(argv)
     # A SIGTERM unwinds like an error, so `measure` stops the traffic and the cluster it started.
@@ -544,7 +557,8 @@ def main(argv: list[str] | None = None) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     results = measure([o for o in args.orders.split(",") if o], args.scale, args.throttle_mib, args.budget_min * 60,
                       f"`python -m bench.execute {' '.join(words)}`" if words else
-                      "`make bench-execute` (`python -m bench.execute`)")
+                      "`make bench-execute` (`python -m bench.execute`)",
+                      {} if args.kafka_fetch_defaults else BROKER_TUNING)
     write_report(results)
     print(f"wrote {RESULTS} and {run.REPORT}")
     return 0 if results["orders"] and all("error" not in r for r in results["orders"].values()) else 1

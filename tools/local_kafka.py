@@ -94,6 +94,8 @@ class ClusterState:
     nodes: list[Node] = field(default_factory=list)
     secured: bool = False
     log_dirs: int = 1  # per broker: several make each broker a JBOD broker (data-1, data-2, ...)
+    # Broker properties over the defaults below (an operator's tuning: the execute bench's fetch settings)
+    broker_configs: dict[str, str] = field(default_factory=dict)
 
     @property
     def brokers(self) -> list[Node]:
@@ -276,6 +278,7 @@ class LocalKafkaCluster:
                 "group.initial.rebalance.delay.ms": 0,
                 # Deleted replicas leave the disk quickly, so a fresh snapshot sees the new usage.
                 "file.delete.delay.ms": 1000,
+                **state.broker_configs,
             }
         return "".join(f"{k}={v}\n" for k, v in props.items())
 
@@ -315,9 +318,10 @@ class LocalKafkaCluster:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self, n_brokers: int = 6, timeout_s: float = 180.0, secured: bool = False,
-              log_dirs: int = 1) -> ClusterState:
+              log_dirs: int = 1, broker_configs: dict[str, str] | None = None) -> ClusterState:
         """Start a fresh cluster (any previous data of this name is wiped) and wait until all brokers serve;
-        `secured`: SASL/SCRAM and ACLs, see the module's doc; `log_dirs`: log directories per broker."""
+        `secured`: SASL/SCRAM and ACLs, see the module's doc; `log_dirs`: log directories per broker;
+        `broker_configs`: broker properties over this module's (kept for brokers started or added later)."""
         fetch_jars()
         fetch_exporter_agent()
         if self.is_running():
@@ -334,7 +338,8 @@ class LocalKafkaCluster:
         nodes = [Node(CONTROLLER_ID, "controller", ports[0], None)]
         nodes += [Node(i, "broker", ports[i], RACKS[(i - 1) % len(RACKS)], exporter_port=ports[n_brokers + i])
                   for i in range(1, n_brokers + 1)]
-        state = ClusterState(self.name, cluster_id, kafka_version(), nodes, secured, log_dirs)
+        state = ClusterState(self.name, cluster_id, kafka_version(), nodes, secured, log_dirs,
+                             {k: str(v) for k, v in (broker_configs or {}).items()})
         for node in nodes:
             self._node_dir(node).mkdir(parents=True)
             _write_private(self._config_path(node), self._properties(state, node))

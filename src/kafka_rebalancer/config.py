@@ -311,7 +311,7 @@ class ExecutionSettings(_Strict):
     move_timeout_s: float = Field(default=900.0, gt=0)
     # A move whose new replicas gain no bytes for this long, its receiving brokers alive, is named as stalled.
     stall_after_s: float = Field(default=120.0, gt=0)
-    # Hold the copies' measured rate at throttle_bytes_per_s: Kafka's quota runs them slower (execute.throttle_tuner).
+    # Make up Kafka's quota shortfall so copies average throttle_bytes_per_s, never above (execute.throttle_tuner).
     tune_throttle: bool = True
     throttle_control: ThrottleControlSettings | None = None
     run_timeout_s: float = Field(default=6 * 3600.0, gt=0)

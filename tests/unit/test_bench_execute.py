@@ -1,15 +1,17 @@
 """The execution bench's figures (bench/execute_figures.py) on small hand-written execution logs: efficiency against
 the throttle-bound minimum with and without the leadership batches, the recorded estimates against the real finish,
-the ISR gate's holds, the bottleneck broker's idle time, percentiles and windows of the traffic, and the targets."""
+the ISR gate's holds, the bottleneck broker's idle time, percentiles and windows of the traffic, the targets, and the
+brokers' operator tuning in their properties and the report's header."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from bench.execute import choose_throttle
+from bench.execute import BROKER_TUNING, RESULTS, choose_throttle, report_block
 from bench.execute_figures import (
     estimate_errors,
     execution_figures,
@@ -199,3 +201,18 @@ def test_the_receiving_brokers_intake_is_its_copying_rate_and_the_seconds_it_sta
     assert copied["rate_bytes_per_s"] == round(0.99 * 160 * MiB / 20)
     assert copied["timeline_mib_per_s"] == [10.0, 10.0, 2.0, 10.0, 0.0]
     assert intake(samples, 5000.0, 6000.0, 10 * MiB) is None
+
+
+def test_the_brokers_operator_tuning_is_in_their_properties_and_the_reports_header(tmp_path: Any) -> None:
+    from tools.local_kafka import ClusterState, LocalKafkaCluster, Node
+
+    nodes = [Node(0, "controller", 9000, None), Node(1, "broker", 9001, "a")]
+    tuned = ClusterState("bench", "id", "4", nodes, broker_configs=BROKER_TUNING)
+    properties = LocalKafkaCluster("bench", tmp_path)._properties(tuned, nodes[1])
+    assert "replica.fetch.backoff.ms=100\n" in properties and "replica.fetch.wait.max.ms=100\n" in properties
+    assert "replica.fetch" not in LocalKafkaCluster("bench", tmp_path)._properties(tuned, nodes[0])  # the controller
+    results = json.loads(RESULTS.read_text())
+    assert "Operator tuning: none" in report_block(results).split("\n")[3]
+    results["cluster"]["broker_configs"] = BROKER_TUNING
+    header = report_block(results).split("\n")[3]
+    assert "Operator tuning: brokers started with replica.fetch.backoff.ms=100, replica.fetch.wait.max.ms=100" in header
