@@ -111,14 +111,22 @@ MANUAL_DAG = "kafka_rebalance_manual"
 
 
 def automation_tasks() -> None:
-    """The events DAG's tasks (call inside `with DAG(...)`): decide what the cluster's events start, then start
-    each as a run of the manual DAG, which plans, validates, approves and reports it like any other."""
+    """The events DAG's tasks (call inside `with DAG(...)`): check the bands when due, decide what the cluster's
+    events start, then start each as a run of the manual DAG, which plans, validates, approves and reports it like
+    any other."""
     from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 
+    @task(retries=0)  # its events are the decision's input: a retry would record them twice
+    def check_bands() -> list[dict]:
+        from kafka_rebalancer.airflow.tasks import check_bands_task
+
+        return check_bands_task(get_current_context())
+
     @task(retries=0)  # a retry would decide the same events twice
-    def decide() -> list[dict]:
+    def decide(band_events: list[dict]) -> list[dict]:
         from kafka_rebalancer.airflow.tasks import decide_task
 
-        return decide_task(get_current_context())
+        return decide_task(get_current_context(), band_events)
 
-    TriggerDagRunOperator.partial(task_id="start_runs", trigger_dag_id=MANUAL_DAG, retries=0).expand_kwargs(decide())
+    TriggerDagRunOperator.partial(task_id="start_runs", trigger_dag_id=MANUAL_DAG, retries=0).expand_kwargs(
+        decide(check_bands()))

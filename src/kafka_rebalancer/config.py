@@ -384,6 +384,17 @@ class BrokerLostRule(EventRule):
     grace_period_s: float = Field(default=1800.0, gt=0, allow_inf_nan=False)
 
 
+class OutOfBandRule(EventRule):
+    """A pool with at least `share` of its brokers out of band (any balanced resource) for `sustained_s`, or a
+    broker whose disk is above `disk_use` of its capacity, starts rebalance-pool; checked every
+    `check_interval_s` by a task of the events DAG (it reads every replica's size: no work for the triggerer)."""
+
+    check_interval_s: float = Field(default=900.0, gt=0, allow_inf_nan=False)
+    share: float = Field(default=0.2, gt=0, le=1, allow_inf_nan=False)
+    sustained_s: float = Field(default=3600.0, ge=0, allow_inf_nan=False)
+    disk_use: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
+
+
 class AutomationSettings(_Strict):
     """The cluster's events and the operations they start (README: Automation)."""
 
@@ -391,6 +402,7 @@ class AutomationSettings(_Strict):
     cooldown_s: float = Field(default=3600.0, ge=0, allow_inf_nan=False)  # after a pool's automatic run
     broker_lost: BrokerLostRule = Field(default_factory=BrokerLostRule)
     broker_added: EventRule = Field(default_factory=EventRule)
+    out_of_band: OutOfBandRule = Field(default_factory=OutOfBandRule)
 
 
 class RebalancerConfig(_Strict):

@@ -1,8 +1,8 @@
 """The cluster calls the pipeline, on a real Airflow (scheduler, triggerer, DAG processor, API server) and the
 real local cluster, with the events DAG unpaused (the watcher in the triggerer starts with it):
 
-1. broker 6, registered in no pool, is claimed by pool-b's rule (mode execute): the events DAG starts an
-   add-brokers run of the manual DAG, which executes unattended within the auto-approval limits; broker 6 holds
+1. broker 8 is started into the cluster; pool-b's rule claims it (mode execute): the events DAG starts an
+   add-brokers run of the manual DAG, which executes unattended within the auto-approval limits; broker 8 holds
    replicas after it, every message is still there, and pool-b holds it from then on;
 2. while a person's run on pool-b waits for its approval (holding the pool), broker 5 is killed: past the grace
    period it is lost, and its drain is held back (the pool is held); broker 2, stopped and started again inside
@@ -35,6 +35,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.airflow]
 EVENTS, MANUAL = "kafka_rebalance_events", "kafka_rebalance_manual"
 TOPIC, SKEW = "clicks-automation", "clicks-automation-skew"
 GRACE_S, COOLDOWN_S = 60, 30
+NEW = 8  # the broker started into the cluster (test_manual_operations adds 7)
 
 
 def _new_runs(services: AirflowServices, dag_id: str, known: set[str], timeout_s: float) -> list[dict[str, Any]]:
@@ -72,7 +73,7 @@ def test_brokers_added_and_lost_start_their_operations_one_per_pool(kafka_cluste
     manifest = produce(bootstrap, [topic])
     config_path = demo_config(
         tmp_path, cluster={"name": "watched", "bootstrap_servers": bootstrap},
-        pools={"pool-a": {"brokers": [1, 2, 3]}, "pool-b": {"brokers": [4, 5], "claim": {"broker_ids": ["6"]}}},
+        pools={"pool-a": {"brokers": [1, 2, 3, 6]}, "pool-b": {"brokers": [4, 5], "claim": {"broker_ids": ["8"]}}},
         approval={"auto_approve": {"max_replica_moves": 50}},
         automation={"poll_interval_s": 2, "cooldown_s": COOLDOWN_S, "broker_added": {"mode": "execute"},
                     "broker_lost": {"mode": "approve", "grace_period_s": GRACE_S}})
@@ -80,25 +81,28 @@ def test_brokers_added_and_lost_start_their_operations_one_per_pool(kafka_cluste
     services = AirflowServices(tmp_path / "airflow", config_path,
                                connections(config.cluster.airflow_connection_id, bootstrap))
     killed: list[int] = []
+    started: list[int] = []
     services.start()
     try:
         for dag_id in (EVENTS, MANUAL):
             services.wait_for_dag(dag_id)
         services.set_paused(MANUAL, False)
         services.set_paused(EVENTS, False)  # the watcher starts with it
+        kafka_cluster.add_broker(NEW, "rack-c")  # a new machine
+        started.append(NEW)
         (added,) = _new_runs(services, MANUAL, set(), 300)
         conf = added["conf"]
         assert added["dag_run_id"].startswith("automatic__pool-b__"), added
         assert (conf["action"], conf["broker_pool"], conf["brokers"], conf["mode"]) == (
-            "add-brokers", "pool-b", [6], "execute"), conf
-        assert "broker 6 (rack" in conf["reason"] and "pool pool-b's claim takes it" in conf["reason"]
+            "add-brokers", "pool-b", [NEW], "execute"), conf
+        assert f"broker {NEW} (rack" in conf["reason"] and "pool pool-b's claim takes it" in conf["reason"]
         assert services.wait_for_run(MANUAL, added["dag_run_id"], 900) == "success", \
             services.task_states(MANUAL, added["dag_run_id"])
         decision = json.loads((config.run_dir(added["dag_run_id"]) / "approval" / "decision.json").read_text())
         assert decision["state"] == "auto-approved" and "mode execute" in " ".join(decision["why"]), decision
-        assert _replicas_on(bootstrap, 6) > 0  # filled
+        assert _replicas_on(bootstrap, NEW) > 0  # filled
         consume_and_check(bootstrap, manifest)  # nothing lost
-        assert run_config(config_path).pools["pool-b"].brokers == [4, 5, 6]  # the override, recorded
+        assert run_config(config_path).pools["pool-b"].brokers == [4, 5, NEW]  # the override, recorded
 
         # A person's run on pool-b (now out of balance) waits for its approval: the pool is held from its snapshot.
         create_topics(bootstrap, [skew])
@@ -134,12 +138,14 @@ def test_brokers_added_and_lost_start_their_operations_one_per_pool(kafka_cluste
         services.stop()
         for broker_id in killed:
             kafka_cluster.start_broker(broker_id)
-        delete_topics(bootstrap, [TOPIC, SKEW])
+        delete_topics(bootstrap, [TOPIC, SKEW])  # before broker 8 goes: nothing of them left on it
+        for broker_id in started:
+            kafka_cluster.remove_broker(broker_id)
     back = [e for e in read_events(config) if e["broker_id"] == 2]  # restarted inside the grace period
     assert back and all(e["kind"] == "broker_back" and e["decision"] != "started" for e in back), back
     assert "inside the grace period" in back[0]["observed"], back
     assert [d[1] for d in _decisions(config, 5) if d[0] == "broker_lost"].count("started") == 1
-    assert [d[1] for d in _decisions(config, 6) if d[0] == "broker_added"].count("started") == 1
+    assert [d[1] for d in _decisions(config, NEW) if d[0] == "broker_added"].count("started") == 1
     assert main(["runs", "--config", str(config_path)]) == 0
     listed = capsys.readouterr().out
     assert "automatic" in listed and "latest events of the cluster's watcher" in listed, listed

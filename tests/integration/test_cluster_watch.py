@@ -2,7 +2,9 @@
 from the cluster's metadata; a pool's broker that is not registered is lost once past the grace period, a
 registered broker no pool holds is added to the pool whose claim takes it (or reported unclaimed); the event
 trigger, run as the triggerer runs it, resolves the cluster from the config's Airflow connection id and yields the
-events of its looks. The events DAG and the runs they start: issue 39's next slice."""
+events of its looks. The band check reads the cluster as a snapshot does: a pool with a share of its brokers out
+of band, and a disk above its use, raise the events that start a rebalance of the pool. The events DAG and the runs
+they start: test_automation_airflow."""
 
 from __future__ import annotations
 
@@ -71,3 +73,33 @@ def test_the_trigger_resolves_the_airflow_connection_and_yields_the_events_of_a_
     event = asyncio.run(asyncio.wait_for(first_event(), timeout=60))
     assert {e["kind"] for e in event.payload["events"]} >= {"broker_added"}
     assert all(e["broker_id"] not in (1, 2) for e in event.payload["events"])
+
+
+def test_the_band_check_finds_a_pool_out_of_band_and_a_full_disk(kafka_cluster: Any, tmp_path: Path) -> None:
+    from kafka_rebalancer.automation.bands import check_bands
+    from tests.integration.conftest import delete_topics
+    from tools.demo_workload import TopicSpec, create_topics, produce
+
+    bootstrap = kafka_cluster.load().bootstrap_servers
+    skew = TopicSpec("watched-skew", [[1, 2]] * 4, [4096] * 4)  # 16 MiB on brokers 1 and 2, none on 3
+    create_topics(bootstrap, [skew])
+    try:
+        produce(bootstrap, [skew])
+        path = demo_config(tmp_path, cluster={"name": "watched", "bootstrap_servers": bootstrap},
+                           pools={"pool-a": {"brokers": [1, 2, 3]}},
+                           topic_pools=[{"topics": "watched-*", "pool": "pool-a"}],
+                           automation={"out_of_band": {"mode": "dry-run", "share": 0.3, "sustained_s": 60,
+                                                       "disk_use": 0.000001}})
+        config = run_config(path)
+        connection = KafkaConnection(bootstrap)
+        first = check_bands(config, connection, now=1000.0)
+        assert [e.kind for e in first if e.kind == "pool_out_of_band"] == []  # out of band from now: not yet 60 s
+        disks = sorted(e.broker_id for e in first if e.kind == "disk_over_use")
+        assert disks == [1, 2], first  # over a millionth of their capacity: the two holding the topic
+        later = check_bands(config, connection, now=1060.0)
+        (pool,) = [e for e in later if e.kind == "pool_out_of_band"]
+        assert pool.broker_pool == "pool-a" and "of 3 brokers of pool pool-a out of band" in pool.observed
+        assert "for 60s" in pool.observed
+        assert [e["kind"] for e in read_events(config)].count("pool_out_of_band") == 1
+    finally:
+        delete_topics(bootstrap, [skew.name])

@@ -174,7 +174,8 @@ def test_only_the_run_the_events_decision_named_is_automatic_and_only_with_its_p
 
     cfg = config(tmp_path)
     append_events(cfg, [{"kind": BROKER_ADDED, "broker_id": 8, "broker_pool": "a", "decision": STARTED,
-                         "action": "add-brokers", "mode": "execute", "run_id": "automatic__a__t__1f2e"}])
+                         "action": "add-brokers", "mode": "execute", "run_id": "automatic__a__t__1f2e",
+                         "brokers": [8]}])
 
     def context(run_id: str, **params: object) -> dict:
         return {"run_id": run_id, "params": {"action": "add-brokers", "broker_pool": "a", "brokers": [8], **params}}
@@ -186,3 +187,39 @@ def test_only_the_run_the_events_decision_named_is_automatic_and_only_with_its_p
     assert automatic_mode(cfg, context("automatic__a__t__0000")) is None  # an id the decision did not choose
     assert automatic_mode(cfg, context("automatic__a__t__1f2e", brokers=[8, 9])) is None  # other parameters
     assert automatic_mode(cfg, context("automatic__a__t__1f2e", action="rebalance-pool")) is None
+
+
+def test_out_of_band_pools_and_full_disks_start_a_rebalance_of_their_pool(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from kafka_rebalancer.automation.bands import DISK_OVER_USE, POOL_OUT_OF_BAND, BandWatch, pool_out_of_band_events
+    from kafka_rebalancer.automation.watch import BANDS_DUE
+
+    cfg = config(tmp_path, out_of_band={"mode": "execute", "share": 0.5, "sustained_s": 600, "disk_use": 0.8,
+                                        "check_interval_s": 300})
+    state = load_state(cfg)
+    due = [e.kind for e in observe(state, registered(1, 2, 3, 4, 5), 0.0, cfg)]
+    assert due == [BANDS_DUE] and observe(state, registered(1, 2, 3, 4, 5), 200.0, cfg) == []
+    assert [e.kind for e in observe(state, registered(1, 2, 3, 4, 5), 300.0, cfg)] == [BANDS_DUE]
+
+    def status(outside: set[int], disk: dict[int, float]) -> pd.DataFrame:
+        return pd.DataFrame([{"broker_pool": "a" if b <= 3 else "b", "broker_id": b, "resource": r,
+                              "usage": disk.get(b, 0.5) if r == "disk" else 10.0, "counted": True,
+                              "inside": not (b in outside and r == "disk")}
+                             for b in (1, 2, 3, 4, 5) for r in ("disk", "replica_count")])
+
+    watch = BandWatch()
+    assert pool_out_of_band_events(status({1, 2}, {}), watch, 0.0, cfg) == []  # 2 of 3 out: from now on
+    assert pool_out_of_band_events(status({1}, {}), watch, 300.0, cfg) == [] and watch.out_since == {}  # 1 of 3
+    pool_out_of_band_events(status({1, 2}, {}), watch, 600.0, cfg)
+    (event,) = pool_out_of_band_events(status({1, 2}, {}), watch, 1200.0, cfg)  # sustained 600 s
+    assert (event.kind, event.broker_id, event.broker_pool) == (POOL_OUT_OF_BAND, None, "a")
+    assert "2 of 3 brokers of pool a out of band (disk: brokers [1, 2]), 67% >= 50%, for 600s" in event.observed
+    full = pool_out_of_band_events(status(set(), {4: 0.85}), watch, 1300.0, cfg)
+    assert [(e.kind, e.broker_id, e.broker_pool) for e in full] == [(DISK_OVER_USE, 4, "b")] and not watch.out_since
+    runs, records = decide([event, *full], cfg, {}, 1300.0)
+    assert [(r.action, r.broker_pool, r.brokers, r.mode) for r in runs] == [
+        ("rebalance-pool", "a", (), "execute"), ("rebalance-pool", "b", (), "execute")]
+    assert {r["why"] for r in records} == {"rebalance-pool of pool a", "rebalance-pool of pool b"}
+    off = config(tmp_path)
+    assert observe(load_state(off), registered(1, 2, 3, 4, 5), 0.0, off) == []  # rule off: no band checks

@@ -163,8 +163,8 @@ def automatic_mode(config: Any, context: Any) -> str | None:
     params = context["params"]
     started = started_records(config, context["run_id"])
     if not started or any(e.get("action") != params.get("action") or params.get("broker_pool") not in (
-            None, e.get("broker_pool")) for e in started) or {e["broker_id"] for e in started} != set(
-            params.get("brokers") or []):
+            None, e.get("broker_pool")) or set(e.get("brokers") or []) != set(params.get("brokers") or [])
+            for e in started):
         return None
     return str(started[0].get("mode"))
 
@@ -333,24 +333,48 @@ def verify_task(context: Any, run_dir: str) -> dict[str, Any]:
     return {k: summary[k] for k in ("plan_hash", "out_of_band_before", "out_of_band_after")}
 
 
-def decide_task(context: Any) -> list[dict[str, Any]]:
-    """The events DAG's decision: the events of the looks that triggered this run, decided (automation.decide),
-    recorded in the events log, and each run to start as a run of the manual DAG: its run id and conf."""
+def _triggering_events(context: Any) -> list[Any]:
+    """The events of the looks that triggered this run: each look with events is one asset event, its payload the
+    trigger's; several may land in one run."""
+    from kafka_rebalancer.automation.watch import ClusterEvent
+
+    return [ClusterEvent(**e) for asset_events in context["triggering_asset_events"].values()
+            for asset_event in asset_events for e in ((asset_event.extra or {}).get("payload") or {}).get("events", [])]
+
+
+def check_bands_task(context: Any) -> list[dict[str, Any]]:
+    """The events DAG's band check, when a look said the bands are due (automation.bands): the events found."""
+    from kafka_rebalancer.automation.bands import check_bands
+    from kafka_rebalancer.automation.watch import BANDS_DUE
+    from kafka_rebalancer.operations.request import run_config
+
+    if not any(e.kind == BANDS_DUE for e in _triggering_events(context)):
+        log.info("no band check due in the events of this run")
+        return []
+    config = run_config(context["params"]["config_path"])
+    events = check_bands(config, _connection(config))
+    for event in events:
+        log.info("%s: %s", event.kind, event.observed)
+    log.info("band check: %d event(s)", len(events))
+    return [e.as_dict() for e in events]
+
+
+def decide_task(context: Any, band_events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events DAG's decision: the events of the looks that triggered this run and the band check's, decided
+    (automation.decide), recorded in the events log, and each run to start as a run of the manual DAG: its run id
+    and conf."""
     import secrets
     import time
 
     from kafka_rebalancer.automation.claims import held_pools
     from kafka_rebalancer.automation.decide import STARTED, decide
-    from kafka_rebalancer.automation.store import append_events, defer_events, read_events
-    from kafka_rebalancer.automation.watch import ClusterEvent
+    from kafka_rebalancer.automation.store import append_events, defer_events, event_line, read_events
+    from kafka_rebalancer.automation.watch import BANDS_DUE, ClusterEvent
     from kafka_rebalancer.operations.request import run_config
 
     config_path = context["params"]["config_path"]
     config = run_config(config_path)
-    # Each look with events is one asset event, its payload the trigger's; several may land in one run.
-    payloads = [(asset_event.extra or {}).get("payload") or {}
-                for asset_events in context["triggering_asset_events"].values() for asset_event in asset_events]
-    events = [ClusterEvent(**e) for payload in payloads for e in payload.get("events", [])]
+    events = [e for e in _triggering_events(context) if e.kind != BANDS_DUE] + [ClusterEvent(**e) for e in band_events]
     last_started: dict[str, float] = {}
     for entry in read_events(config):
         if entry.get("decision") == STARTED and entry.get("broker_pool"):
@@ -367,8 +391,7 @@ def decide_task(context: Any) -> list[dict[str, Any]]:
     append_events(config, records)
     defer_events(config, records)
     for record in records:
-        log.info("%s: broker %s of %s: %s (%s)", record["kind"], record["broker_id"], record.get("broker_pool"),
-                 record["decision"], record["why"])
+        log.info("%s: %s", record["decision"], event_line(record))
     # approve and execute both run the manual DAG in execute mode; its approval step tells them apart.
     return [{"trigger_run_id": run_ids[r.broker_pool],
              "conf": {"action": r.action, "brokers": list(r.brokers),

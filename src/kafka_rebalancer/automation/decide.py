@@ -12,11 +12,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kafka_rebalancer.automation.bands import DISK_OVER_USE, POOL_OUT_OF_BAND
 from kafka_rebalancer.automation.watch import BROKER_ADDED, BROKER_LOST, ClusterEvent
 from kafka_rebalancer.config import RebalancerConfig
 
 STARTED, SUPPRESSED, REPORTED = "started", "suppressed", "reported"
-ACTION_OF = {BROKER_LOST: "drain-brokers", BROKER_ADDED: "add-brokers"}
+ACTION_OF = {BROKER_LOST: "drain-brokers", BROKER_ADDED: "add-brokers", POOL_OUT_OF_BAND: "rebalance-pool",
+             DISK_OVER_USE: "rebalance-pool"}
+# A lost broker's drain first (its partitions are short of a replica until it runs), then an addition.
+PRECEDENCE = ("drain-brokers", "add-brokers", "rebalance-pool")
 
 
 @dataclass(frozen=True)
@@ -32,13 +36,19 @@ class AutomaticRun:
     def reason(self) -> str:
         return "automation: " + "; ".join(e.observed for e in self.events)
 
+    def describe(self) -> str:
+        return f"{self.action} of broker(s) {list(self.brokers)} in pool {self.broker_pool}" if self.brokers \
+            else f"{self.action} of pool {self.broker_pool}"
+
 
 def decide(events: Iterable[ClusterEvent], config: RebalancerConfig, last_started: Mapping[str, float],
            now: float, held: Mapping[str, str] | None = None) -> tuple[list[AutomaticRun], list[dict[str, Any]]]:
     """The runs to start, and a record per event (its fields, decision, why, and the action where one applies);
     `last_started`: when each pool's latest automatic run started; `held`: the pools another run holds, with
     which run."""
-    rules = {BROKER_LOST: config.automation.broker_lost, BROKER_ADDED: config.automation.broker_added}
+    automation = config.automation
+    rules = {BROKER_LOST: automation.broker_lost, BROKER_ADDED: automation.broker_added,
+             POOL_OUT_OF_BAND: automation.out_of_band, DISK_OVER_USE: automation.out_of_band}
     records: list[dict[str, Any]] = []
     grouped: dict[tuple[str, str], list[ClusterEvent]] = {}
     for event in events:
@@ -58,21 +68,22 @@ def decide(events: Iterable[ClusterEvent], config: RebalancerConfig, last_starte
         elif held_by is not None:
             why = f"pool {event.broker_pool} is held by {held_by}"
         else:
-            grouped.setdefault((event.broker_pool, event.kind), []).append(event)
+            grouped.setdefault((event.broker_pool, ACTION_OF[event.kind]), []).append(event)
             continue
         records.append({**event.as_dict(), "decision": SUPPRESSED, "why": why, "action": ACTION_OF[event.kind],
                         **({"retry_at": retry_at} if retry_at is not None else {})})
     runs = []
-    # A lost broker's drain first: its partitions are short of a replica until it runs.
-    for (pool, kind), pooled in sorted(grouped.items(), key=lambda kv: (kv[0][0], kv[0][1] != BROKER_LOST)):
+    for (pool, action), pooled in sorted(grouped.items(), key=lambda kv: (kv[0][0], PRECEDENCE.index(kv[0][1]))):
         if any(r.broker_pool == pool for r in runs):  # one automatic run per pool at a time
-            records += [{**e.as_dict(), "decision": SUPPRESSED, "action": ACTION_OF[kind],
+            records += [{**e.as_dict(), "decision": SUPPRESSED, "action": action,
                          "retry_at": now + config.automation.cooldown_s,
                          "why": f"another automatic run for pool {pool} starts on the same look"} for e in pooled]
             continue
-        run = AutomaticRun(ACTION_OF[kind], pool, tuple(sorted({e.broker_id for e in pooled})), rules[kind].mode,
-                           tuple(pooled))
+        # A drain or an addition names its brokers; a rebalance the whole pool.
+        brokers = () if action == "rebalance-pool" else tuple(sorted({e.broker_id for e in pooled
+                                                                      if e.broker_id is not None}))
+        run = AutomaticRun(action, pool, brokers, rules[pooled[0].kind].mode, tuple(pooled))
         runs.append(run)
         records += [{**e.as_dict(), "decision": STARTED, "action": run.action, "mode": run.mode,
-                     "why": f"{run.action} of broker(s) {list(run.brokers)} in pool {pool}"} for e in pooled]
+                     "brokers": list(run.brokers), "why": run.describe()} for e in pooled]
     return runs, records

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from kafka_rebalancer.automation.store import append_events, load_state, save_state, take_due_retries
-from kafka_rebalancer.automation.watch import ClusterEvent, observe
+from kafka_rebalancer.automation.watch import BANDS_DUE, ClusterEvent, observe
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
 
@@ -22,5 +22,5 @@ def look(config: RebalancerConfig, connection: KafkaConnection, now: float | Non
         state.forget(kind, broker_id)
     events = observe(state, {b.broker_id: b.rack for b in brokers}, now, config)
     save_state(config, state)
-    append_events(config, [{**e.as_dict(), "decision": "observed"} for e in events])
+    append_events(config, [{**e.as_dict(), "decision": "observed"} for e in events if e.kind != BANDS_DUE])
     return events

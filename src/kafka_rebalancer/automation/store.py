@@ -37,11 +37,16 @@ def load_state(config: RebalancerConfig) -> WatchState:
 
 
 def save_state(config: RebalancerConfig, state: WatchState) -> None:
+    write_whole(config, "watch_state.json", state.as_dict())
+
+
+def write_whole(config: RebalancerConfig, name: str, payload: Any) -> None:
+    """Replace the automation folder's file `name` with `payload` (JSON) atomically: a reader sees one or the other."""
     folder = automation_dir(config)
     folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / ".watch_state.json.partial"
-    partial.write_text(json.dumps(state.as_dict(), indent=1))
-    os.replace(partial, folder / "watch_state.json")
+    partial = folder / f".{name}.partial"
+    partial.write_text(json.dumps(payload, indent=1))
+    os.replace(partial, folder / name)
 
 
 def append_events(config: RebalancerConfig, entries: list[dict[str, Any]]) -> None:
@@ -121,11 +126,12 @@ def event_fields(entry: dict[str, Any]) -> tuple[str, str, str, str, str, str]:
     """(when, kind, broker, pool, decision, why) of a recorded event, in words, as `events`, `runs` and the runs
     page show it; a started run is named."""
     at = datetime.fromtimestamp(float(entry.get("at", 0)), UTC)
+    broker = "-" if entry.get("broker_id") is None else str(entry["broker_id"])  # broker 0 is a broker
     decided = str(entry.get("decision", "-")) + (f" {entry['action']}" if entry.get("action") else "")
     why = str(entry.get("why") or entry.get("observed", "")) + (f" (run {entry['run_id']})" if entry.get("run_id")
                                                                 else "")
-    return (f"{at:%Y-%m-%d %H:%M:%S}", str(entry.get("kind", "-")), str(entry.get("broker_id", "-")),
-            str(entry.get("broker_pool") or "-"), decided, why)
+    return f"{at:%Y-%m-%d %H:%M:%S}", str(entry.get("kind", "-")), broker, str(entry.get("broker_pool") or "-"), \
+        decided, why
 
 
 def event_line(entry: dict[str, Any]) -> str:

@@ -8,6 +8,8 @@ triggerer's loop (`airflow.cluster_watch`) reads the cluster and keeps the state
 - A registered broker no pool holds is `broker_added` into the pool whose claim rule takes it (by id range or rack
   pattern), or `broker_unclaimed` when none does (reported, never placed); once per broker while it stays
   registered.
+- With the out-of-band rule on, `band_check_due` every `out_of_band.check_interval_s`: a timer, not an event of the
+  cluster; the events DAG's run then measures the bands (automation.bands), work too heavy for the triggerer.
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ from kafka_rebalancer.config import RebalancerConfig
 
 BROKER_LOST, BROKER_BACK, BROKER_ADDED, BROKER_UNCLAIMED = "broker_lost", "broker_back", "broker_added", \
     "broker_unclaimed"
+BANDS_DUE = "band_check_due"
 
 
 @dataclass(frozen=True)
 class ClusterEvent:
     kind: str
-    broker_id: int
+    broker_id: int | None  # None: an event of a pool, or the band check's timer
     broker_pool: str | None
     observed: str  # what the watcher saw, in words: the run's trigger says it
     at: float  # epoch seconds of the look that raised it
@@ -43,10 +46,12 @@ class WatchState:
     down_since: dict[int, float] = field(default_factory=dict)
     lost_reported: set[int] = field(default_factory=set)
     added_reported: set[int] = field(default_factory=set)
+    bands_due_at: float | None = None  # the last band_check_due
 
     def as_dict(self) -> dict[str, Any]:
         return {"down_since": {str(b): t for b, t in sorted(self.down_since.items())},
-                "lost_reported": sorted(self.lost_reported), "added_reported": sorted(self.added_reported)}
+                "lost_reported": sorted(self.lost_reported), "added_reported": sorted(self.added_reported),
+                "bands_due_at": self.bands_due_at}
 
     def forget(self, kind: str, broker_id: int) -> None:
         """Raise this event again at the next look where it still holds (a decision held it back)."""
@@ -54,8 +59,10 @@ class WatchState:
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> WatchState:
+        due = raw.get("bands_due_at")
         return cls({int(b): float(t) for b, t in dict(raw.get("down_since") or {}).items()},
-                   {int(b) for b in raw.get("lost_reported") or []}, {int(b) for b in raw.get("added_reported") or []})
+                   {int(b) for b in raw.get("lost_reported") or []}, {int(b) for b in raw.get("added_reported") or []},
+                   None if due is None else float(due))
 
 
 def observe(state: WatchState, registered: Mapping[int, str | None], now: float,
@@ -77,6 +84,10 @@ def observe(state: WatchState, registered: Mapping[int, str | None], now: float,
         else:
             events.append(ClusterEvent(BROKER_UNCLAIMED, broker, None, f"{where}; no pool's claim takes it", now))
     state.added_reported &= set(registered) - set(pool_of)  # one that left, or joined a pool, is new again later
+    rule = config.automation.out_of_band
+    if rule.mode != "off" and (state.bands_due_at is None or now - state.bands_due_at >= rule.check_interval_s):
+        state.bands_due_at = now
+        events.append(ClusterEvent(BANDS_DUE, None, None, "the bands are due for a check", now))
     return events
 
 
