@@ -28,7 +28,6 @@ from kafka_rebalancer.plan.balance.feasibility import prove_infeasible
 from kafka_rebalancer.plan.balance.model import PoolModel
 from kafka_rebalancer.plan.balance.planner.actions import (
     CountExchange,
-    ForcedPlacement,
     HotPartitionSpread,
     LeadershipTransfer,
     ReplicaMove,
@@ -36,6 +35,7 @@ from kafka_rebalancer.plan.balance.planner.actions import (
 )
 from kafka_rebalancer.plan.balance.planner.constraints import EPS, Budgets, Constraints
 from kafka_rebalancer.plan.balance.planner.exact import ExactLimits, ExactPolish
+from kafka_rebalancer.plan.balance.planner.forced import ForcedPlacement
 from kafka_rebalancer.plan.balance.planner.ranking import Ranking
 from kafka_rebalancer.plan.balance.planner.refine import drop_round_trips, prune, shortcut, substitute
 from kafka_rebalancer.plan.balance.planner.state import HARD, PlanState, PoolPlan
