@@ -83,10 +83,10 @@ def test_the_polish_copies_less_and_keeps_every_rule_and_band(seed: int, resourc
     assert_rules_and_bands_kept(polished, greedy, partitions)
 
 
-@pytest.mark.parametrize("budgets", [Budgets(37), Budgets(10_000, max_moves_per_broker=29)])
+@pytest.mark.parametrize("budgets", [Budgets(44), Budgets(10_000, max_moves_per_broker=35)])
 def test_the_polish_keeps_the_budgets(budgets: Budgets) -> None:
-    # Unbounded, the polish of this pool makes 43 replica moves (the greedy plan 37) and the busiest broker
-    # takes part in 35 (the greedy plan too): both budgets bind.
+    # Unbounded, the polish of this pool makes 49 replica moves (the greedy plan 44) and the busiest broker
+    # takes part in 40 (the greedy plan in 35): both budgets bind.
     greedy, _ = planned(1, DISK_COUNT, budgets, exact=OFF)
     polished, _ = planned(1, DISK_COUNT, budgets)
     assert polished.state.replica_moves <= budgets.max_replica_moves
