@@ -11,6 +11,7 @@ from kafka_rebalancer.model.resources import DISK, LEADER_COUNT, NETWORK_OUT, RE
 from kafka_rebalancer.plan.balance.model import PoolModel, base_load_column
 from kafka_rebalancer.plan.balance.planner import Budgets, ExactLimits, Planner
 from kafka_rebalancer.plan.balance.planner.exact import EXACT, OUTSIDE_SLACK, ExactPolish
+from kafka_rebalancer.plan.balance.planner.state import REPLICA
 from kafka_rebalancer.plan.changes import partition_changes
 from kafka_rebalancer.snapshot.synthetic import SyntheticSpec, generate
 from tests.unit.test_planner import bands_of
@@ -78,15 +79,23 @@ def test_the_polish_copies_less_and_keeps_every_rule_and_band(seed: int, resourc
     greedy, _ = planned(seed, resources, exact=OFF)
     polished, partitions = planned(seed, resources)
     assert copied(polished.model) < copied(greedy.model)
-    assert polished.state.moved_bytes == copied(polished.model)  # the counters follow the new log
+    # The counters follow the new log: its replica moves' bytes, which are the copies but for a replica taken
+    # away and brought home where its partition's leadership moved too (kept for the replay: `drop_round_trips`).
+    m = polished.model
+    assert polished.state.moved_bytes == sum(int(m.r_size[mv.replica]) for mv in polished.plan.moves
+                                             if mv.action == REPLICA)
+    home = {mv.replica for mv in polished.plan.moves
+            if mv.action == REPLICA and m.r_broker[mv.replica] == m.original_broker[mv.replica]}
+    assert polished.state.moved_bytes - copied(m) == sum(int(m.r_size[mv.replica]) for mv in polished.plan.moves
+                                                          if mv.action == REPLICA and mv.replica in home)
     assert any(mv.resource == EXACT for mv in polished.plan.moves)
     assert_rules_and_bands_kept(polished, greedy, partitions)
 
 
-@pytest.mark.parametrize("budgets", [Budgets(37), Budgets(10_000, max_moves_per_broker=29)])
+@pytest.mark.parametrize("budgets", [Budgets(44), Budgets(10_000, max_moves_per_broker=35)])
 def test_the_polish_keeps_the_budgets(budgets: Budgets) -> None:
-    # Unbounded, the polish of this pool makes 43 replica moves (the greedy plan 37) and the busiest broker
-    # takes part in 35 (the greedy plan too): both budgets bind.
+    # Unbounded, the polish of this pool makes 49 replica moves (the greedy plan 44) and the busiest broker
+    # takes part in 40 (the greedy plan in 35): both budgets bind.
     greedy, _ = planned(1, DISK_COUNT, budgets, exact=OFF)
     polished, _ = planned(1, DISK_COUNT, budgets)
     assert polished.state.replica_moves <= budgets.max_replica_moves

@@ -12,8 +12,8 @@ through the state when they accept (returning True), or changes nothing (False).
   for a broker short of (over by) many units several ranked replicas per search (`_take_more`, `_give_more`);
 - a swap, when no single move fits: a larger replica for a smaller one, so the net transfer lands in the window;
 - for a count, a two-for-one exchange when no single move fits: the count moves by one, the rest by the difference;
-- a hot-partition spread, for a broker whose hot partitions alone keep it over the band;
-- a forced placement, for a replica that must move whatever the balance (hard constraints).
+- a hot-partition spread, for a broker whose hot partitions alone keep it over the band
+  (the forced placement of a replica that must move whatever the balance is in `forced`).
 
 `need` is the load that lands the broker inside the target band, `most` the most it may move without
 overshooting the band on the other side.
@@ -30,6 +30,12 @@ from kafka_rebalancer.plan.balance.planner.state import PlanState
 # The brokers below the band (the least used first) whose reach filters what a broker over it gives: new brokers
 # are few; the filter's cost grows with them.
 BELOW_BAND_TARGETS = 8
+
+
+def enough_within(loads: np.ndarray, use: float, need: float) -> bool:
+    """Whether the `loads` of at most `use` add up to `need`: moving only such replicas, one per turn, can still
+    reach it (where they cannot, a larger one is the only way in)."""
+    return bool(loads[loads <= use + EPS].sum() >= need - EPS)
 
 
 class Action:
@@ -161,16 +167,59 @@ class ReplicaMove(Action):
         self._giveable_kept: dict[tuple[int, int], tuple[np.ndarray, int, np.ndarray, np.ndarray]] = {}
 
     def give(self, s: int, k: int, need: float, most: float) -> bool:
-        """Move one of s's replicas, by best fit, to the least used broker in k that every rule allows."""
+        """Move one of s's replicas, by best fit, to the least used broker in k that every rule allows; a replica
+        that `_overshoots` only where no other moves."""
         m = self.model
         fitting, loads = self._for_below_band(*self._fitting(s, k, most), s, k)
         candidates, _, _ = self.ranking.replicas(fitting, loads, k, need, giver=s)
-        for i, r in enumerate(candidates):
-            if self._to_least_used(int(r), s, k):
-                if self._batches(k):
-                    self._give_more(s, k, candidates[i + 1:], need - float(m.r_load[r, k]))
-                return True
-        return False
+        if m.resources[k].is_count and len(candidates) and self._over_elsewhere(s, k):
+            # A giver over another band (a disk-heavy broker shedding a count) asks for replicas carrying its excess
+            # per unit; where the broker the first would go to is not under any band (it would have to give that
+            # back), ranked again with it, so it gets the least. Ranked so for a broker under the disk band too, a
+            # rack-locked 12-broker pool (the shapes bench's mixed-a@12) copied 6 % more.
+            t = self._least_used_target(int(candidates[0]), s, k)
+            if t is not None and not self._under_elsewhere(t, k):
+                candidates, _, _ = self.ranking.replicas(fitting, loads, k, need, giver=s, receiver=t)
+        over_both: tuple[int, int] | None = None
+        stepwise = not m.resources[k].is_count and enough_within(loads[:, k], need, need)
+        for i, r in enumerate(map(int, candidates)):
+            t = self._least_used_target(r, s, k)
+            if t is None:
+                continue
+            if stepwise and self._overshoots(r, t, k, need):
+                over_both = over_both or (r, t)
+                continue
+            self.state.apply([(r, t)], k)
+            if self._batches(k):
+                self._give_more(s, k, candidates[i + 1:], need - float(m.r_load[r, k]))
+            return True
+        if over_both is None:
+            return False
+        self.state.apply([over_both], k)
+        return True
+
+    def _over_elsewhere(self, s: int, k: int) -> bool:
+        """Whether s is over its edges in a balanced resource other than k."""
+        m, acceptance = self.model, self.acceptance
+        others = [j for j in np.flatnonzero(np.isfinite(acceptance.upper)) if j != k]
+        return bool((m.usage[s, others] > acceptance.limit_of[s, others] + EPS).any())
+
+    def _under_elsewhere(self, t: int, k: int) -> bool:
+        """Whether t is under its edges in a balanced resource other than k."""
+        m, acceptance = self.model, self.acceptance
+        others = [j for j in np.flatnonzero(np.isfinite(acceptance.upper)) if j != k]
+        return bool((m.usage[t, others] < acceptance.lower_of[t, others] - EPS).any())
+
+    def _overshoots(self, r: int, t: int, k: int, need: float) -> bool:
+        """Whether r's load in k is more than the giver needs to shed and more than t lacks to its lower edge: the
+        rest lands on t for nothing, where t (a broker below the band) lacked less, or t needed nothing. Such a
+        replica moves only where no other does, and only where the giver's replicas that do not overshoot cover its
+        need together (`enough_within`): the largest of them moves now and the giver gets its rest on its next
+        turns (mixed-a: a 415 GB replica for a 231 GB need, landing on a broker short of 248 GB, copied 170 GB
+        that other brokers then had to give again)."""
+        m = self.model
+        lacks = self.acceptance.lower_of[t, k] * m.capacity[t, k] - m.load[t, k]
+        return bool(m.r_load[r, k] > max(need, lacks) + EPS)
 
     def _for_below_band(self, rs: np.ndarray, loads: np.ndarray, s: int, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Where brokers are below the band in k, only those of s's replicas `rs` (with their `loads`) that the rack
@@ -198,12 +247,27 @@ class ReplicaMove(Action):
 
     def _to_least_used(self, r: int, s: int, k: int) -> bool:
         """Move r from s to the least used broker in k that every rule allows, if there is one."""
+        t = self._least_used_target(r, s, k)
+        if t is None:
+            return False
+        self.state.apply([(r, t)], k)
+        return True
+
+    def _least_used_target(self, r: int, s: int, k: int) -> int | None:
+        """The least used broker in k that every rule allows r to move to from s, if any; for a count, of those
+        under their edges in another balanced resource where any is allowed: they must be filled anyway, where a
+        broker inside every band gets a replica it must then give back in bytes (mixed-a: a hot broker's count
+        went to brokers inside the disk band, which gave 100 GB of disk back)."""
+        m = self.model
         targets = self.constraints.feasible_targets(r, s)
         if not targets.any():
-            return False
-        usage = self.model.usage[:, k]
-        self.state.apply([(r, int(np.flatnonzero(targets)[np.argmin(usage[targets])]))], k)
-        return True
+            return None
+        if m.resources[k].is_count:
+            others = [j for j in np.flatnonzero(np.isfinite(self.acceptance.upper)) if j != k]
+            under = targets & (m.usage[:, others] < self.acceptance.lower_of[:, others] - EPS).any(axis=1)
+            targets = under if under.any() else targets
+        usage = m.usage[:, k]
+        return int(np.flatnonzero(targets)[np.argmin(usage[targets])])
 
     def _give_more(self, s: int, k: int, candidates: np.ndarray, need: float) -> None:
         """For a count, while s still has units to shed: the next of its ranked candidates, each its own action to
@@ -241,6 +305,8 @@ class ReplicaMove(Action):
             fitting = self._fitting(int(s), k, most)
             if self._cannot_give[s, k] == m.changes[s]:
                 continue
+            if not m.resources[k].is_count:
+                fitting = self._within_use(fitting, int(s), k, need)
             rs, loads, costs = self.ranking.replicas(*fitting, k, need, giver=int(s), receiver=t)
             accepted = self.constraints.accepted(rs, int(s), t, loads)
             ok, costs = rs[accepted], costs[accepted]
@@ -269,6 +335,19 @@ class ReplicaMove(Action):
             return False
         self.state.apply([(choice[1], t)], k)
         return True
+
+    def _within_use(self, fitting: tuple[np.ndarray, np.ndarray], s: int, k: int,
+                    need: float) -> tuple[np.ndarray, np.ndarray]:
+        """Of giver s's `fitting` replicas (with their loads), those weighing at most what the taker needs or s must
+        shed (its load over its edge), where together they cover the need: a larger one copies its rest for
+        neither (`_overshoots`, the taking side), and the taker gets the rest on its next turns."""
+        m = self.model
+        use = max(need, m.load[s, k] - self.acceptance.limit_of[s, k] * m.capacity[s, k])
+        rs, loads = fitting
+        fits = loads[:, k] <= use + EPS
+        if fits.all() or not enough_within(loads[:, k], use, need):
+            return fitting
+        return rs[fits], loads.compress(fits, axis=0)
 
     def _first_placed(self, candidates: np.ndarray, s: int, t: int) -> int | None:
         """The index of the first candidate the placement rules allow on t, if any. The first are often placed: two
@@ -516,53 +595,3 @@ class HotPartitionSpread(Action):
         rs = m.replicas_on(b)
         hot = rs[m.r_load[rs, k] > self.acceptance.width(b)[k] + EPS]
         return hot, float(m.r_load[hot, k].sum())
-
-
-class ForcedPlacement(Action):
-    """Replicas that must move, placed whatever the balance (hard constraints)."""
-
-    def place(self, r: int, spread: bool = False) -> bool:
-        """Move replica r (which must move: off a dead broker, home to its pool, or, with spread, to a rack its
-        partition lacks) to the broker with the most room that keeps the placement rules and the capacity
-        thresholds, inside the bands if any broker allows."""
-        m = self.model
-        s = int(m.r_broker[r])
-        ok = (self.placement.targets(r, s, spread) & self.budget.brokers_left()
-              & self.acceptance.under_ceiling(m.r_load[r]))
-        if not ok.any() or not self.budget.moves_left() or not self.budget.brokers_left()[s]:
-            return False
-        within_bands = ok & self.acceptance.gain_ok(np.arange(len(m.broker_ids)), m.r_load[r])
-        candidates = np.flatnonzero(within_bands if within_bands.any() else ok)
-        # The broker where the replica sits most centrally in every band: the lowest of its highest position in
-        # a band (0 = lower edge, 1 = upper edge) after the move, so no resource fills up ahead of the others.
-        lower, limit = self.acceptance.lower, self.acceptance.limit
-        after = (m.load[candidates] + m.r_load[r]) / m.capacity[candidates]
-        span = np.where(np.isfinite(limit - lower), limit - lower, np.inf)
-        with np.errstate(invalid="ignore"):  # resources without a band: infinite edges, masked out below
-            position = np.where(np.isfinite(span) & (span > 0), (after - lower) / np.where(span > 0, span, 1), 0.0)
-        t = int(candidates[np.lexsort((candidates, position.max(axis=1)))[0]])
-        self.state.apply([(r, t)], None, forced=True)
-        return True
-
-    def why_not(self, r: int, spread: bool = False) -> str:
-        """Why `place(r, spread)` found no broker: a move budget, or the placement rules and capacity thresholds
-        (forced moves are not held to the byte budget here; the run's trim is)."""
-        m = self.model
-        s = int(m.r_broker[r])
-        spent = self.budget.slots_spent(s)
-        if spent:
-            return spent
-        if (self.placement.targets(r, s, spread) & self.acceptance.under_ceiling(m.r_load[r])).any():
-            return (f"every broker that could take it has used its move budget (max_moves_per_broker="
-                    f"{self.budget.budgets.max_moves_per_broker})")
-        return "no broker keeps the placement rules with room under the capacity thresholds"
-
-    def rack_duplicate(self, p: int, k: int) -> int:
-        """The replica of partition p to spread: of those sharing a rack with an earlier one, the one on the
-        broker most used in resource k."""
-        m = self.model
-        rows = np.arange(m.p_start[p], m.p_start[p] + m.p_count[p])
-        racks = m.rack[m.r_broker[rows]]
-        _, first_seen = np.unique(racks, return_index=True)
-        duplicates = np.setdiff1d(np.arange(len(rows)), first_seen)
-        return int(rows[duplicates[np.argmax(m.usage[m.r_broker[rows[duplicates]], k])]])

@@ -229,6 +229,7 @@ class Acceptance:
         self.lower_of = np.repeat(self.lower[None, :], n_brokers, axis=0)
         self.limit_of = np.repeat(self.limit[None, :], n_brokers, axis=0)
         self.fixed = np.zeros((n_brokers, k_count), dtype=bool)  # (broker, resource) held by `hold_to_target`
+        self.released = np.zeros((n_brokers, k_count), dtype=bool)  # fixed, held to the band's edge (`release`)
 
     def keep_within_target(self, k: int) -> None:
         """Every broker's edges in resource k: its target band widened to its usage now, within the band. The
@@ -248,6 +249,17 @@ class Acceptance:
         """From now on, these brokers' edges in resource k are its target band's (within the band)."""
         self.fixed[brokers, k] = True
         self.lower_of[brokers, k], self.limit_of[brokers, k] = self.target_edges(k)
+
+    def release(self, k: int, brokers: np.ndarray, over: bool) -> None:
+        """These brokers' edge in resource k on one side (`over`: the upper) becomes the band's: where a closed group
+        of brokers (a rack a replica never leaves) holds more (less) than their edges take together, some of them
+        must end outside their target band, and the ones already there copy nothing to stay
+        (`Planner._release_full_racks`)."""
+        if over:
+            self.limit_of[brokers, k] = self.limit[k]
+        else:
+            self.lower_of[brokers, k] = self.lower[k]
+        self.released[brokers, k] = True
 
     @contextmanager
     def band_edges_only(self) -> Iterator[None]:

@@ -4,7 +4,9 @@
    pool are brought home, partitions whose replicas share racks although the pool has enough racks get them
    spread. Forced moves go to the broker with the most room that keeps placement rules and capacity thresholds.
 2. Then, for each balanced resource in priority order, the brokers outside the band (once the hard constraints
-   hold) are fixed into the target band and held there (`Acceptance.hold_to_target`), in turns (one search
+   hold) are fixed into the target band and held there (`Acceptance.hold_to_target`; where RF = racks and a
+   rack holds more or less than its brokers' edges take, those of its fixed brokers on that side only to the
+   band's edge: `_release_full_racks`), in turns (one search
    per broker per turn, most distant first), cheapest action first: a leadership transfer (for resources the
    leader's role changes), a replica move, a swap, and, for a broker that only hot partitions keep over the band,
    a hot-partition spread. Passes over the resources repeat until one changes nothing. A broker still outside
@@ -28,7 +30,6 @@ from kafka_rebalancer.plan.balance.feasibility import prove_infeasible
 from kafka_rebalancer.plan.balance.model import PoolModel
 from kafka_rebalancer.plan.balance.planner.actions import (
     CountExchange,
-    ForcedPlacement,
     HotPartitionSpread,
     LeadershipTransfer,
     ReplicaMove,
@@ -36,6 +37,7 @@ from kafka_rebalancer.plan.balance.planner.actions import (
 )
 from kafka_rebalancer.plan.balance.planner.constraints import EPS, Budgets, Constraints
 from kafka_rebalancer.plan.balance.planner.exact import ExactLimits, ExactPolish
+from kafka_rebalancer.plan.balance.planner.forced import ForcedPlacement
 from kafka_rebalancer.plan.balance.planner.ranking import Ranking
 from kafka_rebalancer.plan.balance.planner.refine import drop_round_trips, prune, shortcut, substitute
 from kafka_rebalancer.plan.balance.planner.state import HARD, PlanState, PoolPlan
@@ -91,6 +93,7 @@ class Planner:
             now = self.out_of_band_now.get(self.names[k], np.empty(0, dtype=np.int64))
             acceptance.hold_to_target(k, np.union1d(np.concatenate(acceptance.out_of_band(k)),
                                                     now[self.model.eligible[now]]))
+        self._release_full_racks(balanced)
         self._passes(balanced, max_passes)
         # A broker still outside the band may need room the holds keep on the fixed brokers (a giver held at the
         # target band's lower edge): another round with the band's edges for every broker. The holds come back
@@ -144,6 +147,25 @@ class Planner:
                                         f"one could not move to a rack the partition lacks "
                                         f"({self.forced.why_not(r, spread=True)})"))
 
+    def _release_full_racks(self, balanced: list[int]) -> None:
+        """Where every freely movable partition has one replica on each rack (RF = racks), a replica never leaves
+        its rack, so each rack's total of a resource the replicas carry stays what it is. A rack holding more than
+        its brokers' edges together (or less) cannot keep every fixed broker in its target band: the fixed brokers
+        over (under) it are held to the band's edge instead (`Acceptance.release`), where they copy least (held
+        to the target band, the over brokers of a dead broker's rack in mixed-a shed to its edge and filled the
+        brokers under the band past theirs: the same promises broken, more bytes copied)."""
+        m, acceptance = self.model, self.acceptance
+        racks = self.polish.racks_apart(self.polish.free_partitions())
+        for k in [k for k in balanced if not m.resources[k].role_dependent] if racks else []:
+            for rack in racks:
+                brokers = np.flatnonzero(m.eligible & (m.rack == rack))
+                total, capacity, usage = m.load[brokers, k].sum(), m.capacity[brokers, k], m.usage[brokers, k]
+                fixed = acceptance.fixed[brokers, k]
+                if total > (acceptance.limit_of[brokers, k] * capacity).sum() + EPS:
+                    acceptance.release(k, brokers[fixed & (usage > acceptance.limit_of[brokers, k] + EPS)], True)
+                elif total < (acceptance.lower_of[brokers, k] * capacity).sum() - EPS:
+                    acceptance.release(k, brokers[fixed & (usage < acceptance.lower_of[brokers, k] - EPS)], False)
+
     # -- 2. balancing ----------------------------------------------------------------------------------
     def _passes(self, balanced: list[int], max_passes: int) -> None:
         for _ in range(max_passes):
@@ -188,7 +210,8 @@ class Planner:
         m = self.model
         limit = self.acceptance.limit_of[:, k]
         cap = m.capacity[s, k]
-        need = m.load[s, k] - band.target_upper * cap
+        aim = self.acceptance.limit_of[s, k] if self.acceptance.released[s, k] else band.target_upper
+        need = m.load[s, k] - aim * cap
         most = m.load[s, k] - self.acceptance.lower_of[s, k] * cap
         usage = m.usage[:, k]
         takers = np.flatnonzero(m.eligible & (usage < limit - EPS))
@@ -224,7 +247,8 @@ class Planner:
         m = self.model
         cap = m.capacity[t, k]
         lower = self.acceptance.lower_of[:, k]
-        need = band.target_lower * cap - m.load[t, k]
+        aim = self.acceptance.lower_of[t, k] if self.acceptance.released[t, k] else band.target_lower
+        need = aim * cap - m.load[t, k]
         most = self.acceptance.limit_of[t, k] * cap - m.load[t, k]
         usage = m.usage[:, k]
         sources = np.flatnonzero(m.eligible & (usage > lower + EPS))
@@ -279,7 +303,21 @@ class Planner:
         others = [self.state.movable_on(g, k) for g in np.flatnonzero(self.model.eligible) if g != b]
         return np.concatenate(others) if others else np.zeros(0, np.int64)
 
+    def _explain_released(self) -> None:
+        """Notes for the fixed brokers `_release_full_racks` held to the band's edge that end outside their target
+        band: a promise the plan cannot keep, said where it is broken."""
+        m, acceptance = self.model, self.acceptance
+        for b, k in zip(*np.nonzero(acceptance.released & acceptance.short_of_target()), strict=True):
+            lower, upper = acceptance.target_edges(int(k))
+            side = "more" if m.usage[b, k] > upper else "less"
+            self.plan.notes.append((self.names[k], int(m.broker_ids[b]), (
+                f"usage {m.usage[b, k]:.4g} inside band [{acceptance.lower[k]:.4g}, {acceptance.limit[k]:.4g}] but "
+                f"outside the target band [{lower:.4g}, {upper:.4g}] after the plan: its rack holds {side} than its "
+                "brokers' target bands take together and a replica never leaves its rack (every partition has one "
+                "replica on each rack), so some of them end outside; this one, already there, copies least")))
+
     def _explain(self, balanced: list[int]) -> None:
+        self._explain_released()
         m = self.model
         acceptance = self.acceptance
         for k in balanced:
