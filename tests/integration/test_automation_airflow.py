@@ -67,9 +67,10 @@ def _replicas_on(bootstrap: str, broker_id: int) -> int:
 def test_brokers_added_and_lost_start_their_operations_one_per_pool(kafka_cluster: Any, tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     bootstrap = kafka_cluster.load().bootstrap_servers
-    topic = TopicSpec(TOPIC, [[4, 5] if p % 2 else [5, 4] for p in range(8)], [1024] * 4 + [256] * 4)
+    topic = TopicSpec(TOPIC, [[4, 5] if p % 2 else [5, 4] for p in range(8)], [1024] * 4 + [384] * 4)
     skew = TopicSpec(SKEW, [[4, 5]] * 6, [2048] * 6)
     create_topics(bootstrap, [topic])
+    created = [TOPIC]
     manifest = produce(bootstrap, [topic])
     config_path = demo_config(
         tmp_path, cluster={"name": "watched", "bootstrap_servers": bootstrap},
@@ -106,6 +107,7 @@ def test_brokers_added_and_lost_start_their_operations_one_per_pool(kafka_cluste
 
         # A person's run on pool-b (now out of balance) waits for its approval: the pool is held from its snapshot.
         create_topics(bootstrap, [skew])
+        created.append(SKEW)
         produce(bootstrap, [skew])
         held_by = services.trigger(MANUAL, {"action": "rebalance-pool", "broker_pool": "pool-b", "mode": "execute"})
         services.wait_for_input(MANUAL, held_by)
@@ -138,7 +140,7 @@ def test_brokers_added_and_lost_start_their_operations_one_per_pool(kafka_cluste
         services.stop()
         for broker_id in killed:
             kafka_cluster.start_broker(broker_id)
-        delete_topics(bootstrap, [TOPIC, SKEW])  # before broker 8 goes: nothing of them left on it
+        delete_topics(bootstrap, created)  # before broker 8 goes: nothing of them left on it
         for broker_id in started:
             kafka_cluster.remove_broker(broker_id)
     back = [e for e in read_events(config) if e["broker_id"] == 2]  # restarted inside the grace period
@@ -151,3 +153,40 @@ def test_brokers_added_and_lost_start_their_operations_one_per_pool(kafka_cluste
     assert "automatic" in listed and "latest events of the cluster's watcher" in listed, listed
     assert f"started drain-brokers: drain-brokers of broker(s) [5] in pool pool-b (run {drain['dag_run_id']})" \
         in listed, listed
+
+
+def test_a_pool_out_of_band_starts_a_rebalance_of_it(kafka_cluster: Any, tmp_path: Path) -> None:
+    # Pool-a's topic sits on brokers 1 and 2 only: at the first band check (due at the watcher's first look) the
+    # events DAG's check_bands task finds pool-a out of band and its decision starts a rebalance-pool (dry run).
+    bootstrap = kafka_cluster.load().bootstrap_servers
+    skewed = TopicSpec("watched-skew", [[1, 2]] * 4, [2048] * 4)
+    create_topics(bootstrap, [skewed])
+    produce(bootstrap, [skewed])
+    config_path = demo_config(
+        tmp_path, cluster={"name": "banded", "bootstrap_servers": bootstrap},
+        pools={"pool-a": {"brokers": [1, 2, 3]}}, topic_pools=[{"topics": "watched-*", "pool": "pool-a"}],
+        automation={"poll_interval_s": 2, "out_of_band": {"mode": "dry-run", "share": 0.3, "sustained_s": 0,
+                                                          "check_interval_s": 3600}})
+    config = load_config(config_path)
+    services = AirflowServices(tmp_path / "airflow", config_path,
+                               connections(config.cluster.airflow_connection_id, bootstrap))
+    services.start()
+    try:
+        for dag_id in (EVENTS, MANUAL):
+            services.wait_for_dag(dag_id)
+        services.set_paused(MANUAL, False)
+        services.set_paused(EVENTS, False)
+        (rebalance,) = _new_runs(services, MANUAL, set(), 300)
+        conf = rebalance["conf"]
+        assert (conf["action"], conf["broker_pool"], conf["brokers"], conf["mode"]) == (
+            "rebalance-pool", "pool-a", [], "dry-run"), conf
+        assert "brokers of pool pool-a out of band" in conf["reason"], conf
+        assert services.wait_for_run(MANUAL, rebalance["dag_run_id"], 600) == "success", \
+            services.task_states(MANUAL, rebalance["dag_run_id"])
+        (event_run,) = [r for r in services.runs(EVENTS) if r["state"] == "success"][:1]
+        assert services.task_states(EVENTS, event_run["dag_run_id"])["check_bands"] == "success"
+    finally:
+        services.stop()
+        delete_topics(bootstrap, [skewed.name])
+    decided = [(e["kind"], e["decision"]) for e in read_events(config)]
+    assert ("pool_out_of_band", "started") in decided and decided.count(("pool_out_of_band", "started")) == 1

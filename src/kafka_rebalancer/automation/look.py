@@ -6,6 +6,7 @@ recorded in the events log (README: Automation)."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from kafka_rebalancer.automation.store import append_events, load_state, save_state, take_due_retries
 from kafka_rebalancer.automation.watch import BANDS_DUE, ClusterEvent, observe
@@ -14,7 +15,10 @@ from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
 
 
 def look(config: RebalancerConfig, connection: KafkaConnection, now: float | None = None) -> list[ClusterEvent]:
-    with ClusterAdmin(connection) as admin:
+    # A look that hangs on a broker going down (the admin client waits for it as its controller) would miss the
+    # outage it is there to see: it gives up within a few polls and the next one looks again.
+    timeout_s = min(connection.request_timeout_s, max(5.0, config.automation.poll_interval_s))
+    with ClusterAdmin(replace(connection, request_timeout_s=timeout_s)) as admin:
         _, brokers = admin.describe_cluster()
     now = time.time() if now is None else now
     state = load_state(config)
