@@ -3,6 +3,7 @@ explanation for every broker left outside its band."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 from bench.shapes import SHAPES
 from kafka_rebalancer.model.resources import DISK, LEADER_COUNT, REPLICA_COUNT, Resource
 from kafka_rebalancer.model.schemas import HARD
+from kafka_rebalancer.plan.balance.bands import band_for
 from kafka_rebalancer.plan.balance.model import PoolModel
 from kafka_rebalancer.plan.balance.planner import Budgets, Planner
 from kafka_rebalancer.snapshot.synthetic import generate
@@ -289,3 +291,47 @@ def test_a_count_replica_from_a_disk_heavy_broker_fits_its_receiver() -> None:
     # as its disk excess per replica to brokers inside the disk band, which the disk phase then emptied again.
     # Ranked for such a receiver too (`ReplicaMove.give`): 4,854 -> 4,798 GB.
     assert greedy_plan(generated_shape("mixed-a")).state.moved_bytes < 4_820e9
+
+
+def test_an_added_broker_short_of_the_disk_band_by_68_bytes_is_the_least_any_placement_leaves() -> None:
+    # The real-cluster case edge68: broker 8 (rack c, empty) added to brokers 4 (rack a) and 5 (rack b), 256 MiB
+    # each; 8 partitions of RF 2 on 4 and 5: four of 1,061,835 bytes (B), four of 265,416 (S). Disk band (1.1):
+    # [3,185,402.4, 3,893,269.6] bytes; count band (1.2): 5..6. A broker holds at most one replica of a partition,
+    # so at most 4 B and 4 S: 2 B + 4 S = 3,185,334 is 68.4 bytes short, 3 B + 0..2 S inside, 4 B over. Inside,
+    # every broker needs 3 B: 9 > the 8 B replicas there are. No placement puts the three inside the disk band
+    # (whatever the counts); the least shortfall is 68.4 bytes on one broker, and the planner's plan leaves that
+    # on broker 8 copying 3,185,334 bytes, the least of such plans (on broker 4 or 5 instead: 3,716,337).
+    big, small = 1_061_835, 265_416
+    brokers = pd.DataFrame([{"broker_id": b, "rack": rack, "alive": True, "excluded": False,
+                             "disk_capacity_bytes": float(256 << 20), "receives": b == 8, "gives": b != 8}
+                            for b, rack in ((4, "a"), (5, "b"), (8, "c"))])
+    sizes = [big] * 4 + [small] * 4
+    replicas = pd.DataFrame([{"topic": "clicks", "partition": p, "broker_id": b, "position": i,
+                              "size_bytes": sizes[p], "movable": True} for p in range(8) for i, b in enumerate((4, 5))])
+    model = PoolModel(brokers, replicas, DISK_COUNT)
+    ok = model.eligible
+    bands = {res.name: band_for(res.name, res.is_count, list(model.load[ok, k]), list(model.capacity[ok, k]),
+                                threshold, 0.9)
+             for k, (res, threshold) in enumerate(zip(DISK_COUNT, (1.1, 1.2), strict=True))}
+    lower, upper = bands["disk"].lower * (256 << 20), bands["disk"].upper * (256 << 20)
+    assert (lower, upper) == (pytest.approx(3_185_402.4), pytest.approx(3_893_269.6))
+    assert (bands["replica_count"].lower, bands["replica_count"].upper) == (5, 6)
+
+    least = np.inf
+    for choice in itertools.product(((0, 1), (0, 2), (1, 2)), repeat=8):  # each partition's two brokers
+        disk, count = np.zeros(3), np.zeros(3)
+        for p, pair in enumerate(choice):
+            disk[list(pair)] += sizes[p]
+            count[list(pair)] += 1
+        assert not ((disk >= lower) & (disk <= upper)).all()
+        if ((count >= 5) & (count <= 6)).all():
+            least = min(least, float(np.maximum(lower - disk, disk - upper).max()))
+    assert least == pytest.approx(68.4)
+
+    plan = Planner(model, bands, ["disk", "replica_count"], Budgets(200)).run()
+    ids = model.broker_ids
+    assert all(int(ids[mv.source]) in (4, 5) and int(ids[mv.target]) == 8 for mv in plan.moves)
+    assert sum(int(model.r_size[mv.replica]) for mv in plan.moves) == 2 * big + 4 * small == 3_185_334
+    assert model.load[:, 0].tolist() == [3_716_337, 3_716_337, 3_185_334]
+    assert model.load[:, 1].tolist() == [5, 5, 6]
+    assert [(k, b) for k, b, _ in plan.notes] == [("disk", 8)]
