@@ -396,6 +396,6 @@ def decide_task(context: Any, band_events: list[dict[str, Any]]) -> list[dict[st
     return [{"trigger_run_id": run_ids[r.broker_pool],
              "conf": {"action": r.action, "brokers": list(r.brokers),
                       # a drain names brokers only; their pool is where they are
-                      "broker_pool": r.broker_pool if r.action == "add-brokers" else None,
+                      "broker_pool": None if r.action == "drain-brokers" else r.broker_pool,
                       "reason": r.reason(), "mode": "dry-run" if r.mode == "dry-run" else "execute",
                       "config_path": config_path}} for r in runs]
