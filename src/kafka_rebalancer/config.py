@@ -384,6 +384,13 @@ class BrokerLostRule(EventRule):
     grace_period_s: float = Field(default=1800.0, gt=0, allow_inf_nan=False)
 
 
+class BrokerAddedRule(EventRule):
+    """`settle_s`: a new broker is claimed once it, and every other new broker its pool claims, has been
+    registered that long (brokers started one after another make one add-brokers run)."""
+
+    settle_s: float = Field(default=120.0, ge=0, allow_inf_nan=False)
+
+
 class OutOfBandRule(EventRule):
     """A pool with at least `share` of its brokers out of band (any balanced resource) for `sustained_s`, or a
     broker whose disk is above `disk_use` of its capacity, starts rebalance-pool; checked every
@@ -401,7 +408,7 @@ class AutomationSettings(_Strict):
     poll_interval_s: float = Field(default=60.0, gt=0, allow_inf_nan=False)
     cooldown_s: float = Field(default=3600.0, ge=0, allow_inf_nan=False)  # after a pool's automatic run
     broker_lost: BrokerLostRule = Field(default_factory=BrokerLostRule)
-    broker_added: EventRule = Field(default_factory=EventRule)
+    broker_added: BrokerAddedRule = Field(default_factory=BrokerAddedRule)
     out_of_band: OutOfBandRule = Field(default_factory=OutOfBandRule)
 
 

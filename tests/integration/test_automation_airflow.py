@@ -8,7 +8,9 @@ real local cluster, with the events DAG unpaused (the watcher in the triggerer s
    period it is lost, and its drain is held back (the pool is held); broker 2, stopped and started again inside
    the grace period, starts nothing;
 3. the person rejects their run: the pool is free, and at the retry the lost broker (still gone) starts one drain
-   of it, which waits for a person (mode approve).
+   of it, which waits for a person (mode approve);
+4. (its own Airflow) two brokers of one pool lost seconds apart, each past the grace period on a different look, start
+   one drain of both.
 """
 
 from __future__ import annotations
@@ -90,7 +92,8 @@ def test_brokers_added_and_lost_start_their_operations_one_per_pool(kafka_cluste
         tmp_path, cluster={"name": "watched", "bootstrap_servers": bootstrap},
         pools={"pool-a": {"brokers": [1, 2, 3, 6]}, "pool-b": {"brokers": [4, 5], "claim": {"broker_ids": ["8"]}}},
         approval={"auto_approve": {"max_replica_moves": 50}}, exclude={"topics": ["__*"], "brokers": []},
-        automation={"poll_interval_s": 2, "cooldown_s": COOLDOWN_S, "broker_added": {"mode": "execute"},
+        automation={"poll_interval_s": 2, "cooldown_s": COOLDOWN_S,
+                    "broker_added": {"mode": "execute", "settle_s": 4},
                     "broker_lost": {"mode": "approve", "grace_period_s": GRACE_S}})
     config = load_config(config_path)
     services = AirflowServices(tmp_path / "airflow", config_path,
@@ -205,3 +208,48 @@ def test_a_pool_out_of_band_starts_a_rebalance_of_it(kafka_cluster: Any, tmp_pat
         delete_topics(bootstrap, [skewed.name])
     decided = [(e["kind"], e["decision"]) for e in read_events(config)]
     assert ("pool_out_of_band", "started") in decided and decided.count(("pool_out_of_band", "started")) == 1
+
+
+def test_two_brokers_of_a_pool_lost_a_few_looks_apart_make_one_drain(kafka_cluster: Any, tmp_path: Path) -> None:
+    # Broker 5 crashes (unregistered once its session times out, ~9 s), broker 6 of the same pool is shut down 25 s
+    # later: each passes the grace period on a look of its own, yet the first waits for the second (still inside its
+    # grace period) and one drain takes both.
+    bootstrap = kafka_cluster.load().bootstrap_servers
+    config_path = demo_config(
+        tmp_path, cluster={"name": "two-lost", "bootstrap_servers": bootstrap},
+        pools={"pool-a": {"brokers": [1, 2, 3]}, "pool-b": {"brokers": [4, 5, 6]}},
+        exclude={"topics": ["__*"], "brokers": []},
+        automation={"poll_interval_s": 2, "cooldown_s": 30, "broker_lost": {"mode": "approve", "grace_period_s": 30}})
+    config = load_config(config_path)
+    services = AirflowServices(tmp_path / "airflow", config_path,
+                               connections(config.cluster.airflow_connection_id, bootstrap))
+    killed: list[int] = []
+    services.start()
+    try:
+        for dag_id in (EVENTS, MANUAL):
+            services.wait_for_dag(dag_id)
+        services.set_paused(MANUAL, False)
+        services.set_paused(EVENTS, False)
+        state = config.run_root / config.cluster.name / ".automation" / "watch_state.json"
+        wait_until(state.exists, 180, "the watcher's first look", poll_s=1)
+        kafka_cluster.stop_broker(5, hard=True)
+        killed.append(5)
+        time.sleep(25)
+        kafka_cluster.stop_broker(6)
+        killed.append(6)
+        (drain,) = _new_runs(services, MANUAL, set(), 240)
+        assert (drain["conf"]["action"], drain["conf"]["brokers"]) == ("drain-brokers", [5, 6]), drain
+        time.sleep(15)  # several more looks: nothing else starts
+        assert [r["dag_run_id"] for r in services.runs(MANUAL)] == [drain["dag_run_id"]]
+    finally:
+        services.stop()
+        for broker_id in killed:
+            kafka_cluster.start_broker(broker_id)
+
+    def in_sync() -> bool:
+        with ClusterAdmin(KafkaConnection(bootstrap)) as admin:
+            return all(len(p.isr) == len(p.replicas) for p in admin.describe_partitions())
+
+    wait_until(in_sync, 180, "brokers 5 and 6 back in every ISR", poll_s=2)  # the session's next tests need them
+    lost = [e for e in read_events(config) if e["kind"] == "broker_lost" and e["decision"] == "started"]
+    assert sorted((e["broker_id"], e["run_id"]) for e in lost) == [(5, drain["dag_run_id"]), (6, drain["dag_run_id"])]

@@ -22,7 +22,7 @@ def body(tmp_path: Path, **automation: object) -> dict:
             "pools": {"a": {"brokers": [1, 2, 3], "claim": {"broker_ids": ["7-9"]}},
                       "b": {"brokers": [4, 5], "claim": {"racks": ["rack-b*"]}}},
             "automation": {"broker_lost": {"mode": "approve", "grace_period_s": 60},
-                           "broker_added": {"mode": "execute"}, "cooldown_s": 600, **automation}}
+                           "broker_added": {"mode": "execute", "settle_s": 0}, "cooldown_s": 600, **automation}}
 
 
 def config(tmp_path: Path, **automation: object) -> RebalancerConfig:
@@ -119,7 +119,7 @@ def test_the_events_command_lists_what_was_seen_and_decided_newest_first(tmp_pat
 
 
 def test_an_event_held_back_is_raised_again_at_its_retry_time_if_it_still_holds(tmp_path: Path) -> None:
-    from kafka_rebalancer.automation.store import defer_events, take_due_retries
+    from kafka_rebalancer.automation.store import defer_events, take_retries
 
     cfg = config(tmp_path)
     state = load_state(cfg)
@@ -133,10 +133,10 @@ def test_an_event_held_back_is_raised_again_at_its_retry_time_if_it_still_holds(
         (BROKER_LOST, "pool b is held by run r1 of kafka_rebalance_nightly (since t)", 800.0),
         (BROKER_ADDED, "pool a is held by run r1 of kafka_rebalance_nightly (since t)", 800.0)}
     defer_events(cfg, records)
-    assert take_due_retries(cfg, 799.0) == []
+    assert take_retries(cfg, 799.0) == []
     assert observe(state, registered(1, 2, 3, 5, 8), 799.0, cfg) == []  # reported once per outage
-    due = take_due_retries(cfg, 800.0)
-    assert due == [(BROKER_ADDED, 8), (BROKER_LOST, 4)] and take_due_retries(cfg, 900.0) == []
+    due = take_retries(cfg, 800.0)
+    assert due == [(BROKER_ADDED, 8), (BROKER_LOST, 4)] and take_retries(cfg, 900.0) == []
     for kind, broker in due:
         state.forget(kind, broker)
     # Broker 8 joined pool a meanwhile (its add-brokers ran): only the lost broker, still gone, comes back.
@@ -223,3 +223,47 @@ def test_out_of_band_pools_and_full_disks_start_a_rebalance_of_their_pool(tmp_pa
     assert {r["why"] for r in records} == {"rebalance-pool of pool a", "rebalance-pool of pool b"}
     off = config(tmp_path)
     assert observe(load_state(off), registered(1, 2, 3, 4, 5), 0.0, off) == []  # rule off: no band checks
+
+
+def test_brokers_of_a_pool_lost_or_added_a_few_looks_apart_are_raised_on_one_look_for_one_run(
+        tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    state = load_state(cfg)
+    observe(state, registered(1, 2, 3, 4, 5), 0.0, cfg)
+    observe(state, registered(2, 3, 4, 5), 10.0, cfg)  # broker 1 gone
+    assert observe(state, registered(3, 4, 5), 40.0, cfg) == []  # broker 2 (same pool) 30 s later
+    assert observe(state, registered(3, 4, 5), 80.0, cfg) == []  # 1 is past its grace period, 2 is not: 1 waits
+    lost = observe(state, registered(3, 4, 5), 100.0, cfg)
+    assert [(e.kind, e.broker_id) for e in lost] == [(BROKER_LOST, 1), (BROKER_LOST, 2)]
+    runs, _ = decide(lost, cfg, {}, 100.0)
+    assert [(r.action, r.broker_pool, r.brokers) for r in runs] == [("drain-brokers", "a", (1, 2))]
+    # The wait is bounded: a broker lost while another of its pool comes and goes waits one grace period at most.
+    state = load_state(config(tmp_path / "bounded"))
+    observe(state, registered(1, 2, 3, 4, 5), 0.0, cfg)
+    observe(state, registered(2, 3, 4, 5), 10.0, cfg)
+    assert observe(state, registered(3, 4, 5), 120.0, cfg) == []  # 2 gone since 120
+    assert [e.broker_id for e in observe(state, registered(3, 4, 5), 130.0, cfg)] == [1]
+
+    added = config(tmp_path / "added", broker_added={"mode": "execute", "settle_s": 30})
+    state = load_state(added)
+    assert observe(state, registered(1, 2, 3, 4, 5, 7), 0.0, added) == []
+    assert observe(state, registered(1, 2, 3, 4, 5, 7, 8), 20.0, added) == []
+    assert observe(state, registered(1, 2, 3, 4, 5, 7, 8, 9), 45.0, added) == []  # each new one resets the wait
+    events = observe(state, registered(1, 2, 3, 4, 5, 7, 8, 9), 60.0, added)  # 7 has waited twice the settle time
+    assert [(e.kind, e.broker_id, e.broker_pool) for e in events] == [(BROKER_ADDED, 7, "a"), (BROKER_ADDED, 8, "a")]
+    assert [e.broker_id for e in observe(state, registered(1, 2, 3, 4, 5, 7, 8, 9), 75.0, added)] == [9]
+
+
+def test_a_pools_events_held_back_at_different_times_are_raised_again_together(tmp_path: Path) -> None:
+    from kafka_rebalancer.automation.store import defer_events, take_retries
+
+    cfg = config(tmp_path)
+    held = [{"kind": BROKER_LOST, "broker_id": 4, "broker_pool": "b", "retry_at": 800.0},
+            {"kind": BROKER_LOST, "broker_id": 5, "broker_pool": "b", "retry_at": 950.0},
+            {"kind": BROKER_ADDED, "broker_id": 8, "broker_pool": "a", "retry_at": 900.0},
+            {"kind": "pool_out_of_band", "broker_id": None, "broker_pool": "a", "retry_at": 700.0}]
+    defer_events(cfg, held)  # a pool's own event is not kept: the band check raises it again
+    assert take_retries(cfg, 799.0) == []
+    assert take_retries(cfg, 800.0) == [(BROKER_LOST, 4), (BROKER_LOST, 5)]  # 5's time has not come: with 4
+    assert take_retries(cfg, 850.0, {"a"}) == [(BROKER_ADDED, 8)]  # pool a has a new event: 8 joins it
+    assert take_retries(cfg, 10_000.0) == []

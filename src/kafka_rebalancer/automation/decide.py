@@ -3,7 +3,9 @@
 claims). Events of one look for one pool and action make one run (two brokers lost together: one drain of both);
 a pool whose automatic run started less than `cooldown_s` ago, or that another run holds (automation.claims),
 starts nothing. An event held back that way carries `retry_at`: the watcher raises it again then if it still holds
-(the broker still gone, still in no pool), so a lost broker is not forgotten because its pool was busy.
+(the broker still gone, still in no pool), so a lost broker is not forgotten because its pool was busy; a pool's
+held-back events are raised together (automation.store.take_retries), and the watcher brings a pool's brokers lost
+or added a few looks apart onto one look (automation.watch): a pool's events make one run whatever their timing.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Collection
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -93,33 +94,39 @@ def _retry_dir(config: RebalancerConfig) -> Path:
 
 
 def defer_events(config: RebalancerConfig, records: list[dict[str, Any]]) -> None:
-    """Keep each record held back with a `retry_at` for the watcher (a later one for the same event replaces it)."""
+    """Keep each record of a broker held back with a `retry_at` for the watcher (a later one for the same event
+    replaces it). A pool's own events are not kept: the band check raises them again while they hold."""
     folder = _retry_dir(config)
     for record in records:
-        if record.get("retry_at") is None:
+        if record.get("retry_at") is None or record.get("broker_id") is None:
             continue
         folder.mkdir(parents=True, exist_ok=True)
         name = f"{record['kind']}-{record['broker_id']}.json"
         partial = folder / f".{name}.partial"
-        partial.write_text(json.dumps({k: record[k] for k in ("kind", "broker_id", "retry_at")}))
+        partial.write_text(json.dumps({k: record.get(k) for k in ("kind", "broker_id", "broker_pool", "retry_at")}))
         os.replace(partial, folder / name)
 
 
-def take_due_retries(config: RebalancerConfig, now: float) -> list[tuple[str, int]]:
-    """The held-back events whose time has come (kind, broker id), removed from the store."""
+def take_retries(config: RebalancerConfig, now: float, broker_pools: Collection[str] = ()) -> list[tuple[str, int]]:
+    """The held-back events to raise again (kind, broker id), removed from the store: those whose time has come,
+    with every other one of their pools, and every one of `broker_pools` (a pool with a new event): a pool's
+    events held back at different times are raised together, for one run."""
     folder = _retry_dir(config)
-    due = []
+    held = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
             raw = json.loads(path.read_text())
-            kind, broker, retry_at = str(raw["kind"]), int(raw["broker_id"]), float(raw["retry_at"])
+            held.append((path, str(raw["kind"]), int(raw["broker_id"]), raw.get("broker_pool"),
+                         float(raw["retry_at"])))
         except (OSError, ValueError, KeyError, TypeError):
             path.unlink(missing_ok=True)  # unreadable: the event it held is raised again anyway below
-            continue
-        if retry_at <= now:
-            due.append((kind, broker))
+    pools = set(broker_pools) | {pool for _, _, _, pool, retry_at in held if retry_at <= now and pool is not None}
+    taken = []
+    for path, kind, broker, pool, retry_at in held:
+        if retry_at <= now or pool in pools:
+            taken.append((kind, broker))
             path.unlink(missing_ok=True)
-    return due
+    return taken
 
 
 def event_fields(entry: dict[str, Any]) -> tuple[str, str, str, str, str, str]:
