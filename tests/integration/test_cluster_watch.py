@@ -3,13 +3,17 @@ from the cluster's metadata; a pool's broker that is not registered is lost once
 registered broker no pool holds is added to the pool whose claim takes it (or reported unclaimed); the event
 trigger, run as the triggerer runs it, resolves the cluster from the config's Airflow connection id and yields the
 events of its looks. The band check reads the cluster as a snapshot does: a pool with a share of its brokers out
-of band, and a disk above its use, raise the events that start a rebalance of the pool. The events DAG and the runs
-they start: test_automation_airflow."""
+of band, and a disk above its use, raise the events that start a rebalance of the pool. A person's CLI operation
+holds the pools while it runs: the lost broker's drain is held back. The events DAG and the runs they start:
+test_automation_airflow."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +36,7 @@ def _config(tmp_path: Path, bootstrap: str, **automation: Any) -> Path:
                               "pool-b": {"brokers": [100], "claim": {"broker_ids": ["3-4"]}}},
                        topic_pools=[{"topics": "*", "pool": "pool-a"}],
                        automation={"broker_lost": {"mode": "approve", "grace_period_s": 60},
-                                   "broker_added": {"mode": "approve"}, **automation})
+                                   "broker_added": {"mode": "approve", "settle_s": 0}, **automation})
 
 
 def test_one_look_reads_the_registered_brokers_and_raises_each_event_once(kafka_cluster: Any, tmp_path: Path) -> None:
@@ -103,3 +107,39 @@ def test_the_band_check_finds_a_pool_out_of_band_and_a_full_disk(kafka_cluster: 
         assert [e["kind"] for e in read_events(config)].count("pool_out_of_band") == 1
     finally:
         delete_topics(bootstrap, [skew.name])
+
+
+def test_a_cli_operation_holds_the_pools_while_it_runs(kafka_cluster: Any, tmp_path: Path) -> None:
+    from kafka_rebalancer.automation.claims import held_pools
+    from kafka_rebalancer.automation.decide import decide
+    from kafka_rebalancer.automation.watch import BROKER_LOST, ClusterEvent
+    from tests.integration.conftest import delete_topics, wait_until
+    from tools.demo_workload import TopicSpec, create_topics
+
+    bootstrap = kafka_cluster.load().bootstrap_servers
+    topic = TopicSpec("watched-held", [[1, 2]] * 2, [64] * 2)
+    create_topics(bootstrap, [topic])
+    path = demo_config(tmp_path, cluster={"name": "watched", "bootstrap_servers": bootstrap},
+                       pools={"pool-a": {"brokers": [1, 2, 3]}},
+                       topic_pools=[{"topics": "watched-*", "pool": "pool-a"}],
+                       exclude={"topics": ["__*"], "brokers": []}, automation={"broker_lost": {"mode": "approve"}})
+    config = run_config(path)
+    # A person drains broker 2 and is asked to confirm: the command waits, holding the pool.
+    drain = subprocess.Popen([str(Path(sys.executable).parent / "kafka-rebalancer"), "drain", "--config", str(path),
+                              "--brokers", "2", "--reason", "disk failing", "--apply"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    nobody = lambda dag_id, run_id: False  # noqa: E731 - no Airflow run is live: only the command's claim holds
+    try:
+        wait_until(lambda: "pool-a" in held_pools(config, nobody) or drain.poll() is not None, 180,
+                   "the drain command's claim", poll_s=0.5)
+        claim = held_pools(config, nobody)["pool-a"]
+        assert claim.describe().startswith(f"kafka-rebalancer drain (pid {drain.pid} on "), claim
+        lost = ClusterEvent(BROKER_LOST, 3, "pool-a", "broker 3 of pool pool-a not registered", time.time())
+        runs, records = decide([lost], config, {}, time.time(), {p: c.describe() for p, c in
+                                                                 held_pools(config, nobody).items()})
+        assert runs == [] and records[0]["why"].startswith("pool pool-a is held by kafka-rebalancer drain (pid ")
+    finally:
+        _, err = drain.communicate("no\n", timeout=300)  # not confirmed: nothing executed
+        delete_topics(bootstrap, [topic.name])
+    assert drain.returncode in (0, 2), err[-3000:]
+    assert held_pools(config, nobody) == {}  # released when it ended

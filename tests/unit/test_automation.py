@@ -169,6 +169,40 @@ def test_a_run_holds_its_pools_until_it_releases_them_or_ends(tmp_path: Path) ->
     assert held_pools(cfg, is_live, but="auto-2") == {}
 
 
+def test_a_cli_command_holds_the_pools_while_its_process_runs(tmp_path: Path) -> None:
+    import json
+    import socket
+    import subprocess
+    import sys
+    from dataclasses import replace
+    from datetime import UTC, datetime, timedelta
+
+    from kafka_rebalancer.automation.claims import claims_dir, command_holds_pools, held_pools
+
+    cfg = config(tmp_path)
+
+    def nobody(dag_id: str, run_id: str) -> bool:  # no Airflow run is live
+        return False
+
+    with command_holds_pools(cfg, "drain", None, cfg.pools) as claim:
+        assert set(held_pools(cfg, nobody)) == {"a", "b"}
+        assert claim.describe().startswith(f"kafka-rebalancer drain (pid {claim.pid} on {socket.gethostname()}, ")
+        # Killed before it released its claim: stale once its process is gone.
+        ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+        killed = replace(claim, pid=int(ended.stdout), broker_pools=("a",))
+        (claims_dir(cfg) / killed.file_name()).write_text(json.dumps(killed.__dict__))
+        assert {p: c.pid for p, c in held_pools(cfg, nobody).items()} == {"a": claim.pid, "b": claim.pid}
+        assert not (claims_dir(cfg) / killed.file_name()).exists()
+    assert held_pools(cfg, nobody) == {}  # released when the command ended
+    # On another machine the process cannot be checked: held a day at most.
+    elsewhere = replace(claim, host="another-host")
+    (claims_dir(cfg) / elsewhere.file_name()).write_text(json.dumps(elsewhere.__dict__))
+    assert set(held_pools(cfg, nobody)) == {"a", "b"}
+    old = replace(elsewhere, since=(datetime.now(UTC) - timedelta(days=1, seconds=1)).isoformat(timespec="seconds"))
+    (claims_dir(cfg) / old.file_name()).write_text(json.dumps(old.__dict__))
+    assert held_pools(cfg, nobody) == {}
+
+
 def test_only_the_run_the_events_decision_named_is_automatic_and_only_with_its_parameters(tmp_path: Path) -> None:
     from kafka_rebalancer.airflow.tasks import automatic_mode
 

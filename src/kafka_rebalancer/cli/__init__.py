@@ -62,6 +62,7 @@ if TYPE_CHECKING:
 # 2 bad input, or refused before or while changing the cluster (the message says which, and what was left); 3 no
 # broker answered; 130 interrupted. argparse's usage errors are 2 as well.
 EXIT_FAULT, EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 1, 2, 3, 130
+RUN_STEPS = ("snapshot", "plan", "validate", "execute", "verify")  # the commands that work on a run
 
 def connection_for(config: RebalancerConfig, bootstrap: str | None) -> KafkaConnection:
     from kafka_rebalancer.kafka_admin import KafkaConnection
@@ -246,7 +247,6 @@ def _assign(args: argparse.Namespace) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     from kafka_rebalancer.cli import operations as operations_cli
     from kafka_rebalancer.operations.request import run_config
-    from kafka_rebalancer.runs import existing_run, mark_latest
 
     if args.command == "assign":
         return _assign(args)
@@ -254,10 +254,16 @@ def _dispatch(args: argparse.Namespace) -> int:
         return operations_cli.overrides_command(args, lambda c: connection_for(c, args.bootstrap_servers))
     if args.command == "pools":
         return operations_cli.pools_command(args, lambda c: connection_for(c, args.bootstrap_servers))
-    if args.command in COMMANDS:
-        return operations_cli.operate(args, lambda c: connection_for(c, args.bootstrap_servers), _plan_locally,
-                                      _confirm)
     config = run_config(args.config)
+    if args.command in COMMANDS or args.command in RUN_STEPS:
+        from kafka_rebalancer.automation.claims import command_holds_pools
+
+        # While it works on a run, the command holds every pool: automation starts no run on them meanwhile.
+        with command_holds_pools(config, args.command, getattr(args, "run_id", None), config.pools):
+            if args.command in COMMANDS:
+                return operations_cli.operate(args, lambda c: connection_for(c, args.bootstrap_servers),
+                                              _plan_locally, _confirm)
+            return _run_step(args, config)
     if args.command in ("runs", "show", "report"):
         return _review(args, config)
     if args.command == "events":
@@ -265,8 +271,14 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "status":
         _status(config, connection_for(config, args.bootstrap_servers))
         return 0
-    if args.command == "cancel":
-        return _cancel(args, config)
+    assert args.command == "cancel", args.command  # argparse knows every command; this is the last
+    return _cancel(args, config)
+
+
+def _run_step(args: argparse.Namespace, config: RebalancerConfig) -> int:
+    from kafka_rebalancer.operations.request import run_config
+    from kafka_rebalancer.runs import existing_run, mark_latest
+
     run = _new_run(config, args.run_id) if args.command == "snapshot" else existing_run(config, args.run_id)
     config = run_config(args.config, run)
     if args.command == "snapshot":
