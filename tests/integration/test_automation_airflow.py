@@ -40,6 +40,21 @@ GRACE_S, COOLDOWN_S = 60, 30
 NEW = 8  # the broker started into the cluster (test_manual_operations adds 7)
 
 
+def _services(tmp_path: Path, config_path: Path, bootstrap: str) -> AirflowServices:
+    config = load_config(config_path)
+    return AirflowServices(tmp_path / "airflow", config_path, connections(config.cluster.airflow_connection_id,
+                                                                          bootstrap))
+
+
+def _automation_on(services: AirflowServices) -> None:
+    """Both DAGs unpaused once parsed: the manual one, whose runs the events DAG starts, then the events DAG (the
+    watcher starts with it)."""
+    for dag_id in (EVENTS, MANUAL):
+        services.wait_for_dag(dag_id)
+    services.set_paused(MANUAL, False)
+    services.set_paused(EVENTS, False)
+
+
 def _new_runs(services: AirflowServices, dag_id: str, known: set[str], timeout_s: float) -> list[dict[str, Any]]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -96,16 +111,12 @@ def test_brokers_added_and_lost_start_their_operations_one_per_pool(kafka_cluste
                     "broker_added": {"mode": "execute", "settle_s": 4},
                     "broker_lost": {"mode": "approve", "grace_period_s": GRACE_S}})
     config = load_config(config_path)
-    services = AirflowServices(tmp_path / "airflow", config_path,
-                               connections(config.cluster.airflow_connection_id, bootstrap))
+    services = _services(tmp_path, config_path, bootstrap)
     killed: list[int] = []
     started: list[int] = []
     services.start()
     try:
-        for dag_id in (EVENTS, MANUAL):
-            services.wait_for_dag(dag_id)
-        services.set_paused(MANUAL, False)
-        services.set_paused(EVENTS, False)  # the watcher starts with it
+        _automation_on(services)
         kafka_cluster.add_broker(NEW, "rack-c")  # a new machine
         started.append(NEW)
         (added,) = _new_runs(services, MANUAL, set(), 300)
@@ -186,14 +197,10 @@ def test_a_pool_out_of_band_starts_a_rebalance_of_it(kafka_cluster: Any, tmp_pat
         automation={"poll_interval_s": 2, "out_of_band": {"mode": "dry-run", "share": 0.3, "sustained_s": 0,
                                                           "check_interval_s": 3600}})
     config = load_config(config_path)
-    services = AirflowServices(tmp_path / "airflow", config_path,
-                               connections(config.cluster.airflow_connection_id, bootstrap))
+    services = _services(tmp_path, config_path, bootstrap)
     services.start()
     try:
-        for dag_id in (EVENTS, MANUAL):
-            services.wait_for_dag(dag_id)
-        services.set_paused(MANUAL, False)
-        services.set_paused(EVENTS, False)
+        _automation_on(services)
         (rebalance,) = _new_runs(services, MANUAL, set(), 300)
         conf = rebalance["conf"]
         assert (conf["action"], conf["broker_pool"], conf["brokers"], conf["mode"]) == (
@@ -221,15 +228,11 @@ def test_two_brokers_of_a_pool_lost_a_few_looks_apart_make_one_drain(kafka_clust
         exclude={"topics": ["__*"], "brokers": []},
         automation={"poll_interval_s": 2, "cooldown_s": 30, "broker_lost": {"mode": "approve", "grace_period_s": 30}})
     config = load_config(config_path)
-    services = AirflowServices(tmp_path / "airflow", config_path,
-                               connections(config.cluster.airflow_connection_id, bootstrap))
+    services = _services(tmp_path, config_path, bootstrap)
     killed: list[int] = []
     services.start()
     try:
-        for dag_id in (EVENTS, MANUAL):
-            services.wait_for_dag(dag_id)
-        services.set_paused(MANUAL, False)
-        services.set_paused(EVENTS, False)
+        _automation_on(services)
         state = config.run_root / config.cluster.name / ".automation" / "watch_state.json"
         wait_until(state.exists, 180, "the watcher's first look", poll_s=1)
         kafka_cluster.stop_broker(5, hard=True)
