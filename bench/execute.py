@@ -7,7 +7,7 @@ A local KRaft cluster of 4 brokers (racks a, b, c, a), one pool. Topic `bulk` (8
 holding 2 GiB / (k + 1): a few large, many small, 10 GiB) sits on brokers 1-3, most leaders on broker 1; broker 4 is
 new and empty. The plan moves about 4.5 GiB to broker 4, ~100 s at the throttle (issue 37 asks for several GiB: at
 half this size the execution lasted a minute, of which the throttle tuner's first 12 s window at Kafka's ~75 % was a
-third; the whole bench then took 10 min, now about 15). The brokers run with the operator tuning the README
+third; the whole bench then took 10 min, now about 13). The brokers run with the operator tuning the README
 recommends for throttled reassignments (`BROKER_TUNING`: a follower over its throttle checks it again after 100 ms,
 not 1 s; `--kafka-fetch-defaults` leaves Kafka's settings), said in the report's header. Topic `live` carries acks=all
 traffic at 1 MiB/s throughout.
