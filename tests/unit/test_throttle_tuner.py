@@ -96,6 +96,13 @@ def test_a_move_finished_between_reads_counts_its_bytes_and_a_side_short_of_work
     # for 15 s at 100/s: its rate says nothing of the quota.
     assert tuned.at(15, [B], {B.key: 9900}, finished=(A,)) == {}
     assert not tuned.tuner.measures
+    # With a move still to start on broker 9 (the executor starts it as B finishes) it had the work: measured.
+    c = PartitionMove("t", 2, (1,), (9,), 10_000, leader=1)
+    tuned = Tuned()
+    tuned.tuner.observe([A, B], {A.key: 9500, B.key: 9800}, [], upcoming=[c])
+    tuned.now = 15
+    tuned.tuner.observe([B], {B.key: 9900}, [A], upcoming=[c])
+    assert tuned.tuner.measures[(9, "receives")].copied == 600
     tuned = Tuned()
     tuned.at(0, [A, B], {A.key: 5000, B.key: 5000})
     tuned.at(10, [A, B], {A.key: 5200, B.key: 5200})

@@ -7,20 +7,21 @@ calibration: 70 %, BENCHMARKS.md).
 
 The tuner makes up that shortfall at every quota a copy crosses. Each time the executor reads the copies' bytes it
 adds, per broker and side (bytes received: the follower rate; served as the leader of copies: the leader rate), the
-interval to the side's measure, if the side had the bytes to copy at its rate the whole interval (else the measure
-starts again). Over the newest reads covering at least WINDOW_S (longer than the quota's memory: a shorter measure
-sees its bursts and pauses, not its rate) a side's efficiency is the bytes it copied over the bytes its given rate
-allowed. Per copy, the end with the highest efficiency holds it back; that end's factor (what Kafka is given over the
-configured rate) moves towards 1 / its efficiency, between 1 and MAX_BOOST, once its measure covers WINDOW_S at the
-rate given now: the whole way the first time (half the way left the bench's 60 s execution copying at 75-85 % of
-the rate most of the time, BENCHMARKS.md), GAIN of the way after that (the window after a change holds its burst or
-pause). Every other end of its copies gets at least that factor too (a leader serving a tuned receiver: two quotas
-in series, the lower one binds). The configured rate stays what the copies average at most: a side measured above
-it is lowered (never below the configured rate: after a burst the quota pays it back itself, a cut would only stop
-every copy for seconds while its memory drains), and a side whose copies averaged above it since they began is not
-raised. Changes under STEP of the rate are not made: each change is a burst or a pause of Kafka's. What Kafka is
-given is in the execution log (`throttle_tuned`). A broker's rate to hold may be lowered for a while (`retarget`:
-the throttle control from measured load); what Kafka is given moves with it."""
+interval to the side's measure, if the side had the bytes to copy at its rate the whole interval (its moves in flight
+and those not started yet; else the measure starts again). Over the newest reads covering at least WINDOW_S (longer
+than the quota's memory: a shorter measure sees its bursts and pauses, not its rate) a side's efficiency is the bytes
+it copied over the bytes its given rate allowed. Per copy, the end with the highest efficiency holds it back; that
+end's factor (what Kafka is given over the configured rate) moves towards 1 / its efficiency, between 1 and
+MAX_BOOST, once its measure covers WINDOW_S at the rate given now: the whole way the first time (half the way left
+the bench's 60 s execution copying at 75-85 % of the rate most of the time, BENCHMARKS.md), GAIN of the way after
+that (the window after a change holds its burst or pause). Every other end of its copies gets at least that factor
+too (a leader serving a tuned receiver: two quotas in series, the lower one binds). The configured rate stays what
+the copies average at most: a side measured above it is lowered (never below the configured rate: after a burst the
+quota pays it back itself, a cut would only stop every copy for seconds while its memory drains), and a side whose
+copies averaged above it since they began is not raised. Changes under STEP of the rate are not made: each change is
+a burst or a pause of Kafka's. What Kafka is given is in the execution log (`throttle_tuned`). A broker's rate to
+hold may be lowered for a while (`retarget`: the throttle control from measured load); what Kafka is given moves with
+it."""
 
 from __future__ import annotations
 
@@ -79,11 +80,13 @@ class ThrottleTuner:
         self.last: tuple[float, dict[Key, int], dict[Side, int]] | None = None  # time, copied, bytes left per side
 
     def observe(self, in_flight: Iterable[CopyingMove], copied: Mapping[Key, int],
-                finished: Iterable[CopyingMove]) -> dict[Side, int]:
+                finished: Iterable[CopyingMove], upcoming: Iterable[CopyingMove] = ()) -> dict[Side, int]:
         """Update with the bytes copied per move in flight now and the moves finished since the last call; the
-        rates changed (what Kafka is given)."""
+        rates changed (what Kafka is given). `upcoming`: the moves not started yet, which the executor starts as
+        those in flight finish: a side's work till the next read too (small moves in flight alone never held the
+        bytes for a window, which left smallest_first untuned for half its execution)."""
         now, moves = self.clock(), list(in_flight)
-        left = CopyBytes.of(moves, copied)
+        left = CopyBytes.of([*moves, *upcoming], copied)
         last, self.last = self.last, (now, dict(copied), {**{(b, RECEIVES): n for b, n in left.received.items()},
                                                           **{(b, SERVES): n for b, n in left.served.items()}})
         if last is None or now <= last[0]:
@@ -111,9 +114,9 @@ class ThrottleTuner:
 
     def _measure(self, seconds: float, copied: Mapping[Side, int],
                  work: Mapping[Side, int]) -> dict[Side, tuple[float, float]]:
-        """Add the interval to the measure of each side that copied the whole of it (its copies in flight at the
-        last read had the bytes for its given rate, and it copied some: a side that ran out of work, or was stopped
-        by something else than its quota, says nothing of the quota); the windows measured, per side."""
+        """Add the interval to the measure of each side that copied the whole of it (its copies in flight and to
+        start at the last read had the bytes for its given rate, and it copied some: a side that ran out of work, or
+        was stopped by something else than its quota, says nothing of the quota); the windows measured, per side."""
         for end in list(self.measures):
             if end not in work:
                 del self.measures[end]
