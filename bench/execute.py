@@ -4,10 +4,13 @@
                             [--throttle-mib N] [--budget-min 25] [--kafka-fetch-defaults] [--report-only]
 
 A local KRaft cluster of 4 brokers (racks a, b, c, a), one pool. Topic `bulk` (80 partitions, RF 2, partition k
-holding 1 GiB / (k + 1): a few large, many small) sits on brokers 1-3, most leaders on broker 1; broker 4 is new and
-empty. The brokers run with the operator tuning the README recommends for throttled reassignments
-(`BROKER_TUNING`: a follower over its throttle checks it again after 100 ms, not 1 s; `--kafka-fetch-defaults`
-leaves Kafka's settings), said in the report's header. Topic `live` carries acks=all traffic at 1 MiB/s throughout.
+holding 2 GiB / (k + 1): a few large, many small, 10 GiB) sits on brokers 1-3, most leaders on broker 1; broker 4 is
+new and empty. The plan moves about 4.5 GiB to broker 4, ~100 s at the throttle (issue 37 asks for several GiB: at
+half this size the execution lasted a minute, of which the throttle tuner's first 12 s window at Kafka's ~75 % was a
+third; the whole bench then took 10 min, now about 13). The brokers run with the operator tuning the README
+recommends for throttled reassignments (`BROKER_TUNING`: a follower over its throttle checks it again after 100 ms,
+not 1 s; `--kafka-fetch-defaults` leaves Kafka's settings), said in the report's header. Topic `live` carries acks=all
+traffic at 1 MiB/s throughout.
 First the machine's unthrottled copy rate (one 1 GiB partition reassigned to broker 4); the throttle is a third of it
 at most. Then per execution order the product's CLI: snapshot -> plan -> validate -> 30 s of traffic alone -> execute
 --apply, and the run's rollback.json applied unthrottled to start the next order from the same layout.
@@ -59,7 +62,7 @@ OUT = run.OUT / "execute"
 START, END = "<!-- execute:start -->", "<!-- execute:end -->"
 CLUSTER, POOL, N_BROKERS, NEW_BROKER = "bench-execute", "pool", 4, 4
 BULK, LIVE, CALIBRATION = "bulk", "live", "calibrate"
-BULK_PARTITIONS, LARGEST, CALIBRATION_BYTES = 80, 2**30, 2**30
+BULK_PARTITIONS, LARGEST, CALIBRATION_BYTES = 80, 2**31, 2**30
 BULK_MESSAGE = 256 * 1024
 # Replica pairs on brokers 1-3 (each pair on two racks), the first the leader: broker 1 leads two pairs in three,
 # broker 3 none, so the plan has leadership to move as well as data.
@@ -428,7 +431,8 @@ def report_block(results: Mapping[str, Any]) -> str:
         f"{results['commit']}, {results['date']} ({results['bench_s'] / 60:.0f} min). {tuned}Machine: {m['cpu']}, "
         f"{m['cores']} cores, {m['memory_gb']} GB. Local KRaft cluster, {N_BROKERS} brokers (racks a, b, c, a), one "
         f"pool: `{BULK}` {w['bulk_partitions']} partitions, RF 2 on brokers 1-3 (most leaders on broker 1), partition "
-        f"k holding {LARGEST * w['scale'] / 2**20:.0f} MiB / (k + 1), {w['bulk_bytes'] / 2**30:.1f} GiB; broker "
+        f"k holding {LARGEST * w['scale'] / 2**20:.0f} MiB / (k + 1), {w['bulk_bytes'] / 2**30:.1f} GiB (several GiB "
+        "move: Kafka's start and the throttle tuner's first window are a small part of the execution); broker "
         f"{NEW_BROKER} new and empty; `{LIVE}` {len(LIVE_ASSIGNMENT)} partitions with an acks=all idempotent producer "
         f"at {LIVE_RATE / 2**20:g} MiB/s and a consumer throughout. Copies to broker {NEW_BROKER} by hand (no "
         f"executor) of {cal['unthrottled']['bytes'] / 2**30:.1f} GiB: unthrottled "

@@ -107,6 +107,24 @@ def test_the_bytes_already_copied_by_moves_in_flight_are_not_left() -> None:
     assert progress.copied == {moves[1].key: 60}
 
 
+def test_the_estimate_runs_at_the_slowdown_of_the_newer_half_of_the_time_not_the_slow_start() -> None:
+    moves = [PartitionMove("t", i, (1,), (9,), 100, leader=1) for i in range(8)]  # 80 s at 10 bytes/s
+    clock = Clock()
+    progress = Progress("p", moves, 10, lambda action, **entry: None, clock=clock)
+    # Half the throttle for the first 20 s (the tuner's first window), then the throttle.
+    for clock.now, copied in ((10.0, 50), (20.0, 100), (30.0, 200), (40.0, 300)):
+        progress.copying({moves[0].key: min(copied, 100), moves[1].key: min(max(copied - 100, 0), 100),
+                          moves[2].key: max(copied - 200, 0)})
+    figures = progress.estimate()
+    # Since the start: 30 s of the bound in 40 s, 1.33x, a finish at 107 s; the last 20 s ran at the throttle.
+    assert figures is not None and figures.slowdown == pytest.approx(1.0)
+    assert figures.finish_s == pytest.approx(90.0)
+    assert progress.reads[0] == (20.0, 70.0)  # the reads before the newer half's start are dropped
+    clock.now = 60.0  # nothing copied since 40 s: a stall shows at once (10 s of the bound in the last 30 s)
+    later = progress.estimate()
+    assert later is not None and later.slowdown == pytest.approx(3.0)
+
+
 def test_a_quarter_reached_inside_one_large_move_is_recorded_with_its_copied_bytes() -> None:
     moves = [PartitionMove("t", 0, (1,), (9,), 800, leader=1), PartitionMove("t", 1, (1,), (9,), 200, leader=1)]
     records: list[dict[str, Any]] = []

@@ -35,20 +35,22 @@ class Tuned:
         return [r for applied in self.applied for pair in applied.values() for r in pair]
 
 
-def test_a_shortfall_is_made_up_once_measured_over_the_quotas_window_half_way_and_at_both_ends() -> None:
+def test_a_shortfall_is_made_up_once_measured_over_the_quotas_window_whole_then_half_way_and_at_both_ends() -> None:
     tuned = Tuned()
     assert tuned.at(0, [A], {}) == {}  # the first read only sets the start
     # 90/s of 100 for 5 s, then 10 s: shorter than Kafka's quota window (11 s), nothing changes.
     assert tuned.at(5, [A], {A.key: 450}) == {}
     assert tuned.at(10, [A], {A.key: 900}) == {}
-    # 15 s at 90/s: the full correction would give 111; half of the way is 106. Broker 1's leader rate is in the
+    # 15 s at 90/s: the first change makes up the whole shortfall, 100 / 0.9. Broker 1's leader rate is in the
     # same copy's path: it is given as much (the old tuner raised the receiver alone).
-    assert tuned.at(15, [A], {A.key: 1350}) == {(9, "receives"): 106, (1, "serves"): 106}
-    assert tuned.applied == [{1: (106, 100), 9: (100, 106)}]  # (leader rate, follower rate)
-    assert tuned.records[-1]["rates"] == {"1 serves": 106, "9 receives": 106}
+    assert tuned.at(15, [A], {A.key: 1350}) == {(9, "receives"): 111, (1, "serves"): 111}
+    assert tuned.applied == [{1: (111, 100), 9: (100, 111)}]  # (leader rate, follower rate)
+    assert tuned.records[-1]["rates"] == {"1 serves": 111, "9 receives": 111}
     assert tuned.records[-1]["measured"] == {"1 serves": 90, "9 receives": 90}
     # The next change waits for a window at the new rate: a change lets a burst through or stops the copies.
     assert tuned.at(20, [A], {A.key: 1800}) == {}
+    # Still 90/s at 111 given: 0.81 of it; half the way from 111 to 100 / 0.81 (123) from now on.
+    assert tuned.at(30, [A], {A.key: 2700}) == {(9, "receives"): 117, (1, "serves"): 117}
 
 
 def test_a_side_over_the_rate_is_lowered_but_never_below_it_and_not_raised_while_it_averaged_over() -> None:
@@ -60,10 +62,10 @@ def test_a_side_over_the_rate_is_lowered_but_never_below_it_and_not_raised_while
     assert tuned.at(30, [A], {A.key: 3300}) == {}
     tuned = Tuned()
     tuned.at(0, [A], {})
-    tuned.at(15, [A], {A.key: 1275})  # 85/s: raised half way to 100 / 0.85
-    tuned.at(30, [A], {A.key: 1275 + 15 * 109})  # then all of the 109/s given: over the rate, lowered half way
-    tuned.at(45, [A], {A.key: 2910 + 15 * 120})  # 120/s: a burst; lowered again, to no less than 100
-    assert [applied[9][1] for applied in tuned.applied] == [109, 104, 102]
+    tuned.at(15, [A], {A.key: 1275})  # 85/s: raised to 100 / 0.85
+    tuned.at(30, [A], {A.key: 1275 + 15 * 118})  # then all of the 118/s given: over the rate, lowered half way
+    tuned.at(45, [A], {A.key: 3045 + 15 * 120})  # 120/s: a burst; lowered again, to no less than 100
+    assert [applied[9][1] for applied in tuned.applied] == [118, 109, 104]
     assert min(tuned.given()) == 100
 
 
@@ -73,7 +75,7 @@ def test_the_end_that_holds_a_copy_back_passes_its_factor_to_the_other_end() -> 
     # Broker 9 received 85/s of 100 from leaders 1 and 2 serving 42.5/s each: broker 9 holds both copies back (its
     # efficiency is the highest); its leaders get its factor.
     changed = tuned.at(15, [A, B], {A.key: 637, B.key: 638})
-    assert changed == {(9, "receives"): 109, (1, "serves"): 109, (2, "serves"): 109}
+    assert changed == {(9, "receives"): 118, (1, "serves"): 118, (2, "serves"): 118}
 
 
 def test_the_rate_given_stays_within_max_boost() -> None:
@@ -82,8 +84,8 @@ def test_the_rate_given_stays_within_max_boost() -> None:
     tuned.at(0, [big], {})
     for i in range(1, 6):
         tuned.at(15 * i, [big], {big.key: 1500 * i})  # a tenth of the rate
-    # Half way to MAX_BOOST each time, until a step would be under STEP of the rate.
-    assert [applied[9][1] for applied in tuned.applied] == [1125, 1188, 1219]
+    # MAX_BOOST at once, and no further whatever the shortfall.
+    assert [applied[9][1] for applied in tuned.applied] == [MAX_BOOST * 1000]
     assert max(tuned.given()) <= MAX_BOOST * 1000
 
 
@@ -94,6 +96,13 @@ def test_a_move_finished_between_reads_counts_its_bytes_and_a_side_short_of_work
     # for 15 s at 100/s: its rate says nothing of the quota.
     assert tuned.at(15, [B], {B.key: 9900}, finished=(A,)) == {}
     assert not tuned.tuner.measures
+    # With a move still to start on broker 9 (the executor starts it as B finishes) it had the work: measured.
+    c = PartitionMove("t", 2, (1,), (9,), 10_000, leader=1)
+    tuned = Tuned()
+    tuned.tuner.observe([A, B], {A.key: 9500, B.key: 9800}, [], upcoming=[c])
+    tuned.now = 15
+    tuned.tuner.observe([B], {B.key: 9900}, [A], upcoming=[c])
+    assert tuned.tuner.measures[(9, "receives")].copied == 600
     tuned = Tuned()
     tuned.at(0, [A, B], {A.key: 5000, B.key: 5000})
     tuned.at(10, [A, B], {A.key: 5200, B.key: 5200})
@@ -105,10 +114,10 @@ def test_a_move_finished_between_reads_counts_its_bytes_and_a_side_short_of_work
 def test_a_lowered_target_scales_what_kafka_is_given_and_the_tuner_holds_the_new_one() -> None:
     tuned = Tuned()
     tuned.at(0, [A, B], {})
-    tuned.at(15, [A, B], {A.key: 637, B.key: 638})  # broker 9's follower rate raised to 109 for a target of 100
+    tuned.at(15, [A, B], {A.key: 637, B.key: 638})  # broker 9's follower rate raised to 118 for a target of 100
     tuned.tuner.retarget({9: 50})
-    # Kafka is given half: the shortfall measured (100 -> 109) stays.
-    assert tuned.applied[-1] == {9: (50, 54)} and tuned.tuner.target(9) == 50
+    # Kafka is given half: the shortfall measured (100 -> 118) stays.
+    assert tuned.applied[-1] == {9: (50, 59)} and tuned.tuner.target(9) == 50
     assert tuned.tuner.target(1) == 100
 
 
@@ -199,10 +208,14 @@ TWO_RECEIVERS = [PartitionMove("bulk", 0, (1,), (8,), 40 * GiB, leader=1),
                  PartitionMove("bulk", 1, (1,), (9,), 40 * GiB, leader=1)]
 
 
+# A follower pausing 3 s at each stop: about 77 % of the rate gets through, as on the execute bench's busy 2-core
+# machine (75 %, BENCHMARKS.md), where the old tuner's half steps up to 1.25x left most of the execution short.
+@pytest.mark.parametrize("backoff_s", [1.0, 3.0], ids=["default backoff", "busy machine"])
 @pytest.mark.parametrize("moves", [TWO_SOURCES, ONE_SOURCE], ids=["two sources", "one source"])
-def test_on_kafkas_quota_the_copies_average_closer_to_the_rate_and_not_above_it(moves: list[PartitionMove]) -> None:
-    alone = share(on_quotas(moves, tuned=False).received)[9]
-    kafka = on_quotas(moves, tuned=True)
+def test_on_kafkas_quota_the_copies_average_closer_to_the_rate_and_not_above_it(moves: list[PartitionMove],
+                                                                                backoff_s: float) -> None:
+    alone = share(on_quotas(moves, tuned=False, backoff_s=backoff_s).received)[9]
+    kafka = on_quotas(moves, tuned=True, backoff_s=backoff_s)
     tuned = share(kafka.received)[9]
     assert alone < 0.94  # Kafka's quota at its default backoff: about 92 % of the rate
     assert 0.97 <= tuned <= 1.02 and tuned - alone >= 0.04
@@ -210,6 +223,10 @@ def test_on_kafkas_quota_the_copies_average_closer_to_the_rate_and_not_above_it(
     # never more than MAX_BOOST of it.
     rates = [r for applied in kafka.applied for pair in applied.values() for r in pair]
     assert min(rates) >= RATE and max(rates) <= MAX_BOOST * RATE
+    # The first change makes up the first window's shortfall whole (within 5 %: the window holds the start).
+    first = kafka.applied[0][9][1] / RATE
+    first_window = on_quotas(moves, tuned=False, backoff_s=backoff_s, seconds=15.0).received
+    assert first == pytest.approx(min(MAX_BOOST, 1 / share(first_window, 15.0)[9]), rel=0.05)
 
 
 def test_on_kafkas_quota_both_quotas_of_a_copy_are_raised() -> None:
@@ -227,7 +244,9 @@ def test_on_kafkas_quota_a_leader_serving_two_receivers_is_held_to_its_rate() ->
     assert alone < 0.97 and alone < tuned <= 1.02
 
 
-def test_on_kafkas_quota_with_a_short_follower_backoff_the_tuner_leaves_the_rates_alone() -> None:
-    """replica.fetch.backoff.ms=100 (README): Kafka's own quota delivers about 99 %; nothing to make up."""
+def test_on_kafkas_quota_with_a_short_follower_backoff_the_tuner_makes_up_the_little_left_once() -> None:
+    """replica.fetch.backoff.ms=100 (README): Kafka's own quota delivers about 98 %; little to make up."""
     kafka = on_quotas(TWO_SOURCES, tuned=True, backoff_s=0.1)
-    assert kafka.applied == [] and 0.98 <= share(kafka.received)[9] <= 1.01
+    given = [r for applied in kafka.applied for pair in applied.values() for r in pair]
+    assert len(kafka.applied) <= 1 and max(given, default=RATE) <= 1.03 * RATE
+    assert 0.98 <= share(kafka.received)[9] <= 1.01

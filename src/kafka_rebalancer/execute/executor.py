@@ -158,7 +158,7 @@ class _PoolExecution:
                     self._poll(pending, in_flight)
                 except Exception as exc:  # noqa: BLE001  # a status read failed (a broker died?): poll again
                     self._read_failed(exc)
-                self._watch_stalls(in_flight, fresh=self.progress.due)
+                self._watch_stalls(in_flight, pending, fresh=self.progress.due)
                 self.progress.record_due()
                 if self.load_control is not None:
                     self.load_control.check(b for k in in_flight for b in self.by_key[k].old + self.by_key[k].new)
@@ -231,9 +231,9 @@ class _PoolExecution:
         self.xlog.append("read_failed", error=str(exc))
         log.warning("%s: reading the cluster's state failed, trying again at the next poll: %s", self.pool, exc)
 
-    def _watch_stalls(self, in_flight: dict[Key, float], fresh: bool = False) -> None:
+    def _watch_stalls(self, in_flight: dict[Key, float], pending: list[PartitionMove], fresh: bool = False) -> None:
         """Read the bytes the moves in flight copied (every stall_every_s, or now when `fresh`): for the estimate,
-        the stall watch and the throttle tuner."""
+        the stall watch and the throttle tuner (`pending`: the moves not started yet, the tuner's work to come)."""
         if not in_flight or (not fresh and self.clock() - self.stall_read_at < self.stall_every_s):
             return
         self.stall_read_at = self.clock()
@@ -250,7 +250,8 @@ class _PoolExecution:
         if self.tuning is not None and not fresh:  # a rate over the few seconds since the last read is noise
             finished, self.tuned = self.completed_now[self.tuned:], len(self.completed_now)
             try:
-                self.tuning.observe([self.by_key[k] for k in in_flight], copied, [self.by_key[k] for k in finished])
+                self.tuning.observe([self.by_key[k] for k in in_flight], copied, [self.by_key[k] for k in finished],
+                                    pending)
             except Exception as exc:  # noqa: BLE001  # the rates stay as they were; the next read tries again
                 self._read_failed(exc)
 

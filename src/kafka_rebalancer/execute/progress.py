@@ -44,6 +44,8 @@ class Progress:
         self.clock, self.every_s = clock, every_s
         self.started = self.last = clock()
         self.copied: dict[Key, int] = {}  # bytes already on the new replicas of moves in flight
+        # (clock, the bound left) at the start and at each read of the copies' bytes: the recent slowdown's span
+        self.reads: list[tuple[float, float]] = [] if self.bound_s is None else [(self.started, self.bound_s)]
         self.due = False  # a point of ESTIMATE_POINTS reached, its estimate not recorded yet
 
     def copying(self, copied: dict[Key, int]) -> None:
@@ -51,6 +53,8 @@ class Progress:
         them out of what is left (a move counted whole until it finished made a quarter of the bytes look like a
         sixth of the time at 25 %)."""
         self.copied = {k: n for k, n in copied.items() if k in self.left}
+        if self.bound_s is not None:
+            self.reads.append((self.clock(), self._remaining_bound()))
         self._reach()
 
     def begin(self) -> None:
@@ -81,11 +85,19 @@ class Progress:
             self._record()
 
     def estimate(self) -> Estimate | None:
-        """The time left at the throttle (None: unthrottled, see `line`)."""
+        """The time left at the throttle (None: unthrottled, see `line`), at the slowdown of the newer half of the
+        time elapsed: from the newest read at least that old (the start at first) to now."""
         if self.bound_s is None:
             return None
-        remaining = CopyBytes.of(self.left.values(), self.copied).seconds(self.rate) or 0.0
-        return estimate(self.clock() - self.started, self.bound_s, remaining)
+        now, remaining = self.clock(), self._remaining_bound()
+        half_way = now - (now - self.started) / 2
+        older = [i for i, (at, _) in enumerate(self.reads) if at <= half_way]
+        del self.reads[:older[-1]]  # the span only moves on: reads before its start are not needed again
+        at, bound_left = self.reads[0]
+        return estimate(now - self.started, self.bound_s, remaining, (now - at, bound_left - remaining))
+
+    def _remaining_bound(self) -> float:
+        return CopyBytes.of(self.left.values(), self.copied).seconds(self.rate) or 0.0
 
     def _record(self) -> None:
         figures = self.estimate()
