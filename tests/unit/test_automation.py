@@ -259,6 +259,41 @@ def test_out_of_band_pools_and_full_disks_start_a_rebalance_of_their_pool(tmp_pa
     assert observe(load_state(off), registered(1, 2, 3, 4, 5), 0.0, off) == []  # rule off: no band checks
 
 
+def test_a_pool_whose_last_rebalance_was_planned_in_the_same_situation_starts_nothing(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from kafka_rebalancer.automation.bands import BandWatch, pool_layouts, pool_out_of_band_events
+    from kafka_rebalancer.automation.decide import planned_situations
+
+    cfg = config(tmp_path, out_of_band={"mode": "approve", "share": 0.5, "sustained_s": 0})
+    replicas = pd.DataFrame([{"topic": "t", "partition": p, "broker_id": b, "is_leader": i == 0, "size_bytes": 10}
+                             for p, brokers in enumerate([[1, 2], [2, 3], [4, 5]]) for i, b in enumerate(brokers)])
+    layouts = pool_layouts(replicas, cfg.broker_pool_of())
+    grown = pool_layouts(replicas.assign(size_bytes=99), cfg.broker_pool_of())
+    assert layouts == grown and set(layouts) == {"a", "b"}  # sizes are no layout
+    moved = replicas.copy()
+    moved.loc[0, "broker_id"] = 3
+    assert pool_layouts(moved, cfg.broker_pool_of())["a"] != layouts["a"]
+    assert pool_layouts(moved, cfg.broker_pool_of())["b"] == layouts["b"]
+
+    status = pd.DataFrame([{"broker_pool": "a", "broker_id": b, "resource": "disk", "usage": 0.5, "counted": True,
+                            "inside": b == 3} for b in (1, 2, 3)])
+    (event,) = pool_out_of_band_events(status, BandWatch(), 0.0, cfg, layouts)
+    assert event.situation == f"{layouts['a']} out [1, 2]"
+    runs, records = decide([event], cfg, {}, 0.0)
+    log = [{**r, "run_id": "automatic__a__1"} for r in records]
+    assert [r.action for r in runs] == ["rebalance-pool"] and log[0]["situation"] == event.situation
+    # That run planned (and was rejected, or moved nothing): the same situation again starts nothing, for good.
+    planned = planned_situations(log, lambda run_id: True)
+    runs, records = decide([event], cfg, {}, 5000.0, planned=planned)
+    assert runs == [] and records[0]["decision"] == SUPPRESSED and "retry_at" not in records[0]
+    assert "it would plan the same again" in records[0]["why"]
+    (changed,) = pool_out_of_band_events(status, BandWatch(), 0.0, cfg, pool_layouts(moved, cfg.broker_pool_of()))
+    assert [r.broker_pool for r in decide([changed], cfg, {}, 5000.0, planned=planned)[0]] == ["a"]
+    # A run that ended before its plan (the cluster unreachable, say) guards nothing.
+    assert planned_situations(log, lambda run_id: False) == {}
+
+
 def test_brokers_of_a_pool_lost_or_added_a_few_looks_apart_are_raised_on_one_look_for_one_run(
         tmp_path: Path) -> None:
     cfg = config(tmp_path)

@@ -367,7 +367,7 @@ def decide_task(context: Any, band_events: list[dict[str, Any]]) -> list[dict[st
     import time
 
     from kafka_rebalancer.automation.claims import held_pools
-    from kafka_rebalancer.automation.decide import STARTED, decide
+    from kafka_rebalancer.automation.decide import STARTED, decide, planned_situations
     from kafka_rebalancer.automation.store import append_events, defer_events, event_line, read_events
     from kafka_rebalancer.automation.watch import BANDS_DUE, ClusterEvent
     from kafka_rebalancer.operations.request import run_config
@@ -376,13 +376,15 @@ def decide_task(context: Any, band_events: list[dict[str, Any]]) -> list[dict[st
     config = run_config(config_path)
     events = [e for e in _triggering_events(context) if e.kind != BANDS_DUE] + [ClusterEvent(**e) for e in band_events]
     last_started: dict[str, float] = {}
-    for entry in read_events(config):
+    recorded = read_events(config)
+    for entry in recorded:
         if entry.get("decision") == STARTED and entry.get("broker_pool"):
             last_started[entry["broker_pool"]] = max(last_started.get(entry["broker_pool"], 0.0),
                                                      float(entry.get("decided_at", 0.0)))
     held = {pool: claim.describe() for pool, claim in held_pools(config, _run_is_live(context)).items()}
     now = time.time()
-    runs, records = decide(events, config, last_started, now, held)
+    planned = planned_situations(recorded, lambda run_id: (config.run_dir(run_id) / "plan" / "summary.json").exists())
+    runs, records = decide(events, config, last_started, now, held, planned)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
     # The run id is chosen here and recorded with the decision: the manual run knows itself automatic by it.
     run_ids = {r.broker_pool: f"automatic__{r.broker_pool}__{stamp}__{secrets.token_hex(4)}" for r in runs}

@@ -6,11 +6,14 @@ starts nothing. An event held back that way carries `retry_at`: the watcher rais
 (the broker still gone, still in no pool), so a lost broker is not forgotten because its pool was busy; a pool's
 held-back events are raised together (automation.store.take_retries), and the watcher brings a pool's brokers lost
 or added a few looks apart onto one look (automation.watch): a pool's events make one run whatever their timing.
+An out-of-band event in the situation the pool's last automatic rebalance was planned in (its replicas where they
+were then, the same out of band) starts nothing: it would plan the same again (a pool no plan brings in band would
+otherwise start a run after every cooldown).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,11 +46,25 @@ class AutomaticRun:
             else f"{self.action} of pool {self.broker_pool}"
 
 
+def planned_situations(entries: Iterable[Mapping[str, Any]], has_plan: Callable[[str], bool]) -> dict[str, set[str]]:
+    """Per pool, the situations of the events its latest automatic rebalance was started for, if that run reached
+    its plan (`entries`: the events log, oldest first; `has_plan`: whether a run id's plan was written)."""
+    latest: dict[str, tuple[str, set[str]]] = {}
+    for entry in entries:
+        if entry.get("decision") == STARTED and entry.get("action") == "rebalance-pool" and entry.get("situation"):
+            run_id, pool = str(entry.get("run_id")), str(entry.get("broker_pool"))
+            if latest.get(pool, ("", set()))[0] != run_id:
+                latest[pool] = (run_id, set())
+            latest[pool][1].add(str(entry["situation"]))
+    return {pool: situations for pool, (run_id, situations) in latest.items() if has_plan(run_id)}
+
+
 def decide(events: Iterable[ClusterEvent], config: RebalancerConfig, last_started: Mapping[str, float],
-           now: float, held: Mapping[str, str] | None = None) -> tuple[list[AutomaticRun], list[dict[str, Any]]]:
+           now: float, held: Mapping[str, str] | None = None,
+           planned: Mapping[str, set[str]] | None = None) -> tuple[list[AutomaticRun], list[dict[str, Any]]]:
     """The runs to start, and a record per event (its fields, decision, why, and the action where one applies);
     `last_started`: when each pool's latest automatic run started; `held`: the pools another run holds, with
-    which run."""
+    which run; `planned`: planned_situations."""
     automation = config.automation
     rules = {BROKER_LOST: automation.broker_lost, BROKER_ADDED: automation.broker_added,
              POOL_OUT_OF_BAND: automation.out_of_band, DISK_OVER_USE: automation.out_of_band}
@@ -63,6 +80,10 @@ def decide(events: Iterable[ClusterEvent], config: RebalancerConfig, last_starte
         retry_at: float | None = now + cooldown_s
         if rules[event.kind].mode == "off":
             why, retry_at = f"automation.{event.kind}.mode is off", None
+        elif event.situation is not None and event.situation in (planned or {}).get(event.broker_pool, set()):
+            why, retry_at = f"pool {event.broker_pool}'s last automatic rebalance was planned with its replicas " \
+                            "where they are now and the same out of band: it would plan the same again; nothing " \
+                            "starts until either changes", None
         elif since < cooldown_s:
             why = f"pool {event.broker_pool}'s last automatic run started {since:.0f}s ago, inside the cooldown " \
                   f"of {cooldown_s:.0f}s"

@@ -35,10 +35,13 @@ class ClusterEvent:
     broker_pool: str | None
     observed: str  # what the watcher saw, in words: the run's trigger says it
     at: float  # epoch seconds of the look that raised it
+    # The band check's: where the pool's replicas are and what is out of band, as a fingerprint (the same again: a
+    # rebalance would plan the same)
+    situation: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "broker_id": self.broker_id, "broker_pool": self.broker_pool,
-                "observed": self.observed, "at": self.at}
+                "observed": self.observed, "at": self.at, **({"situation": self.situation} if self.situation else {})}
 
 
 @dataclass
