@@ -6,7 +6,7 @@ The action's parameters are checked before the snapshot (a missing or wrong one 
 `dry-run` mode (the default) the run stops after the summary; its plan can later be executed with the action
 `execute-reviewed`. In `execute` mode a person approves the plan at `approve` (the UI's required actions);
 reject, or no answer within the config's approval.response_timeout, ends the run without touching the cluster.
-Pool changes (isolate-topics, drain-brokers, add-brokers) are recorded as pool overrides when approved.
+Pool changes (isolating topics, draining or adding brokers) are recorded as pool overrides when approved.
 Params only: the tasks are shared with the nightly DAG (plugins/kafka_rebalancer_pipeline.py).
 """
 
@@ -18,7 +18,7 @@ import pendulum
 from airflow.sdk import DAG, Param
 from kafka_rebalancer_pipeline import execution_params, rebalance_tasks
 
-from kafka_rebalancer.operations.actions import ACTION_NAMES, MANUAL_ACTIONS
+from kafka_rebalancer.model.run_actions import ACTION_NAMES, MANUAL_ACTIONS, Action, taking
 
 POOL_CHANGING_ACTIONS = ", ".join(a.name for a in MANUAL_ACTIONS if a.changes_pools)
 
@@ -31,24 +31,24 @@ with DAG(
     tags=["kafka", "rebalance", "manual"],
     default_args={"retries": 2, "retry_delay": timedelta(minutes=1)},
     params={
-        "action": Param("rebalance-pool", enum=list(ACTION_NAMES),
+        "action": Param(Action.REBALANCE_POOL.value, enum=list(ACTION_NAMES),
                         description="; ".join(f"{a.name}: {a.help}" for a in MANUAL_ACTIONS)),
         "mode": Param("dry-run", enum=["dry-run", "execute"],
                       description="dry-run: plan, validate, summarise, stop; execute: a person approves, then it "
                                   "executes"),
         "broker_pool": Param(None, type=["null", "string"], pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
-                             description="isolate-topics, add-brokers, rebalance-pool (elect-leaders: optional)"),
+                             description=f"{taking('broker_pool')} (elect-leaders: optional)"),
         "brokers": Param([], type="array", items={"type": "integer", "minimum": 0}, uniqueItems=True,
-                         description="Broker ids: drain-brokers, add-brokers, demote-brokers, isolate-topics into "
-                                     "a new pool"),
+                         description=f"Broker ids: {taking('brokers')} (isolate-topics: into a new pool)"),
         "topics": Param([], type="array", items={"type": "string", "minLength": 1},
-                        description="Topic names or glob patterns such as 'payments.*': isolate-topics "
+                        description=f"Topic names or glob patterns such as 'payments.*': {taking('topics')} "
                                     "(elect-leaders: optional filter)"),
         "log_dirs": Param([], type="array", items={"type": "string", "pattern": r"^[0-9]+:/.+$"},
-                          description="remove-disks: broker:path of each log dir to empty (the path as in the "
-                                      "broker's log.dirs), e.g. 3:/data/d2"),
+                          description=f"{taking('log_dirs')}: broker:path of each log dir to empty (the path as "
+                                      "in the broker's log.dirs), e.g. 3:/data/d2"),
         "run_id": Param(None, type=["null", "string"],
-                        description="execute-reviewed: the run id of the reviewed dry run (nightly or manual)"),
+                        description=f"{taking('reviewed_run_id')}: the run id of the reviewed dry run (nightly or "
+                                    "manual)"),
         "reason": Param("", type="string",
                         description=f"Why (required for {POOL_CHANGING_ACTIONS}; recorded with the pool override)"),
         **execution_params(),

@@ -16,6 +16,8 @@ import pendulum
 from airflow.sdk import DAG, Param
 from kafka_rebalancer_pipeline import execution_params, rebalance_tasks
 
+from kafka_rebalancer.model.run_actions import Action
+
 with DAG(
     dag_id="kafka_rebalance_nightly",
     description="Snapshot, plan, validate, approve and execute Kafka replica moves per broker pool",
@@ -23,7 +25,7 @@ with DAG(
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
-    tags=["kafka", "rebalance", "nightly"],
+    tags=["kafka", "rebalance", Action.NIGHTLY.value],
     default_args={"retries": 2, "retry_delay": timedelta(minutes=1)},
     params={
         "mode": Param("auto", enum=["auto", "dry-run", "execute"],

@@ -26,6 +26,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from kafka_rebalancer.errors import RunFolderError, one_line
+from kafka_rebalancer.model.run_actions import Action, run_action
 from kafka_rebalancer.model.schemas import TableSchema
 
 log = logging.getLogger(__name__)
@@ -33,8 +34,8 @@ log = logging.getLogger(__name__)
 SNAPSHOT, PLAN, VALIDATION, EXECUTE, VERIFY = "snapshot", "plan", "validation", "execute", "verify"
 APPROVAL, REPORT = "approval", "report"
 _PRODUCED_BY = {SNAPSHOT: "snapshot", PLAN: "plan", VALIDATION: "validate", VERIFY: "verify", APPROVAL: "approve",
-                REPORT: "report", "after_snapshot": "verify", "current": "execute-reviewed",
-                "review": "execute-reviewed"}
+                REPORT: "report", "after_snapshot": "verify", "current": run_action(Action.EXECUTE_REVIEWED).command,
+                "review": run_action(Action.EXECUTE_REVIEWED).command}
 FILES_RECORD = "files.json"  # the integrity record of a stage: every file's size and sha256, written last
 # What to do about a stage whose files changed since they were written: the step that writes it again.
 _REMEDY = {SNAPSHOT: "take a new snapshot (a new run: `kafka-rebalancer snapshot`, or trigger the DAG again)",

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kafka_rebalancer.operations.actions import ACTION_NAMES
+from kafka_rebalancer.model.run_actions import ACTION_NAMES
 from tests.helpers import REPO
 
 PROBE = textwrap.dedent("""
@@ -25,7 +25,7 @@ PROBE = textwrap.dedent("""
              if n in sys.modules]
     # The light modules of the package a DAG reads at parse time: the plan job's Spark settings, the manual actions,
     # the approval operator.
-    light = ("kafka_rebalancer.spark_settings", "kafka_rebalancer.operations", "kafka_rebalancer.operations.actions",
+    light = ("kafka_rebalancer.spark_settings", "kafka_rebalancer.model", "kafka_rebalancer.model.run_actions",
              "kafka_rebalancer.airflow", "kafka_rebalancer.airflow.operators",
              "kafka_rebalancer.airflow.cluster_watch")
     heavy += [n for n in sys.modules if n.startswith("kafka_rebalancer.") and n not in light]
@@ -99,7 +99,7 @@ def test_no_heavy_imports_at_the_top_of_dag_files(facts: dict) -> None:
         # The shared wiring (plugins/kafka_rebalancer_pipeline.py) and the table of manual actions are checked by
         # the probe: no heavy imports.
         top = [line for line in top if not line.startswith(("from kafka_rebalancer_pipeline import ",
-                                                            "from kafka_rebalancer.operations.actions import ",
+                                                            "from kafka_rebalancer.model.run_actions import ",
                                                             "from kafka_rebalancer.airflow.cluster_watch import "))]
         assert not any(name in line for line in top for name in ("pyspark", "pandas", "great_expectations",
                                                                   "kafka_rebalancer", "confluent_kafka"))

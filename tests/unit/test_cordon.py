@@ -6,18 +6,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kafka_rebalancer.errors import RebalancerError
 from kafka_rebalancer.execute.cordon import (
     CONFIRM_TIMEOUT_S,
     cordon_drained,
     cordon_report,
     drained_brokers,
     metadata_version_name,
+    revert_override,
     uncordon_drained,
+    uncordon_hint,
     uncordon_reverted,
 )
 from kafka_rebalancer.execute.log import ExecutionLog
@@ -28,7 +32,7 @@ from kafka_rebalancer.kafka_admin import (
     KafkaConnection,
     PartitionInfo,
 )
-from kafka_rebalancer.operations.overrides import PoolOverride
+from kafka_rebalancer.operations.overrides import OverrideStore, PoolOverride
 from kafka_rebalancer.operations.request import make_request, run_config, write_request
 from kafka_rebalancer.run_folder import RunFolder
 from kafka_rebalancer.snapshot import capture, write_snapshot
@@ -205,8 +209,9 @@ def test_an_execute_reviewed_run_of_a_drain_drains_its_brokers(config_path: Path
     reviewed = drain_run(config_path, [2], name="reviewed")
     run = RunFolder(run_config(config_path).run_dir("execute"))
     request = make_request(run_config(config_path), action="execute-reviewed", reviewed_run_id="reviewed")
-    write_request(run, request.model_copy(update={"override": make_request(
-        run_config(config_path), action="drain-brokers", brokers=[2], reason="x").override}))
+    drain = make_request(run_config(config_path), action="drain-brokers", brokers=[2], reason="x")
+    # as snapshot.reviewed adopts it: the reviewed run's override and scope
+    write_request(run, request.model_copy(update={"override": drain.override, "scope": drain.scope}))
     assert drained_brokers(run) == drained_brokers(reviewed) == [2]
 
 
@@ -256,6 +261,27 @@ def test_reverting_a_drain_uncordons_its_brokers_unless_another_drain_holds_them
     assert "--entity-name 6 --delete-config cordoned.log.dirs" in line
     assert line.endswith("broker(s) 4 stay cordoned: another active drain holds them")
     assert uncordon_reverted(FakeAdmin(), override(3, [2]), []) == "broker(s) 2 were not cordoned"
+
+
+def test_reverting_an_override_uncordons_a_drain_and_stands_when_the_cluster_cannot_be_asked(
+        config_path: Path) -> None:
+    """The one revert the CLI and the overrides DAG share (execute.cordon.revert_override)."""
+    store = OverrideStore.of(run_config(config_path))
+    for o in (override(1, [3]), override(2, [4]), override(3, [7], kind="add-brokers")):
+        store.record(o.model_copy(update={"from_pools": {b: None for b in o.brokers}}))
+    admin = FakeAdmin()
+    admin.cordon([3])
+    reverted, line = revert_override(store, 1, "bob", lambda: nullcontext(admin))
+    assert reverted.state == "reverted" and line is not None and line.startswith("uncordoned broker(s) 3")
+
+    def unreachable() -> nullcontext[Any]:
+        raise RebalancerError("no broker answered within 5 s")
+    reverted, line = revert_override(store, 2, "bob", unreachable)
+    assert reverted.state == "reverted" and line == (
+        "broker(s) 4 may still be cordoned: the cluster could not be asked (no broker answered within 5 s); "
+        "later: " + uncordon_hint([4]))
+    assert revert_override(store, 3, "bob", unreachable)[1] is None  # an addition: nothing to uncordon
+    assert [o.state for o in store.read()] == ["reverted"] * 3
 
 
 def test_the_report_names_each_cordon_and_whether_the_broker_confirms_it() -> None:

@@ -4,12 +4,15 @@ and refused when they no longer fit, leadership-only plans, and the approval rul
 from __future__ import annotations
 
 import argparse
+import ast
+import contextlib
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import pandas as pd
 import pytest
+from pydantic import ValidationError
 
 from kafka_rebalancer.approve.approval import (
     PlanFacts,
@@ -22,8 +25,8 @@ from kafka_rebalancer.approve.approval import (
 from kafka_rebalancer.cli.commands import COMMANDS, OPTIONS, add_parsers, request_params
 from kafka_rebalancer.config import load_config, parse_duration
 from kafka_rebalancer.errors import ConfigError, ExecutionError, RebalancerError
-from kafka_rebalancer.operations.actions import ACTION_NAMES, BY_NAME, MANUAL_ACTIONS, ManualAction
-from kafka_rebalancer.operations.overrides import OverrideKind, OverrideStore, apply_overrides, layout
+from kafka_rebalancer.model.run_actions import ACTION_NAMES, BY_ACTION, MANUAL_ACTIONS, Action, RunAction
+from kafka_rebalancer.operations.overrides import OverrideStore, PoolOverride, apply_overrides, layout
 from kafka_rebalancer.operations.request import (
     RESOLVERS,
     ManualRequest,
@@ -40,7 +43,7 @@ from kafka_rebalancer.plan.balance.leadership import leadership_moves
 from kafka_rebalancer.plan.changes import partition_changes
 from kafka_rebalancer.run_folder import RunFolder
 from kafka_rebalancer.snapshot import start
-from tests.helpers import write_config
+from tests.helpers import REPO, write_config
 
 BODY = {"cluster": {"name": "c1"}, "pools": {"a": {"brokers": [1, 2, 3]}, "b": {"brokers": [4, 5, 6]}},
         "topic_pools": [{"topics": "orders*", "pool": "a"}, {"topics": "clicks*", "pool": "b"}],
@@ -106,7 +109,7 @@ def test_the_brokers_a_request_names_are_checked_against_the_snapshot(config_pat
 
 
 @pytest.mark.parametrize("action", MANUAL_ACTIONS, ids=ACTION_NAMES)
-def test_a_field_the_action_does_not_take_is_refused(config_path: Path, action: ManualAction) -> None:
+def test_a_field_the_action_does_not_take_is_refused(config_path: Path, action: RunAction) -> None:
     for field, value in {"broker_pool": "a", "brokers": [1], "topics": ["t"], "reviewed_run_id": "r"}.items():
         if field not in action.fields:
             with pytest.raises(RequestError, match=re_escape(f"'{field}': not used by {action.name}")):
@@ -138,10 +141,16 @@ def test_actions_turn_into_planner_scopes(config_path: Path) -> None:
 def test_every_manual_action_is_defined_once_in_its_table() -> None:
     """The request's actions, their functions, the pool overrides' kinds and the CLI's commands are the table's
     (the manual DAG's `action` param: tests/dags)."""
-    assert len(BY_NAME) == len(COMMANDS) == len(MANUAL_ACTIONS)  # no name, no command twice
-    assert get_args(ManualRequest.model_fields["action"].annotation) == ("nightly", *ACTION_NAMES)
-    assert set(RESOLVERS) == {"nightly", *ACTION_NAMES}
-    assert get_args(OverrideKind) == tuple(a.name for a in MANUAL_ACTIONS if a.changes_pools)
+    assert len(BY_ACTION) == len(Action) and len(COMMANDS) == len(MANUAL_ACTIONS)  # no action, no command twice
+    assert ManualRequest.model_fields["action"].annotation is Action
+    assert set(RESOLVERS) == set(Action) == {"nightly", *ACTION_NAMES}
+    for action in Action:  # a pool override is made only by an action that changes pools
+        fields = {"id": 1, "kind": action, "requested_by": "x", "created_at": "t", "reason": "r", "run_id": "run"}
+        if BY_ACTION[action].changes_pools:
+            assert PoolOverride(**fields).kind is action
+        else:
+            with pytest.raises(ValidationError, match="changes no pool"):
+                PoolOverride(**fields)
     sub = argparse.ArgumentParser().add_subparsers(dest="command")
     add_parsers(sub, lambda p: p.add_argument("--config"))
     assert set(sub.choices) == {*COMMANDS, "overrides", "pools"}
@@ -331,8 +340,13 @@ def test_the_overrides_dag_task_lists_and_reverts(config_path: Path, monkeypatch
     from kafka_rebalancer.airflow.tasks import overrides_task
 
     uncordoned: list[list[int]] = []  # the cordon itself is the integration test's (test_cordoned_drain.py)
-    monkeypatch.setattr(tasks, "_uncordon_reverted", lambda config, reverted, active: uncordoned.append(
-        reverted.brokers))
+    from kafka_rebalancer import kafka_admin
+    from kafka_rebalancer.execute import cordon
+
+    monkeypatch.setattr(tasks, "_connection", lambda config: None)
+    monkeypatch.setattr(kafka_admin, "ClusterAdmin", lambda connection: contextlib.nullcontext())
+    monkeypatch.setattr(cordon, "uncordon_reverted", lambda admin, reverted, active: str(uncordoned.append(
+        reverted.brokers)))
     _, run = _request_run(config_path, "d1", action="drain-brokers", brokers=[2], reason="disk")
     record_override(run_config(config_path, run), run, "alice")
     dag_run = SimpleNamespace(triggering_user_name="bob")
@@ -344,3 +358,38 @@ def test_the_overrides_dag_task_lists_and_reverts(config_path: Path, monkeypatch
                                "dag_run": dag_run})
     assert reverted[0]["state"] == "reverted" and reverted[0]["reverted_by"] == "bob" and uncordoned == [[2]]
     assert run_config(config_path).pools["a"].brokers == [1, 2, 3]
+
+
+def test_no_action_name_is_written_outside_its_module() -> None:
+    """An action is named by its `Action` member everywhere but model/run_actions.py: a literal name elsewhere
+    would be silently False when misspelt."""
+    names = {a.value for a in Action}
+    found = []
+    sources = [*(REPO / "src").rglob("*.py"), *(REPO / "dags").glob("*.py"), *(REPO / "plugins").glob("*.py")]
+    for path in sorted(sources):
+        if path.name == "run_actions.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in names:
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.value!r}")
+    assert not found, found
+
+
+def test_a_request_written_before_the_scope_held_the_decisions_still_reads_the_same(config_path: Path) -> None:
+    """request.json as runs wrote it before the scope held drained brokers, the promise and log-dir balancing:
+    read, it gets them as the resolver decides them now (an execute-reviewed run of such a dry run works)."""
+    config = run_config(config_path)
+    for params in ({"action": "drain-brokers", "brokers": [2], "reason": "r"}, {"action": "demote-brokers",
+                                                                                 "brokers": [1]},
+                   {"action": "add-brokers", "brokers": [7], "broker_pool": "a", "reason": "r"},
+                   {"action": "rebalance-pool", "broker_pool": "a"}):
+        today = make_request(config, **params)
+        old = today.model_dump(mode="json")
+        for field in ("drained", "promise", "balances_log_dirs"):
+            del old["scope"][field]
+        assert ManualRequest.model_validate(old).scope == today.scope, params
+        # an execute-reviewed run that adopted it (before: its override, and the scope without the decisions)
+        adopted = {**make_request(config, action="execute-reviewed", reviewed_run_id="r").model_dump(mode="json"),
+                   "override": old["override"], "scope": old["scope"]}
+        assert ManualRequest.model_validate(adopted).scope.promise == today.scope.promise, params
+        assert ManualRequest.model_validate(adopted).scope.drained == today.scope.drained, params

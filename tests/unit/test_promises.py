@@ -107,5 +107,5 @@ def test_held_partitions_get_the_pool_a_drain_or_demotion_needs(config_path: Pat
     nowhere = brokers.assign(broker_pool=[None, "a", "a", "b", "b", "b"])
     drain_1 = make_request(base, action="drain-brokers", brokers=[1], reason="r")
     odd = partitions.assign(replicas=[[1, 4], [5, 3], [3, 1], [4, 5]])
-    assert stranded(odd, nowhere, drain_1.model_copy(update={"override": drain_1.override.model_copy(
-        update={"from_pools": {1: None}})})) == [("__consumer_offsets", 0)]
+    assert stranded(odd, nowhere, drain_1.model_copy(update={"scope": drain_1.scope.model_copy(
+        update={"drained": {1: None}})})) == [("__consumer_offsets", 0)]

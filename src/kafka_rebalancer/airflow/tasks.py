@@ -290,6 +290,8 @@ def cancel_task(context: Any) -> dict[str, Any]:
 def overrides_task(context: Any) -> list[dict[str, Any]]:
     """List the pool overrides, or revert one (params action, override_id); returns the store's overrides."""
     from kafka_rebalancer.errors import RebalancerError
+    from kafka_rebalancer.execute.cordon import revert_override
+    from kafka_rebalancer.kafka_admin import ClusterAdmin
     from kafka_rebalancer.operations.overrides import OverrideStore
 
     params = context["params"]
@@ -298,10 +300,11 @@ def overrides_task(context: Any) -> list[dict[str, Any]]:
     if params["action"] == "revert":
         if params.get("override_id") is None:
             raise RebalancerError("action revert: parameter 'override_id' is required")
-        reverted = store.revert(int(params["override_id"]), _user(context))
+        reverted, uncordoned = revert_override(store, int(params["override_id"]), _user(context),
+                                               lambda: ClusterAdmin(_connection(config)))
         log.info("reverted %s; the next run plans with the config's pools for it", reverted.describe())
-        if reverted.kind == "drain-brokers":
-            _uncordon_reverted(config, reverted, store.active())
+        if uncordoned is not None:
+            log.info("%s", uncordoned)
     overrides = store.read()
     for o in overrides:
         log.info("%s [%s] by %s, %s, run %s: %s", o.describe(), o.state, o.requested_by, o.created_at, o.run_id,
@@ -309,19 +312,6 @@ def overrides_task(context: Any) -> list[dict[str, Any]]:
     if not overrides:
         log.info("no pool overrides in %s", store.path)
     return [o.model_dump(mode="json") for o in overrides]
-
-
-def _uncordon_reverted(config: Any, reverted: Any, active: list[Any]) -> None:
-    """A reverted drain's brokers take new partitions again; the override is reverted even if this fails."""
-    from kafka_rebalancer.execute.cordon import uncordon_hint, uncordon_reverted
-    from kafka_rebalancer.kafka_admin import ClusterAdmin
-
-    try:
-        with ClusterAdmin(_connection(config)) as admin:
-            log.info("%s", uncordon_reverted(admin, reverted, active))
-    except Exception as exc:  # noqa: BLE001  # the revert stands; say how to finish it by hand
-        log.warning("broker(s) %s may still be cordoned (%s); later: %s", reverted.brokers, exc,
-                    uncordon_hint(reverted.brokers))
 
 
 def verify_task(context: Any, run_dir: str) -> dict[str, Any]:
@@ -370,6 +360,7 @@ def decide_task(context: Any, band_events: list[dict[str, Any]]) -> list[dict[st
     from kafka_rebalancer.automation.decide import STARTED, decide, planned_situations
     from kafka_rebalancer.automation.store import append_events, defer_events, event_line, read_events
     from kafka_rebalancer.automation.watch import BANDS_DUE, ClusterEvent
+    from kafka_rebalancer.model.run_actions import run_action
     from kafka_rebalancer.operations.request import run_config
 
     config_path = context["params"]["config_path"]
@@ -398,6 +389,6 @@ def decide_task(context: Any, band_events: list[dict[str, Any]]) -> list[dict[st
     return [{"trigger_run_id": run_ids[r.broker_pool],
              "conf": {"action": r.action, "brokers": list(r.brokers),
                       # a drain names brokers only; their pool is where they are
-                      "broker_pool": None if r.action == "drain-brokers" else r.broker_pool,
+                      "broker_pool": r.broker_pool if run_action(r.action).names_pool else None,
                       "reason": r.reason(), "mode": "dry-run" if r.mode == "dry-run" else "execute",
                       "config_path": config_path}} for r in runs]

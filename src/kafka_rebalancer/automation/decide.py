@@ -20,19 +20,18 @@ from typing import Any
 from kafka_rebalancer.automation.bands import DISK_OVER_USE, POOL_OUT_OF_BAND
 from kafka_rebalancer.automation.watch import BROKER_ADDED, BROKER_LOST, ClusterEvent
 from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.model.run_actions import AUTOMATIC, Action, run_action
 
 STARTED, SUPPRESSED, REPORTED = "started", "suppressed", "reported"
-ACTION_OF = {BROKER_LOST: "drain-brokers", BROKER_ADDED: "add-brokers", POOL_OUT_OF_BAND: "rebalance-pool",
-             DISK_OVER_USE: "rebalance-pool"}
-# A lost broker's drain first (its partitions are short of a replica until it runs), then an addition.
-PRECEDENCE = ("drain-brokers", "add-brokers", "rebalance-pool")
+ACTION_OF = {BROKER_LOST: Action.DRAIN_BROKERS, BROKER_ADDED: Action.ADD_BROKERS,
+             POOL_OUT_OF_BAND: Action.REBALANCE_POOL, DISK_OVER_USE: Action.REBALANCE_POOL}
 
 
 @dataclass(frozen=True)
 class AutomaticRun:
     """A run the events start: the manual operation's parameters, and the events it answers."""
 
-    action: str
+    action: Action
     broker_pool: str
     brokers: tuple[int, ...]
     mode: str  # dry-run, approve or execute
@@ -51,7 +50,8 @@ def planned_situations(entries: Iterable[Mapping[str, Any]], has_plan: Callable[
     its plan (`entries`: the events log, oldest first; `has_plan`: whether a run id's plan was written)."""
     latest: dict[str, tuple[str, set[str]]] = {}
     for entry in entries:
-        if entry.get("decision") == STARTED and entry.get("action") == "rebalance-pool" and entry.get("situation"):
+        if entry.get("decision") == STARTED and entry.get("action") == Action.REBALANCE_POOL \
+                and entry.get("situation"):
             run_id, pool = str(entry.get("run_id")), str(entry.get("broker_pool"))
             if latest.get(pool, ("", set()))[0] != run_id:
                 latest[pool] = (run_id, set())
@@ -69,7 +69,7 @@ def decide(events: Iterable[ClusterEvent], config: RebalancerConfig, last_starte
     rules = {BROKER_LOST: automation.broker_lost, BROKER_ADDED: automation.broker_added,
              POOL_OUT_OF_BAND: automation.out_of_band, DISK_OVER_USE: automation.out_of_band}
     records: list[dict[str, Any]] = []
-    grouped: dict[tuple[str, str], list[ClusterEvent]] = {}
+    grouped: dict[tuple[str, Action], list[ClusterEvent]] = {}
     for event in events:
         if event.kind not in rules or event.broker_pool is None:
             records.append({**event.as_dict(), "decision": REPORTED, "why": "starts nothing"})
@@ -96,15 +96,17 @@ def decide(events: Iterable[ClusterEvent], config: RebalancerConfig, last_starte
         records.append({**event.as_dict(), "decision": SUPPRESSED, "why": why, "action": ACTION_OF[event.kind],
                         **({"retry_at": retry_at} if retry_at is not None else {})})
     runs = []
-    for (pool, action), pooled in sorted(grouped.items(), key=lambda kv: (kv[0][0], PRECEDENCE.index(kv[0][1]))):
+    # Per pool the action that goes first (a lost broker's drain: its partitions are short of a replica until it
+    # runs), the others held back.
+    for (pool, action), pooled in sorted(grouped.items(), key=lambda kv: (kv[0][0], AUTOMATIC.index(kv[0][1]))):
         if any(r.broker_pool == pool for r in runs):  # one automatic run per pool at a time
             records += [{**e.as_dict(), "decision": SUPPRESSED, "action": action,
                          "retry_at": now + config.automation.cooldown_s,
                          "why": f"another automatic run for pool {pool} starts on the same look"} for e in pooled]
             continue
         # A drain or an addition names its brokers; a rebalance the whole pool.
-        brokers = () if action == "rebalance-pool" else tuple(sorted({e.broker_id for e in pooled
-                                                                      if e.broker_id is not None}))
+        brokers = () if "brokers" not in run_action(action).fields else tuple(sorted(
+            {e.broker_id for e in pooled if e.broker_id is not None}))
         run = AutomaticRun(action, pool, brokers, rules[pooled[0].kind].mode, tuple(pooled))
         runs.append(run)
         records += [{**e.as_dict(), "decision": STARTED, "action": run.action, "mode": run.mode,

@@ -1,5 +1,5 @@
 """The manual operations' command-line arguments, one command per row of the table of manual actions
-(operations/actions.py), kept apart from `cli.operations` (which runs them) so that building the CLI's parser
+(model/run_actions.py), kept apart from `cli.operations` (which runs them) so that building the CLI's parser
 imports nothing heavy: the CLI starts fast and `plan` starts its Spark JVM early."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kafka_rebalancer.operations.actions import MANUAL_ACTIONS, ManualAction
+from kafka_rebalancer.model.run_actions import MANUAL_ACTIONS, RunAction
 
-COMMANDS: dict[str, ManualAction] = {a.command: a for a in MANUAL_ACTIONS}
+COMMANDS: dict[str, RunAction] = {a.command: a for a in MANUAL_ACTIONS}
 
 
 def _ids(text: str) -> list[int]:
@@ -52,12 +52,12 @@ OPTIONS: dict[str, Option] = {
 }
 
 
-def request_params(action: ManualAction, args: argparse.Namespace) -> dict[str, Any]:
+def request_params(action: RunAction, args: argparse.Namespace) -> dict[str, Any]:
     """What the command of `action` asks for, as `make_request`'s parameters."""
     return {"action": action.name, **{field: getattr(args, OPTIONS[field].dest) for field in action.fields}}
 
 
-def _command_help(action: ManualAction) -> str:
+def _command_help(action: RunAction) -> str:
     # An action that plans stops at its dry run unless --apply; the other kind executes a plan already read.
     if action.plans:
         return f"manual operation {action.name} (dry run unless --apply)"

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -78,14 +79,12 @@ def overrides_command(args: argparse.Namespace, connect: Callable[[RebalancerCon
     if args.verb == "revert":
         if args.id is None:
             raise RebalancerError("overrides revert needs the override's id (see: kafka-rebalancer overrides list)")
-        reverted = store.revert(args.id, current_user())
-        print(f"reverted {reverted.describe()}; the next run plans with the config's pools for these brokers")
-        if reverted.kind == "drain-brokers":
-            from kafka_rebalancer.execute.cordon import uncordon_hint, uncordon_reverted
+        from kafka_rebalancer.execute.cordon import revert_override
 
-            print(_on_cluster(config, connect, lambda admin: uncordon_reverted(admin, reverted, store.active()),
-                              f"broker(s) {', '.join(map(str, reverted.brokers))} may still be cordoned: the "
-                              f"cluster could not be asked; later: {uncordon_hint(reverted.brokers)}"))
+        reverted, uncordoned = revert_override(store, args.id, current_user(), lambda: _reachable(config, connect))
+        print(f"reverted {reverted.describe()}; the next run plans with the config's pools for these brokers")
+        if uncordoned is not None:
+            print(uncordoned)
         return 0
     overrides = store.read()
     if not overrides:
@@ -122,13 +121,20 @@ def _on_cluster(config: RebalancerConfig, connect: Callable[[RebalancerConfig], 
                 read: Callable[[Any], str], failed: str) -> str:
     """`read(admin)` on the config's cluster, for a command whose own work needs no cluster: a cluster that
     cannot be reached is one line (`failed`, and why), not an error."""
-    from kafka_rebalancer.kafka_admin import ClusterAdmin
-
     try:
-        with ClusterAdmin(connect(config)) as admin:
-            admin.check_reachable(timeout_s=_CLUSTER_CHECK_TIMEOUT_S)
+        with _reachable(config, connect) as admin:
             return read(admin)
     except RebalancerError as exc:  # unreachable, no bootstrap servers set, a permission missing
         return f"{failed} ({exc})"
     except Exception as exc:  # noqa: BLE001 - a broker's error answer; the command's own work stands
         return f"{failed} ({type(exc).__name__}: {exc})"
+
+
+@contextmanager
+def _reachable(config: RebalancerConfig, connect: Callable[[RebalancerConfig], Any]) -> Iterator[Any]:
+    """An admin client of the config's cluster, once the cluster answers (RebalancerError when it does not)."""
+    from kafka_rebalancer.kafka_admin import ClusterAdmin
+
+    with ClusterAdmin(connect(config)) as admin:
+        admin.check_reachable(timeout_s=_CLUSTER_CHECK_TIMEOUT_S)
+        yield admin

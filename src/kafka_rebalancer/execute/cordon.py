@@ -18,15 +18,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.errors import RebalancerError
 from kafka_rebalancer.execute.log import ExecutionLog
 from kafka_rebalancer.kafka_admin import CORDON_CONFIG, BrokerCordon
-from kafka_rebalancer.operations.overrides import PoolOverride
-from kafka_rebalancer.operations.request import read_request
+from kafka_rebalancer.operations.overrides import OverrideStore, PoolOverride
+from kafka_rebalancer.operations.request import read_request, scope_of
 from kafka_rebalancer.run_folder import EXECUTE, RunFolder
-from kafka_rebalancer.snapshot.evacuation import leaving_brokers
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +62,8 @@ def metadata_version_name(level: int | None) -> str:
 
 
 def drained_brokers(run: RunFolder) -> list[int]:
-    """The brokers the run's drain empties: a drain-brokers request, or an execute-reviewed run adopting one."""
-    return sorted(leaving_brokers(read_request(run)))
+    """The brokers the run's drain empties: a drain's, or an execute-reviewed run's that adopted one (its scope)."""
+    return sorted(scope_of(read_request(run)).drained)
 
 
 def cordon_drained(config: RebalancerConfig, admin: CordonAdmin, run: RunFolder, xlog: ExecutionLog, *,
@@ -194,7 +195,7 @@ def uncordon_drained(admin: CordonAdmin, run: RunFolder, xlog: ExecutionLog) -> 
 def uncordon_reverted(admin: CordonAdmin, override: PoolOverride, active: list[PoolOverride]) -> str:
     """For `overrides revert` of a drain: uncordon its brokers that no other active drain holds; one line saying
     what was done."""
-    still = {b for o in active if o.kind == "drain-brokers" and o.id != override.id for b in o.brokers}
+    still = {b for o in active if o.drains and o.id != override.id for b in o.brokers}
     brokers = sorted(set(override.brokers) - still)
     live = admin.live_broker_ids()
     cordoned = sorted(admin.cordoned_brokers([b for b in brokers if b in live])) if brokers else []
@@ -210,6 +211,23 @@ def uncordon_reverted(admin: CordonAdmin, override: PoolOverride, active: list[P
     if kept := sorted(set(override.brokers) & still):
         parts.append(f"broker(s) {_ids(kept)} stay cordoned: another active drain holds them")
     return "; ".join(parts) or f"broker(s) {_ids(brokers)} were not cordoned"
+
+
+def revert_override(store: OverrideStore, override_id: int, user: str,
+                    admin_of: Callable[[], AbstractContextManager[CordonAdmin]]) -> tuple[PoolOverride, str | None]:
+    """Revert a pool override, then, for a drain, uncordon its brokers (`uncordon_reverted`, with the admin
+    `admin_of` opens). Returns the override and the uncordon line (None: not a drain). The revert stands when the
+    cluster cannot be asked: the line says so and how to finish by hand."""
+    reverted = store.revert(override_id, user)
+    if not reverted.drains:
+        return reverted, None
+    try:
+        with admin_of() as admin:
+            return reverted, uncordon_reverted(admin, reverted, store.active())
+    except Exception as exc:  # noqa: BLE001 - unreachable, refused, a permission missing: the revert stands
+        why = str(exc) if isinstance(exc, RebalancerError) else f"{type(exc).__name__}: {exc}"
+        return reverted, (f"broker(s) {_ids(reverted.brokers)} may still be cordoned: the cluster could not be "
+                          f"asked ({why}); later: {uncordon_hint(reverted.brokers)}")
 
 
 def cordon_report(admin: CordonAdmin) -> str:

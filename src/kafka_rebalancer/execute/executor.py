@@ -27,6 +27,7 @@ from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import ExecutionCancelled, ExecutionError
 from kafka_rebalancer.execute.arrival_dirs import misplaced_arrivals, name_arrival_dirs
 from kafka_rebalancer.execute.cluster import Cluster, describe, names
+from kafka_rebalancer.execute.cordon import drained_brokers
 from kafka_rebalancer.execute.load_control import LoadControl, prometheus_loads
 from kafka_rebalancer.execute.lock import pool_lock
 from kafka_rebalancer.execute.log import ExecutionLog
@@ -50,9 +51,7 @@ from kafka_rebalancer.execute.throttle import Throttle, throttle_for
 from kafka_rebalancer.execute.throttle_tuner import ThrottleTuner
 from kafka_rebalancer.kafka_admin import PartitionInfo
 from kafka_rebalancer.model.reassignment import Key
-from kafka_rebalancer.operations.request import read_request
 from kafka_rebalancer.run_folder import EXECUTE, RunFolder, read_json, write_json
-from kafka_rebalancer.snapshot.evacuation import leaving_brokers
 
 log = logging.getLogger(__name__)
 
@@ -428,7 +427,7 @@ def _execute_locked(config: RebalancerConfig, cluster: Cluster, run: RunFolder, 
         xlog.append("cancel_cleared", detail="execution resumed after a cancel")
     rate = throttle_bytes_per_s or config.execution.throttle_bytes_per_s
     throttle = _on_live_brokers(throttle_for(plan.moves, rate), cluster) if rate else Throttle(None)
-    drained = frozenset(leaving_brokers(read_request(run)))
+    drained = frozenset(drained_brokers(run))
     result = _PoolExecution(config, cluster, pool, plan, xlog, throttle, drained, marker, sleep, clock).run()
     write_json(out_dir / "result.json", result)
     log.info("%s: %d of %d moves complete, %d skipped; execution log and result in %s", pool, result["completed"],
@@ -472,7 +471,7 @@ def dry_run_pool(config: RebalancerConfig, cluster: Cluster, run: RunFolder, poo
     """What execute would do now, without changing anything: each move with its drift status."""
     plan = load_pool_plan(config, run, pool)
     moves = order_moves(plan.moves, config.execution.order, plan.disk_utilisation)
-    _, reasons = _start_check(cluster, moves, frozenset(leaving_brokers(read_request(run))))
+    _, reasons = _start_check(cluster, moves, frozenset(drained_brokers(run)))
     rows = [{"topic": m.topic, "partition": m.partition, "old": list(m.old), "new": list(m.new),
              "bytes": m.bytes_to_copy, "would": reasons[m.key] or "start"} for m in moves]
     result = {"pool": pool, "plan_hash": plan.digest, "dry_run": True, "moves": rows}

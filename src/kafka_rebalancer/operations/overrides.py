@@ -1,6 +1,6 @@
 """Pool overrides: the lasting pool changes of manual operations, kept on top of the config.
 
-`isolate-topics`, `drain-brokers` and `add-brokers` change which brokers form a pool and which topics live in it.
+Isolating topics, draining brokers and adding brokers change which brokers form a pool and which topics live in it.
 Those changes must outlast the run that made them (the next nightly run must not move anything back), so they are
 recorded here, in one JSON file per cluster under the run root, that every step reads through
 `apply_overrides`. An override is recorded only when its run is approved to execute; it can be reverted.
@@ -22,14 +22,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kafka_rebalancer.errors import ConfigError, RebalancerError
+from kafka_rebalancer.model.run_actions import Action, run_action
 
 if TYPE_CHECKING:
     from kafka_rebalancer.config import RebalancerConfig
 
-OverrideKind = Literal["isolate-topics", "drain-brokers", "add-brokers"]
 CONFIG = "config"  # the source of a pool's brokers and rules that no override changed
 
 
@@ -39,8 +39,8 @@ class PoolOverride(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: int = Field(ge=1)
-    kind: OverrideKind
-    broker_pool: str | None = None  # the pool brokers join / topics move into; None for drain-brokers
+    kind: Action  # the action that made it: one that changes pools
+    broker_pool: str | None = None  # the pool brokers join / topics move into; None for a drain
     brokers: list[int] = Field(default_factory=list)
     from_pools: dict[int, str | None] = Field(default_factory=dict)
     topics: list[str] = Field(default_factory=list)
@@ -53,10 +53,22 @@ class PoolOverride(BaseModel):
     reverted_by: str | None = None
     reverted_at: str | None = None
 
+    @field_validator("kind")
+    @classmethod
+    def _changes_pools(cls, kind: Action) -> Action:
+        if not run_action(kind).changes_pools:
+            raise ValueError(f"{kind} changes no pool")
+        return kind
+
+    @property
+    def drains(self) -> bool:
+        """Its brokers left their pools (else they joined `broker_pool`)."""
+        return run_action(self.kind).drains
+
     def describe(self) -> str:
-        what = {"isolate-topics": f"topics {', '.join(self.topics)} into pool {self.broker_pool!r}",
-                "drain-brokers": "drain (leave their pool)",
-                "add-brokers": f"join pool {self.broker_pool!r}"}[self.kind]
+        what = ("drain (leave their pool)" if self.drains else
+                f"topics {', '.join(self.topics)} into pool {self.broker_pool!r}" if self.topics else
+                f"join pool {self.broker_pool!r}")
         brokers = f"brokers {', '.join(map(str, self.brokers))} " if self.brokers else ""
         return f"#{self.id} {self.kind}: {brokers}{what}"
 
@@ -173,15 +185,15 @@ def layout(config: RebalancerConfig, overrides: list[PoolOverride]) -> PoolLayou
                 raise ConfigError(file, "pools", f"{name} no longer fits: broker {b} was in {before} when it was "
                                   f"made and is in {now} now; revert it (kafka-rebalancer overrides revert "
                                   f"{o.id}) or restore the config")
-        # isolate-topics may create its pool (with brokers); add-brokers joins one that must still exist.
-        creates_pool = o.kind == "isolate-topics" and bool(o.brokers)
-        if o.kind != "drain-brokers" and o.broker_pool not in pools and not creates_pool:
+        # An isolation may create its pool (with brokers); an addition joins one that must still exist.
+        creates_pool = bool(o.topics) and bool(o.brokers)
+        if not o.drains and o.broker_pool not in pools and not creates_pool:
             raise ConfigError(file, "pools", f"{name} no longer fits: pool {o.broker_pool!r} is not in the config "
                               f"(known: {', '.join(sorted(pools))})")
         for b in o.brokers:
             if pool_of.get(b) is not None:
                 pools[pool_of[b]].remove(b)
-            if o.kind == "drain-brokers":
+            if o.drains:
                 drained[b] = f"override #{o.id}"
                 broker_source.pop(b, None)
             else:
@@ -190,7 +202,7 @@ def layout(config: RebalancerConfig, overrides: list[PoolOverride]) -> PoolLayou
         emptied = [p for p, brokers in pools.items() if not brokers]
         if emptied:
             raise ConfigError(file, "pools", f"{name} leaves pool(s) {', '.join(emptied)} without brokers")
-        if o.kind == "isolate-topics":
+        if o.topics:  # an isolation: its topics live in its pool
             rules = [(t, o.broker_pool) for t in o.topics] + rules  # type: ignore[misc]
             rule_source = [f"override #{o.id}"] * len(o.topics) + rule_source
     return PoolLayout(pools, rules, broker_source, rule_source, drained)

@@ -1,6 +1,6 @@
 """A manual operation's request, and what it changes for the planner.
 
-A person asks for one action (`isolate-topics`, `drain-brokers`, ...; their table: operations/actions.py). The
+A person asks for one action (isolate topics, drain brokers, ...; their table: model/run_actions.py). The
 request is checked against the config before anything runs (each missing or wrong field is named), written into
 the run folder as `request.json`, and from then on every step of the run reads it: the pool override it will
 record (applied on top of the config for this run only, until the run is approved), and the planning scope (which
@@ -14,15 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from kafka_rebalancer.config import RebalancerConfig, load_config
 from kafka_rebalancer.errors import RebalancerError, RunFolderError
+from kafka_rebalancer.model.run_actions import Action, RunAction, run_action
 from kafka_rebalancer.model.schemas import BROKERS
-from kafka_rebalancer.operations.actions import ACTION_NAMES, BY_NAME
 from kafka_rebalancer.operations.overrides import (
     OverrideStore,
     PoolOverride,
@@ -32,15 +32,8 @@ from kafka_rebalancer.operations.overrides import (
 )
 from kafka_rebalancer.run_folder import SNAPSHOT, RunFolder, read_json, read_table, write_json
 
-if TYPE_CHECKING:
-    Action = str  # "nightly" (the scheduled run's) or a manual action's name (operations/actions.py)
-else:
-    # Built from the table, so pydantic names every accepted action when another is given.
-    Action = Literal[("nightly", *ACTION_NAMES)]
 REQUEST_FILE = "request.json"
 MAX_BROKER_ID = 2**31 - 1  # a Java int
-# Brokers that receive replicas must be running; those that give them away may be down (a dead broker is drained).
-MUST_RUN = ("isolate-topics", "add-brokers")
 
 
 class RequestError(RebalancerError):
@@ -61,6 +54,11 @@ class PlanningScope(BaseModel):
     demoted: frozenset[int] = frozenset()
     topics: tuple[str, ...] = ()  # leadership only: these topic patterns (empty: every topic)
     removed_log_dirs: frozenset[tuple[int, str]] = frozenset()  # remove-disks: (broker, path) emptied in place
+    # The brokers the run drains, each with the pool it leaves (None: it was in no pool): they leave their pools,
+    # are cordoned while it runs, and every replica on them goes home.
+    drained: dict[int, str | None] = Field(default_factory=dict)
+    promise: Action | None = None  # the action whose promise the run keeps (plan/promises.py), beyond the bands
+    balances_log_dirs: bool = True  # the planned brokers' replicas are also balanced between their log dirs
 
     def balance_planned(self, broker_pool: str) -> bool:
         """Whether the balance planner plans this pool in this run (a leadership-only action plans none)."""
@@ -83,6 +81,23 @@ class ManualRequest(BaseModel):
     requested_at: str = Field(default_factory=now_iso)
     override: PoolOverride | None = None  # the pool change this run records once approved
     scope: PlanningScope = Field(default_factory=PlanningScope)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _decided_as_today(cls, data: Any) -> Any:
+        """A request.json written before the scope held the action's decisions gets them as the resolver decides
+        them now, so that a run folder planned before still executes, checks and reports the same."""
+        if not isinstance(data, dict) or not isinstance(data.get("scope"), dict) or "promise" in data["scope"]:
+            return data
+        override = data.get("override") if isinstance(data.get("override"), dict) else None
+        source = Action.DEMOTE_BROKERS if data["scope"].get("leadership") == "demote" else \
+            (override or data).get("kind" if override else "action")
+        try:
+            record = run_action(source)
+        except ValueError:
+            return data  # the field validation names it
+        return {**data, "scope": {**data["scope"], **_decisions(record, override and PoolOverride.model_validate(
+            override))}}
 
 
 def _fail(action: str, name: str, message: str) -> RequestError:
@@ -112,6 +127,13 @@ def _needs_reason(request: ManualRequest) -> None:
     if not request.reason.strip():
         raise _fail(request.action, "reason", "required: this action changes pool membership (say why; it is "
                     "recorded with the pool override)")
+
+
+def _decisions(record: RunAction, override: PoolOverride | None) -> dict[str, Any]:
+    """What the action decides for every step after the request (the scope's fields its resolver leaves alone)."""
+    return {"promise": record.action if record.promises else None, "balances_log_dirs": record.balances_log_dirs,
+            "drained": {b: override.from_pools.get(b) for b in override.brokers}
+            if record.drains and override is not None else {}}
 
 
 def _unused(request: ManualRequest, allowed: tuple[str, ...]) -> None:
@@ -227,11 +249,12 @@ def _nightly(r: ManualRequest, config: RebalancerConfig) -> Resolved:
     return None, PlanningScope()
 
 
-# One per action of operations/actions.py, and the nightly run's.
-RESOLVERS: dict[str, Callable[[ManualRequest, RebalancerConfig], Resolved]] = {
-    "nightly": _nightly, "isolate-topics": _isolate_topics, "drain-brokers": _drain_brokers,
-    "add-brokers": _add_brokers, "rebalance-pool": _rebalance_pool, "elect-leaders": _elect_leaders,
-    "demote-brokers": _demote_brokers, "remove-disks": _remove_disks, "execute-reviewed": _execute_reviewed}
+# One per action (model/run_actions.py).
+RESOLVERS: dict[Action, Callable[[ManualRequest, RebalancerConfig], Resolved]] = {
+    Action.NIGHTLY: _nightly, Action.ISOLATE_TOPICS: _isolate_topics, Action.DRAIN_BROKERS: _drain_brokers,
+    Action.ADD_BROKERS: _add_brokers, Action.REBALANCE_POOL: _rebalance_pool, Action.ELECT_LEADERS: _elect_leaders,
+    Action.DEMOTE_BROKERS: _demote_brokers, Action.REMOVE_DISKS: _remove_disks,
+    Action.EXECUTE_REVIEWED: _execute_reviewed}
 
 
 def make_request(config: RebalancerConfig, **params: object) -> ManualRequest:
@@ -244,9 +267,11 @@ def make_request(config: RebalancerConfig, **params: object) -> ManualRequest:
         first = exc.errors()[0]
         name = ".".join(map(str, first["loc"])) or "action"
         raise RequestError(f"parameter '{name}': {first['msg']} (got {first.get('input')!r})") from None
-    if request.action in BY_NAME:  # a manual action's other fields must be empty (the nightly run has no row)
-        _unused(request, BY_NAME[request.action].fields)
+    record = run_action(request.action)
+    if request.action != Action.NIGHTLY:  # a manual action's other fields must be empty
+        _unused(request, record.fields)
     override, scope = RESOLVERS[request.action](request, config)
+    scope = scope.model_copy(update=_decisions(record, override))
     return request.model_copy(update={"override": override, "scope": scope})
 
 
@@ -262,7 +287,9 @@ def check_brokers_in_cluster(request: ManualRequest, brokers: pd.DataFrame) -> N
     """`brokers`: a snapshot's brokers table."""
     alive = set(brokers.loc[brokers["alive"].astype(bool), "broker_id"].tolist())
     known = set(brokers["broker_id"].tolist())  # running, in a pool, or holding replicas
-    running = request.action in MUST_RUN
+    # Brokers that receive replicas must be running; those that give them away may be down (a dead broker is
+    # drained).
+    running = run_action(request.action).receivers_must_run
     missing = [b for b in request.brokers if b not in (alive if running else known)]
     if missing:
         what = "not running" if running else "unknown (not running, in no pool, holding no replica)"

@@ -29,6 +29,7 @@ from kafka_rebalancer.model.reassignment import (
     reassignment_document,
 )
 from kafka_rebalancer.model.resources import resource
+from kafka_rebalancer.model.run_actions import Action, run_action
 from kafka_rebalancer.model.schemas import (
     BANDS,
     BROKER_LOAD,
@@ -46,7 +47,6 @@ from kafka_rebalancer.model.schemas import (
     REPLICAS,
     SKIPPED,
 )
-from kafka_rebalancer.operations.actions import plans
 from kafka_rebalancer.operations.request import ManualRequest, PlanningScope, read_request, scope_of
 from kafka_rebalancer.plan.balance import per_broker
 from kafka_rebalancer.plan.balance.bands import Band
@@ -79,14 +79,13 @@ from kafka_rebalancer.plan.recheck import (
     band_rows,
     claim_rows,
     current_placement,
-    draining_brokers,
     left_outside,
     recheck_plan,
     replica_facts,
 )
 from kafka_rebalancer.plan.summary import build_summary, planner_claim, totals_sentence
 from kafka_rebalancer.run_folder import PLAN, SNAPSHOT, RunFolder, read_json, read_table, write_json, write_table
-from kafka_rebalancer.snapshot.evacuation import held_pools, leaving_brokers
+from kafka_rebalancer.snapshot.evacuation import held_pools
 from kafka_rebalancer.snapshot.store import check_snapshot, cordoned_brokers, read_snapshot, snapshot_topics
 
 log = logging.getLogger(__name__)
@@ -156,7 +155,7 @@ def run_plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder,
     `release` (e.g. a `SessionStop`) is called once the job has no more use for Spark."""
     started = time.monotonic()
     request = read_request(run)
-    if request is not None and not plans(request.action) and run.has(PLAN):
+    if request is not None and not run_action(request.action).plans and run.has(PLAN):
         log.info("execute-reviewed: the reviewed run's plan is kept as it is (not planned again)")
         return read_json(run.require(PLAN) / "summary.json")
     # The re-check reads the snapshot in pandas and works out its plan-independent half beside the Spark work,
@@ -224,7 +223,8 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
     snapshot_read = background.submit(read_snapshot, run)
     # Worked out while Spark reads, so that little of the re-check's own half is left to share the driver's
     # Python with a planner running there (at 1.5 M replicas they took turns for seconds).
-    facts = background.submit(lambda: replica_facts(config, snapshot_read.result()[0], draining_brokers(request)))
+    facts = background.submit(lambda: replica_facts(config, snapshot_read.result()[0],
+                                                   frozenset(scope_of(request).drained)))
     job = _Job(spark, config, run, request, scope_of(request), _Progress(), background, snapshot_read, facts)
     inputs = _read_inputs(job)
     if inputs.planner_input.reads_on_driver:
@@ -238,7 +238,7 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
     # The summary's figures come from the re-check of plan.json against the snapshot, apart from the planner's
     # bookkeeping (after_pdf, its bound), which is kept as its claim beside them.
     recheck = recheck_plan(config, job.snapshot_read.result()[0], parse_reassignment(changes.plan_text, "plan.json"),
-                           planned.bands_pdf, draining_brokers(request), planned.current.result())
+                           planned.bands_pdf, frozenset(job.scope.drained), planned.current.result())
     summary = _write_plan(job, inputs, planned, changes, recheck, started)
     _log_account(job, inputs, summary)
     return summary
@@ -251,7 +251,7 @@ def _read_inputs(job: _Job) -> _Inputs:
     brokers_pdf = read_table(snap, BROKERS)
     # The partitions no pool balances that a drain or demotion must still touch, with the pool that plans them.
     held_of = ((lambda partitions: held_pools(partitions, brokers_pdf, job.request))
-               if job.request is not None and job.request.action in ("drain-brokers", "demote-brokers") else None)
+               if job.scope.drained or job.scope.demoted else None)
     broker_pools = brokers_pdf["broker_pool"].nunique()
     if plans_on_driver(_rows_of(snap, REPLICAS), broker_pools):
         # A small cluster: the snapshot as the re-check reads it, its partitions as stored (a manual run's are
@@ -260,7 +260,7 @@ def _read_inputs(job: _Job) -> _Inputs:
         partitions = tables.partitions if job.request is None else read_table(snap, PARTITIONS)
         topics = sorted(pd.unique(partitions["topic"]).tolist())
         planner_input: PlannerInput = DriverInput.of(
-            tables.replicas, partitions, brokers_pdf, topics, leaving_brokers(job.request),
+            tables.replicas, partitions, brokers_pdf, topics, job.scope.drained,
             held_of(partitions) if held_of else None)
         where = "; a small cluster: its tables are worked out and its pools are planned on the driver"
     else:
@@ -268,7 +268,7 @@ def _read_inputs(job: _Job) -> _Inputs:
         topics = snapshot_topics(snap)
         planner_input = spark_input(planner_replicas(
             _read(job.spark, snap, REPLICAS), _read(job.spark, snap, PARTITIONS), _read(job.spark, snap, BROKERS),
-            brokers_pdf, topics, leaving_brokers(job.request),
+            brokers_pdf, topics, job.scope.drained,
             held_of(read_table(snap, PARTITIONS)) if held_of else None), broker_pools)
         where = "; its pools are planned on the driver" if planner_input.plans_on_driver else ""
     job.progress(f"{planner_input.replicas} replicas read, each with its partition's state{where}")
@@ -293,11 +293,11 @@ def _plan_pools(job: _Job, inputs: _Inputs) -> _Planned:
         load_pdf = per_broker.broker_load(inputs.brokers_pdf, parts, resources)
         incoming_pdf = per_broker.incoming_load(parts, load_pdf)
         bands_pdf = _scoped_bands(bands_frame(load_pdf, config, incoming_pdf), scope,
-                                  job.request.action if job.request else "nightly")
+                                  job.request.action if job.request else Action.NIGHTLY)
         bands_pdf = unbalanced_by_metrics(bands_pdf, inputs.manifest.get("unbalanced_resources") or {})
         fix_pdf = brokers_to_fix(load_pdf, bands_pdf)
         current = job.background.submit(lambda: current_placement(config, job.snapshot_read.result()[0], bands_pdf,
-                                                                  draining_brokers(job.request), job.facts.result()))
+                                                                  frozenset(job.scope.drained), job.facts.result()))
         job.progress(f"bands of {len(bands_pdf)} (pool, resource) pairs; {len(fix_pdf)} broker-resource pairs to "
                      "fix")
         pairs = precheck_pairs(load_pdf, bands_pdf, fix_pdf)
@@ -382,7 +382,7 @@ def _log_dir_plan(job: _Job, tables: Any, brokers_pdf: pd.DataFrame, changes: pd
                              for b in set(new) - set(old)], leaving, scope.removed_log_dirs)
     if scope.removed_log_dirs:
         planned = removal_plan(tables.log_dirs, tables.replica_log_dirs, scope.removed_log_dirs, topic_pool)
-    elif (job.request is None or job.request.action == "rebalance-pool") and "disk" in job.config.resources:
+    elif scope.balances_log_dirs and "disk" in job.config.resources:
         disk = job.config.resources["disk"]
         brokers = brokers_pdf.loc[[isinstance(p, str) and scope.balance_planned(p)
                                    for p in brokers_pdf["broker_pool"]], "broker_id"]
@@ -430,7 +430,7 @@ def _write_plan(job: _Job, inputs: _Inputs, planned: _Planned, changes: _Changes
             moves_dropped_by_budget=planned.dropped, scope=job.scope)
         if changes.log_dirs is not None:
             summary["log_dir_moves"] = {
-                "why": "remove-disks" if job.scope.removed_log_dirs else "each broker's log dirs into their band",
+                "why": Action.REMOVE_DISKS if job.scope.removed_log_dirs else "each broker's log dirs into their band",
                 "removed": sorted(f"{b}:{path}" for b, path in job.scope.removed_log_dirs),
                 "moves": len(changes.log_dirs.moves), "bytes": int(changes.log_dirs.moves["size_bytes"].sum()),
                 "stranded": changes.log_dirs.stranded}
@@ -471,7 +471,7 @@ def _scoped_bands(bands_pdf: pd.DataFrame, scope: PlanningScope, action: str) ->
     reason), so their planners make forced moves only and the checks and the summary say so. A demotion takes
     leadership off its brokers whatever their leader count and the other role-dependent loads: those are not
     balanced either (a demoted broker ends below any band)."""
-    if scope.leadership == "demote":
+    if scope.demoted:
         roles = bands_pdf["resource"].map(lambda name: resource(name).role_dependent).astype(bool)
         bands_pdf = bands_pdf.copy()
         bands_pdf.loc[roles & bands_pdf["balanced"], "note"] = (f"not balanced by this run ({action}: leadership "

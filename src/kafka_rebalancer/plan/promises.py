@@ -30,6 +30,7 @@ import pandas as pd
 
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.reassignment import Reassignment
+from kafka_rebalancer.model.run_actions import Action
 from kafka_rebalancer.model.schemas import HARD, INFEASIBLE, PLANNER_NOTES, PROMISES, SKIPPED
 from kafka_rebalancer.model.topics import matches_any
 from kafka_rebalancer.operations.request import ManualRequest
@@ -108,25 +109,21 @@ def placement_after(partitions: pd.DataFrame, plan: Iterable[Reassignment]) -> p
 class Promised:
     """The action whose promise a run keeps, with what it names."""
 
-    action: str
+    action: Action
     brokers: tuple[int, ...] = ()
     broker_pool: str | None = None
     topics: tuple[str, ...] = ()
 
 
 def promised_action(request: ManualRequest | None) -> Promised | None:
-    """The run's action with a promise; an execute-reviewed run keeps the reviewed one's (its adopted pool override
-    and scope say which)."""
-    if request is None:
+    """The promise the run keeps on its brokers and topics, as its scope says: its own action's, or the reviewed
+    run's that an execute-reviewed run adopted (with its pool override, which names what a pool change promised)."""
+    if request is None or (promise := request.scope.promise) is None or promise not in _CHECKS:
         return None
-    if request.action in _CHECKS:
-        return Promised(request.action, tuple(request.brokers), request.broker_pool, tuple(request.topics))
-    override = request.override
-    if override is not None and override.kind in _CHECKS:
-        return Promised(override.kind, tuple(override.brokers), override.broker_pool, tuple(override.topics))
-    if request.scope.leadership == "demote":
-        return Promised("demote-brokers", tuple(sorted(request.scope.demoted)))
-    return None
+    if request.scope.demoted:
+        return Promised(promise, tuple(sorted(request.scope.demoted)))
+    named = request.override or request
+    return Promised(promise, tuple(named.brokers), named.broker_pool, tuple(named.topics))
 
 
 def promise_rows(request: ManualRequest | None, config: RebalancerConfig, placement: pd.DataFrame,
@@ -145,7 +142,7 @@ def promise_rows(request: ManualRequest | None, config: RebalancerConfig, placem
 
 def _row(request: Promised, promise: str, broker_id: int | None, verdict: str, detail: str,
          topic: str | None = None, partition: int | None = None) -> dict:
-    return {"action": request.action, "promise": promise, "broker_id": broker_id, "topic": topic,
+    return {"action": request.action.value, "promise": promise, "broker_id": broker_id, "topic": topic,
             "partition": partition, "verdict": verdict, "detail": detail}
 
 
@@ -242,7 +239,9 @@ def _demote(request: Promised, config: RebalancerConfig, placement: pd.DataFrame
     return rows
 
 
-_CHECKS = {"drain-brokers": _drain, "add-brokers": _add, "isolate-topics": _isolate, "demote-brokers": _demote}
+# How each promise is checked; remove-disks' by `log_dir_promises`, on the log dirs.
+_CHECKS = {Action.DRAIN_BROKERS: _drain, Action.ADD_BROKERS: _add, Action.ISOLATE_TOPICS: _isolate,
+           Action.DEMOTE_BROKERS: _demote}
 
 
 def log_dir_promises(request: ManualRequest | None, replica_log_dirs: pd.DataFrame | None,
@@ -250,7 +249,7 @@ def log_dir_promises(request: ManualRequest | None, replica_log_dirs: pd.DataFra
     """remove-disks: each removed log dir empty on `replica_log_dirs` (a snapshot's); a replica still there is
     "cannot" when the plan did not move it (it said why), else broken. Schema PROMISES."""
     removed = sorted(request.scope.removed_log_dirs) if request is not None else []
-    promised, moved, rows = Promised("remove-disks"), set(planned), []
+    promised, moved, rows = Promised(Action.REMOVE_DISKS), set(planned), []
     promise = "the removed log dir holds no replica"
     for broker, path in removed:
         left = replica_log_dirs[(replica_log_dirs["broker_id"] == broker) & (replica_log_dirs["log_dir"] == path)] \

@@ -32,7 +32,7 @@ from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.reassignment import Reassignment, leadership_only
 from kafka_rebalancer.model.resources import Resource
 from kafka_rebalancer.model.schemas import HARD
-from kafka_rebalancer.operations.request import ManualRequest, PlanningScope
+from kafka_rebalancer.operations.request import PlanningScope
 from kafka_rebalancer.plan.balance.status import (
     band_status,
     bands_frame,
@@ -43,7 +43,6 @@ from kafka_rebalancer.plan.balance.status import (
 from kafka_rebalancer.plan.changes import replicas_of_changes, role_loads_of
 from kafka_rebalancer.plan.recheck_bounds import BALANCE, DEAD, DRAINING, POOL_ISOLATION, balance_bounds
 from kafka_rebalancer.snapshot.build import SnapshotTables
-from kafka_rebalancer.snapshot.evacuation import leaving_brokers
 
 EPS = 1e-9
 FORCED_REASONS = (DEAD, DRAINING, POOL_ISOLATION)
@@ -64,11 +63,6 @@ def replicas_after(snapshot: SnapshotTables, plan: list[Reassignment]) -> pd.Dat
                                    indicator=True)
     keep = keep[keep["_merge"] == "left_only"].drop(columns="_merge")
     return pd.concat([keep, replicas_of_changes(changes, snapshot.partitions)], ignore_index=True)
-
-
-def draining_brokers(request: ManualRequest | None) -> frozenset[int]:
-    """The brokers a manual drain empties (their replicas leave them whatever the balance)."""
-    return frozenset(leaving_brokers(request))
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import Any
 from kafka_rebalancer.errors import RebalancerError
 from kafka_rebalancer.execute.log import ExecutionLog
 from kafka_rebalancer.execute.progress import progress_text
+from kafka_rebalancer.model.run_actions import Action
 from kafka_rebalancer.run_folder import (
     APPROVAL,
     EXECUTE,
@@ -61,7 +62,7 @@ def run_overview(run: RunFolder) -> RunOverview:
         run_id=run.path.name, cluster=run.path.parent.name,
         started_at=(manifest or {}).get("taken_at") or _mtime(run.path),
         trigger=TRIGGERS.get(run.path.name.split("__", 1)[0], "other"),
-        action=(request or {}).get("action") or "nightly",
+        action=(request or {}).get("action") or Action.NIGHTLY.value,
         mode=_mode(run, decision), status=run_status(run),
         replica_moves=totals.get("replica_moves"), preferred_leader_changes=totals.get("preferred_leader_changes"),
         moved_bytes=totals.get("moved_bytes"), out_of_band_before=totals.get("out_of_band_before"),

@@ -31,15 +31,6 @@ def stranded(partitions: pd.DataFrame, brokers: pd.DataFrame, request: ManualReq
                                              held.loc[held["run_pool"].isna(), "partition"], strict=True)]
 
 
-def leaving_brokers(request: ManualRequest | None) -> dict[int, str | None]:
-    """The brokers the run drains, each with the pool it leaves (None: it was in no pool): a drain's, or an
-    execute-reviewed run's that adopted a drain (its pool override says so)."""
-    override = request.override if request is not None else None
-    if override is None or override.kind != "drain-brokers":
-        return {}
-    return {int(b): override.from_pools.get(b) for b in override.brokers}
-
-
 def held_pools(partitions: pd.DataFrame, brokers: pd.DataFrame, request: ManualRequest | None) -> pd.DataFrame:
     """The partitions no pool balances (excluded, or of no pool) that the run's action must still touch, with the
     pool that plans them in this run (None: none can). A drain's, with a replica on a drained broker (only those
@@ -47,8 +38,8 @@ def held_pools(partitions: pd.DataFrame, brokers: pd.DataFrame, request: ManualR
     a demoted broker (only the leadership changes): the topic's pool, else the demoted broker's. Columns: topic,
     partition, run_pool."""
     columns = ["topic", "partition", "run_pool"]
-    leaving = leaving_brokers(request)
-    demoted = set(request.scope.demoted) if request is not None and request.scope.leadership == "demote" else set()
+    leaving = request.scope.drained if request is not None else {}
+    demoted = set(request.scope.demoted) if request is not None else set()
     if not (leaving or demoted) or partitions.empty:
         return pd.DataFrame(columns=columns)
     pool_of = {int(b): p for b, p in zip(brokers["broker_id"], brokers["broker_pool"], strict=True)

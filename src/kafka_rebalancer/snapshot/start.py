@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_rebalancer.config import RebalancerConfig
-from kafka_rebalancer.operations.actions import plans
+from kafka_rebalancer.model.run_actions import run_action
 from kafka_rebalancer.operations.request import check_brokers_in_snapshot, make_request, run_config, write_request
 from kafka_rebalancer.run_folder import RunFolder
 from kafka_rebalancer.snapshot import take_snapshot
@@ -25,7 +25,7 @@ def start_run(config_path: str | Path, run_id: str, request_params: Mapping[str,
     run = RunFolder(base.run_dir(run_id))
     if request_params is not None:
         request = make_request(base, **request_params)
-        if not plans(request.action):
+        if not run_action(request.action).plans:
             write_request(run, adopt_reviewed_plan(base, run, request, connect))
             return run
         write_request(run, request)

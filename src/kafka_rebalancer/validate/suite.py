@@ -24,7 +24,7 @@ from kafka_rebalancer.plan.promises import (
     promise_lines,
     promise_rows,
 )
-from kafka_rebalancer.plan.recheck import band_rows, claim_rows, draining_brokers, left_outside, recheck_plan
+from kafka_rebalancer.plan.recheck import band_rows, claim_rows, left_outside, recheck_plan
 from kafka_rebalancer.run_folder import PLAN, VALIDATION, RunFolder, read_json, read_table, write_json
 from kafka_rebalancer.snapshot.store import cordoned_brokers, read_snapshot
 from kafka_rebalancer.validate.checks import CheckTables, build_checks, excuse_forced_receivers
@@ -185,9 +185,9 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
     rollback = parse_reassignment((plan_dir / "rollback.json").read_text(), str(plan_dir / "rollback.json"))
     bands = read_table(plan_dir, BANDS)
     request = read_request(run)
-    draining = draining_brokers(request)
+    draining = frozenset(scope_of(request).drained)
     checks = build_checks(config, snapshot, plan, rollback, bands, draining,
-                          demoting=request is not None and request.action == "demote-brokers",
+                          demoting=bool(scope_of(request).demoted),
                           cordoned=cordoned_brokers(manifest))
     recheck = recheck_plan(config, snapshot, plan, bands, draining)
     checks.claims = claim_rows(read_table(plan_dir, BROKER_LOAD_AFTER), recheck, bands)
