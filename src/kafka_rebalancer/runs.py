@@ -12,9 +12,9 @@ from pathlib import Path
 
 from kafka_rebalancer.config import RebalancerConfig, safe_run_id
 from kafka_rebalancer.errors import RunFolderError
-from kafka_rebalancer.execute.lock import pool_lock_held
 from kafka_rebalancer.execute.log import ExecutionLog
 from kafka_rebalancer.execute.progress import progress_text
+from kafka_rebalancer.holds.execution_lock import pool_lock_held
 from kafka_rebalancer.model.reassignment import Key, parse_reassignment
 from kafka_rebalancer.run_folder import EXECUTE, PLAN, RunFolder
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from kafka_rebalancer.automation.store import read_events
+from kafka_rebalancer.automation.events_log import read_events
 from kafka_rebalancer.cli import main
 from kafka_rebalancer.config import load_config
 from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection

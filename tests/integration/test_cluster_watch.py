@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from kafka_rebalancer.automation.events_log import read_events
 from kafka_rebalancer.automation.look import look
-from kafka_rebalancer.automation.store import read_events
 from kafka_rebalancer.kafka_admin import KafkaConnection
 from kafka_rebalancer.operations.request import run_config
 from tests.integration.conftest import demo_config
@@ -80,7 +80,7 @@ def test_the_trigger_resolves_the_airflow_connection_and_yields_the_events_of_a_
 
 
 def test_the_band_check_finds_a_pool_out_of_band_and_a_full_disk(kafka_cluster: Any, tmp_path: Path) -> None:
-    from kafka_rebalancer.automation.bands import check_bands
+    from kafka_rebalancer.automation.band_check import check_bands
     from tests.integration.conftest import delete_topics
     from tools.demo_workload import TopicSpec, create_topics, produce
 
@@ -110,9 +110,9 @@ def test_the_band_check_finds_a_pool_out_of_band_and_a_full_disk(kafka_cluster: 
 
 
 def test_a_cli_operation_holds_the_pools_while_it_runs(kafka_cluster: Any, tmp_path: Path) -> None:
-    from kafka_rebalancer.automation.claims import held_pools
     from kafka_rebalancer.automation.decide import decide
     from kafka_rebalancer.automation.watch import BROKER_LOST, ClusterEvent
+    from kafka_rebalancer.holds.claims import claimed_pools
     from tests.integration.conftest import delete_topics, wait_until
     from tools.demo_workload import TopicSpec, create_topics
 
@@ -130,16 +130,16 @@ def test_a_cli_operation_holds_the_pools_while_it_runs(kafka_cluster: Any, tmp_p
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     nobody = lambda dag_id, run_id: False  # noqa: E731 - no Airflow run is live: only the command's claim holds
     try:
-        wait_until(lambda: "pool-a" in held_pools(config, nobody) or drain.poll() is not None, 180,
+        wait_until(lambda: "pool-a" in claimed_pools(config, nobody) or drain.poll() is not None, 180,
                    "the drain command's claim", poll_s=0.5)
-        claim = held_pools(config, nobody)["pool-a"]
+        claim = claimed_pools(config, nobody)["pool-a"]
         assert claim.describe().startswith(f"kafka-rebalancer drain (pid {drain.pid} on "), claim
         lost = ClusterEvent(BROKER_LOST, 3, "pool-a", "broker 3 of pool pool-a not registered", time.time())
         runs, records = decide([lost], config, {}, time.time(), {p: c.describe() for p, c in
-                                                                 held_pools(config, nobody).items()})
+                                                                 claimed_pools(config, nobody).items()})
         assert runs == [] and records[0]["why"].startswith("pool pool-a is held by kafka-rebalancer drain (pid ")
     finally:
         _, err = drain.communicate("no\n", timeout=300)  # not confirmed: nothing executed
         delete_topics(bootstrap, [topic.name])
     assert drain.returncode in (0, 2), err[-3000:]
-    assert held_pools(config, nobody) == {}  # released when it ended
+    assert claimed_pools(config, nobody) == {}  # released when it ended

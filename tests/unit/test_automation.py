@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kafka_rebalancer.automation.decide import REPORTED, STARTED, SUPPRESSED, decide
-from kafka_rebalancer.automation.store import append_events, load_state, read_events, save_state
+from kafka_rebalancer.automation.events_log import append_events, load_state, read_events, save_state
 from kafka_rebalancer.automation.watch import BROKER_ADDED, BROKER_BACK, BROKER_LOST, BROKER_UNCLAIMED, observe
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import RunFolderError
@@ -119,7 +119,7 @@ def test_the_events_command_lists_what_was_seen_and_decided_newest_first(tmp_pat
 
 
 def test_an_event_held_back_is_raised_again_at_its_retry_time_if_it_still_holds(tmp_path: Path) -> None:
-    from kafka_rebalancer.automation.store import defer_events, take_retries
+    from kafka_rebalancer.automation.events_log import defer_events, take_retries
 
     cfg = config(tmp_path)
     state = load_state(cfg)
@@ -149,7 +149,7 @@ def test_an_event_held_back_is_raised_again_at_its_retry_time_if_it_still_holds(
 
 
 def test_a_run_holds_its_pools_until_it_releases_them_or_ends(tmp_path: Path) -> None:
-    from kafka_rebalancer.automation.claims import claim_pools, held_pools, release_pools
+    from kafka_rebalancer.holds.claims import claim_pools, claimed_pools, release_pools
 
     cfg = config(tmp_path)
     live = {"nightly-1", "auto-1"}
@@ -159,14 +159,14 @@ def test_a_run_holds_its_pools_until_it_releases_them_or_ends(tmp_path: Path) ->
 
     assert claim_pools(cfg, "nightly", "nightly-1", ["a", "b"], is_live, exclusive=False) == []
     (holder,) = claim_pools(cfg, "manual", "auto-1", ["b"], is_live, exclusive=True)  # refused: b is held
-    assert holder.run_id == "nightly-1" and set(held_pools(cfg, is_live)) == {"a", "b"}
+    assert holder.run_id == "nightly-1" and set(claimed_pools(cfg, is_live)) == {"a", "b"}
     assert claim_pools(cfg, "manual", "auto-1", ["b"], is_live, exclusive=False) == []  # a person's run: both hold
     assert release_pools(cfg, "nightly-1") and not release_pools(cfg, "nightly-1")
-    assert {p: c.run_id for p, c in held_pools(cfg, is_live).items()} == {"b": "auto-1"}
+    assert {p: c.run_id for p, c in claimed_pools(cfg, is_live).items()} == {"b": "auto-1"}
     live.discard("auto-1")  # killed before its report: the claim is stale and goes
-    assert held_pools(cfg, is_live) == {} and not list((tmp_path / "c" / ".claims").glob("*.json"))
+    assert claimed_pools(cfg, is_live) == {} and not list((tmp_path / "c" / ".claims").glob("*.json"))
     assert claim_pools(cfg, "manual", "auto-2", ["b"], is_live, exclusive=True) == []
-    assert held_pools(cfg, is_live, but="auto-2") == {}
+    assert claimed_pools(cfg, is_live, but="auto-2") == {}
 
 
 def test_a_cli_command_holds_the_pools_while_its_process_runs(tmp_path: Path) -> None:
@@ -177,7 +177,7 @@ def test_a_cli_command_holds_the_pools_while_its_process_runs(tmp_path: Path) ->
     from dataclasses import replace
     from datetime import UTC, datetime, timedelta
 
-    from kafka_rebalancer.automation.claims import claims_dir, command_holds_pools, held_pools
+    from kafka_rebalancer.holds.claims import claimed_pools, claims_dir, command_holds_pools
 
     cfg = config(tmp_path)
 
@@ -185,22 +185,22 @@ def test_a_cli_command_holds_the_pools_while_its_process_runs(tmp_path: Path) ->
         return False
 
     with command_holds_pools(cfg, "drain", None, cfg.pools) as claim:
-        assert set(held_pools(cfg, nobody)) == {"a", "b"}
+        assert set(claimed_pools(cfg, nobody)) == {"a", "b"}
         assert claim.describe().startswith(f"kafka-rebalancer drain (pid {claim.pid} on {socket.gethostname()}, ")
         # Killed before it released its claim: stale once its process is gone.
         ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
         killed = replace(claim, pid=int(ended.stdout), broker_pools=("a",))
         (claims_dir(cfg) / killed.file_name()).write_text(json.dumps(killed.__dict__))
-        assert {p: c.pid for p, c in held_pools(cfg, nobody).items()} == {"a": claim.pid, "b": claim.pid}
+        assert {p: c.pid for p, c in claimed_pools(cfg, nobody).items()} == {"a": claim.pid, "b": claim.pid}
         assert not (claims_dir(cfg) / killed.file_name()).exists()
-    assert held_pools(cfg, nobody) == {}  # released when the command ended
+    assert claimed_pools(cfg, nobody) == {}  # released when the command ended
     # On another machine the process cannot be checked: held a day at most.
     elsewhere = replace(claim, host="another-host")
     (claims_dir(cfg) / elsewhere.file_name()).write_text(json.dumps(elsewhere.__dict__))
-    assert set(held_pools(cfg, nobody)) == {"a", "b"}
+    assert set(claimed_pools(cfg, nobody)) == {"a", "b"}
     old = replace(elsewhere, since=(datetime.now(UTC) - timedelta(days=1, seconds=1)).isoformat(timespec="seconds"))
     (claims_dir(cfg) / old.file_name()).write_text(json.dumps(old.__dict__))
-    assert held_pools(cfg, nobody) == {}
+    assert claimed_pools(cfg, nobody) == {}
 
 
 def test_only_the_run_the_events_decision_named_is_automatic_and_only_with_its_parameters(tmp_path: Path) -> None:
@@ -226,7 +226,12 @@ def test_only_the_run_the_events_decision_named_is_automatic_and_only_with_its_p
 def test_out_of_band_pools_and_full_disks_start_a_rebalance_of_their_pool(tmp_path: Path) -> None:
     import pandas as pd
 
-    from kafka_rebalancer.automation.bands import DISK_OVER_USE, POOL_OUT_OF_BAND, BandWatch, pool_out_of_band_events
+    from kafka_rebalancer.automation.band_check import (
+        DISK_OVER_USE,
+        POOL_OUT_OF_BAND,
+        BandWatch,
+        pool_out_of_band_events,
+    )
     from kafka_rebalancer.automation.watch import BANDS_DUE
 
     cfg = config(tmp_path, out_of_band={"mode": "execute", "share": 0.5, "sustained_s": 600, "disk_use": 0.8,
@@ -262,7 +267,7 @@ def test_out_of_band_pools_and_full_disks_start_a_rebalance_of_their_pool(tmp_pa
 def test_a_pool_whose_last_rebalance_was_planned_in_the_same_situation_starts_nothing(tmp_path: Path) -> None:
     import pandas as pd
 
-    from kafka_rebalancer.automation.bands import BandWatch, pool_layouts, pool_out_of_band_events
+    from kafka_rebalancer.automation.band_check import BandWatch, pool_layouts, pool_out_of_band_events
     from kafka_rebalancer.automation.decide import planned_situations
 
     cfg = config(tmp_path, out_of_band={"mode": "approve", "share": 0.5, "sustained_s": 0})
@@ -324,7 +329,7 @@ def test_brokers_of_a_pool_lost_or_added_a_few_looks_apart_are_raised_on_one_loo
 
 
 def test_a_pools_events_held_back_at_different_times_are_raised_again_together(tmp_path: Path) -> None:
-    from kafka_rebalancer.automation.store import defer_events, take_retries
+    from kafka_rebalancer.automation.events_log import defer_events, take_retries
 
     cfg = config(tmp_path)
     held = [{"kind": BROKER_LOST, "broker_id": 4, "broker_pool": "b", "retry_at": 800.0},

@@ -28,8 +28,8 @@ from kafka_rebalancer.run_folder import FILES_RECORD, SNAPSHOT, RunFolder, read_
 from kafka_rebalancer.snapshot import capture, read_snapshot, write_snapshot
 from kafka_rebalancer.snapshot.build import SnapshotTables, build_snapshot_tables
 from kafka_rebalancer.snapshot.capacity import read_cruise_control_capacity
-from kafka_rebalancer.snapshot.checks import check_snapshot_tables
 from kafka_rebalancer.snapshot.metrics import read_traffic_file
+from kafka_rebalancer.snapshot.row_checks import check_snapshot_tables
 from tests.helpers import fake_admin, write_config
 
 CONFIG = {"cluster": {"name": "c1"}, "pools": {"a": {"brokers": [1, 2, 3]}},

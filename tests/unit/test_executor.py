@@ -13,11 +13,11 @@ import pytest
 from kafka_rebalancer.errors import ExecutionCancelled, ExecutionError, RunFolderError, ValidationFailed
 from kafka_rebalancer.execute.cancel import cancel_pool
 from kafka_rebalancer.execute.executor import execute_pool
-from kafka_rebalancer.execute.lock import pool_lock
 from kafka_rebalancer.execute.log import ExecutionLog
 from kafka_rebalancer.execute.moves import Limits, PartitionMove, bottleneck_first, order_moves, pick_batch
 from kafka_rebalancer.execute.stall import StallWatch, copied_bytes
 from kafka_rebalancer.execute.throttle import throttle_for
+from kafka_rebalancer.holds.execution_lock import pool_lock
 from kafka_rebalancer.kafka_admin import PartitionInfo
 from kafka_rebalancer.model.reassignment import dumps
 from kafka_rebalancer.run_folder import FILES_RECORD, PLAN, RunFolder, read_json

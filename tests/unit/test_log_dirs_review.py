@@ -12,10 +12,10 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
+from kafka_rebalancer.cli.tables import show_run
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.schemas import LOG_DIR_MOVES, LOG_DIRS, REPLICA_LOG_DIRS
 from kafka_rebalancer.report.run_report import collect
-from kafka_rebalancer.report.show import show_run
 from kafka_rebalancer.run_folder import PLAN, RunFolder, write_json, write_table
 from kafka_rebalancer.snapshot import write_snapshot
 from kafka_rebalancer.snapshot.build import SnapshotTables

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_rebalancer.approve.approval import write_decision
-from kafka_rebalancer.execute.lock import pool_lock
+from kafka_rebalancer.holds.execution_lock import pool_lock
 from kafka_rebalancer.report.overview import list_runs, run_overview
 from kafka_rebalancer.run_folder import RunFolder, write_json
 from kafka_rebalancer.runs import executions_in_progress

@@ -297,7 +297,7 @@ def test_show_and_the_approval_body_print_the_summarys_rechecked_figures(tmp_pat
     from rich.console import Console
 
     from kafka_rebalancer.approve.approval import PlanFacts, approval_body
-    from kafka_rebalancer.report.show import show_run
+    from kafka_rebalancer.cli.tables import show_run
 
     config, tables, run = make_cluster(tmp_path, SMALL, "scheduled__2026-11-23T02_00_00_00_00")
     write_plan(run, config, tables, replica_moves(tables, 6))
@@ -322,7 +322,7 @@ def test_the_planners_notes_and_infeasibility_proofs_are_listed_in_the_report_an
 
     from rich.console import Console
 
-    from kafka_rebalancer.report.show import NOTES_SHOWN, show_run
+    from kafka_rebalancer.cli.tables import NOTES_SHOWN, show_run
 
     config, tables, run = make_cluster(tmp_path, SMALL, "scheduled__2026-11-23T02_00_00_00_00")
     pool = str(tables.brokers["broker_pool"].dropna().min())

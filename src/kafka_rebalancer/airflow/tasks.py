@@ -64,14 +64,14 @@ def _run_is_live(context: Any) -> Any:
 
 
 def _claim_pools(context: Any) -> bool:
-    """The run holds its pools until its report (automation.claims); an automatic run starts nothing on a pool
+    """The run holds its pools until its report (holds.claims); an automatic run starts nothing on a pool
     another run holds, and its events are raised again after the cooldown. Whether the run is automatic."""
     import time
 
     from airflow.sdk.exceptions import AirflowFailException
 
-    from kafka_rebalancer.automation.claims import claim_pools
-    from kafka_rebalancer.automation.store import defer_events, started_records
+    from kafka_rebalancer.automation.events_log import defer_events, started_records
+    from kafka_rebalancer.holds.claims import claim_pools
     from kafka_rebalancer.operations.request import run_config
 
     params, run_id = context["params"], context["run_id"]
@@ -158,7 +158,7 @@ def approval_decision(context: Any, run_dir: str) -> dict[str, Any]:
 def automatic_mode(config: Any, context: Any) -> str | None:
     """The automation mode the events DAG started this run with (None: not an automatic run). Its decision
     recorded the run id it chose, and the action, pool and brokers it asked for, which this run's must be."""
-    from kafka_rebalancer.automation.store import started_records
+    from kafka_rebalancer.automation.events_log import started_records
 
     params = context["params"]
     started = started_records(config, context["run_id"])
@@ -236,7 +236,7 @@ def report_task(context: Any) -> str | None:
     task of the run failed, so the run's state stays what happened (this task is the run's last)."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from kafka_rebalancer.automation.claims import release_pools
+    from kafka_rebalancer.holds.claims import release_pools
     from kafka_rebalancer.report.run_report import write_report
     from kafka_rebalancer.run_folder import RunFolder
 
@@ -333,8 +333,8 @@ def _triggering_events(context: Any) -> list[Any]:
 
 
 def check_bands_task(context: Any) -> list[dict[str, Any]]:
-    """The events DAG's band check, when a look said the bands are due (automation.bands): the events found."""
-    from kafka_rebalancer.automation.bands import check_bands
+    """The events DAG's band check, when a look said the bands are due (automation.band_check): the events found."""
+    from kafka_rebalancer.automation.band_check import check_bands
     from kafka_rebalancer.automation.watch import BANDS_DUE
     from kafka_rebalancer.operations.request import run_config
 
@@ -356,10 +356,10 @@ def decide_task(context: Any, band_events: list[dict[str, Any]]) -> list[dict[st
     import secrets
     import time
 
-    from kafka_rebalancer.automation.claims import held_pools
     from kafka_rebalancer.automation.decide import STARTED, decide, planned_situations
-    from kafka_rebalancer.automation.store import append_events, defer_events, event_line, read_events
+    from kafka_rebalancer.automation.events_log import append_events, defer_events, event_line, read_events
     from kafka_rebalancer.automation.watch import BANDS_DUE, ClusterEvent
+    from kafka_rebalancer.holds.claims import claimed_pools
     from kafka_rebalancer.model.run_actions import run_action
     from kafka_rebalancer.operations.request import run_config
 
@@ -372,7 +372,7 @@ def decide_task(context: Any, band_events: list[dict[str, Any]]) -> list[dict[st
         if entry.get("decision") == STARTED and entry.get("broker_pool"):
             last_started[entry["broker_pool"]] = max(last_started.get(entry["broker_pool"], 0.0),
                                                      float(entry.get("decided_at", 0.0)))
-    held = {pool: claim.describe() for pool, claim in held_pools(config, _run_is_live(context)).items()}
+    held = {pool: claim.describe() for pool, claim in claimed_pools(config, _run_is_live(context)).items()}
     now = time.time()
     planned = planned_situations(recorded, lambda run_id: (config.run_dir(run_id) / "plan" / "summary.json").exists())
     runs, records = decide(events, config, last_started, now, held, planned)

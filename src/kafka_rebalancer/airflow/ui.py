@@ -73,7 +73,7 @@ def runs_page() -> str:
 
 def _events_table(run_root: Path, cluster: str, shown: int = 20) -> str:
     """The watcher's latest events on the cluster and what was decided on each (started runs linked)."""
-    from kafka_rebalancer.automation.store import cluster_events, event_fields
+    from kafka_rebalancer.automation.events_log import cluster_events, event_fields
 
     entries = cluster_events(run_root, cluster)
     if not entries:

@@ -1,10 +1,10 @@
 """What the watcher's events start (README: Automation): per event its rule's mode decides whether it starts a run
 (`started`), is held back (`suppressed`, with why) or only recorded (`reported`: a broker back, or one no pool
 claims). Events of one look for one pool and action make one run (two brokers lost together: one drain of both);
-a pool whose automatic run started less than `cooldown_s` ago, or that another run holds (automation.claims),
+a pool whose automatic run started less than `cooldown_s` ago, or that another run holds (holds.claims),
 starts nothing. An event held back that way carries `retry_at`: the watcher raises it again then if it still holds
 (the broker still gone, still in no pool), so a lost broker is not forgotten because its pool was busy; a pool's
-held-back events are raised together (automation.store.take_retries), and the watcher brings a pool's brokers lost
+held-back events are raised together (automation.events_log.take_retries), and the watcher brings a pool's brokers lost
 or added a few looks apart onto one look (automation.watch): a pool's events make one run whatever their timing.
 An out-of-band event in the situation the pool's last automatic rebalance was planned in (its replicas where they
 were then, the same out of band) starts nothing: it would plan the same again (a pool no plan brings in band would
@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_rebalancer.automation.bands import DISK_OVER_USE, POOL_OUT_OF_BAND
+from kafka_rebalancer.automation.band_check import DISK_OVER_USE, POOL_OUT_OF_BAND
 from kafka_rebalancer.automation.watch import BROKER_ADDED, BROKER_LOST, ClusterEvent
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.run_actions import AUTOMATIC, Action, run_action

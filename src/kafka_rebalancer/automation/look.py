@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from kafka_rebalancer.automation.store import append_events, load_state, save_state, take_retries
+from kafka_rebalancer.automation.events_log import append_events, load_state, save_state, take_retries
 from kafka_rebalancer.automation.watch import BANDS_DUE, ClusterEvent, observe
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection

@@ -1,6 +1,6 @@
 """What the cluster's watcher sees between two looks at its metadata, as events (README: Automation). Pure: the
 registered brokers now and the state kept from the looks before in, the new state and the events out; the
-triggerer's loop (`airflow.cluster_watch`) reads the cluster and keeps the state (`automation.store`).
+triggerer's loop (`airflow.cluster_watch`) reads the cluster and keeps the state (`automation.events_log`).
 
 - A broker of a pool that stops being registered is down from the first look that misses it; once down longer than
   `broker_lost.grace_period_s` it is `broker_lost` (once per outage). Back, it is `broker_back` with how long it was
@@ -12,7 +12,7 @@ triggerer's loop (`airflow.cluster_watch`) reads the cluster and keeps the state
   registered. A claimed one is raised once it and every other new broker its pool claims have been registered for
   `broker_added.settle_s` (at most twice that for the first): brokers started one after another make one addition.
 - With the out-of-band rule on, `band_check_due` every `out_of_band.check_interval_s`: a timer, not an event of the
-  cluster; the events DAG's run then measures the bands (automation.bands), work too heavy for the triggerer.
+  cluster; the events DAG's run then measures the bands (automation.band_check), work too heavy for the triggerer.
 """
 
 from __future__ import annotations

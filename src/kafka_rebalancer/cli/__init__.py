@@ -256,7 +256,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return operations_cli.pools_command(args, lambda c: connection_for(c, args.bootstrap_servers))
     config = run_config(args.config)
     if args.command in COMMANDS or args.command in RUN_STEPS:
-        from kafka_rebalancer.automation.claims import command_holds_pools
+        from kafka_rebalancer.holds.claims import command_holds_pools
 
         # While it works on a run, the command holds every pool: automation starts no run on them meanwhile.
         with command_holds_pools(config, args.command, getattr(args, "run_id", None), config.pools):
@@ -329,7 +329,7 @@ def _run_step(args: argparse.Namespace, config: RebalancerConfig) -> int:
 
 
 def _events(config: RebalancerConfig, limit: int) -> int:
-    from kafka_rebalancer.automation.store import automation_dir, event_line, read_events
+    from kafka_rebalancer.automation.events_log import automation_dir, event_line, read_events
 
     entries = read_events(config)
     if not entries:
@@ -341,7 +341,7 @@ def _events(config: RebalancerConfig, limit: int) -> int:
 
 def _latest_events(config: RebalancerConfig, shown: int = 5) -> None:
     """Below the runs, the watcher's latest events and what they started, when there are any."""
-    from kafka_rebalancer.automation.store import event_line, read_events
+    from kafka_rebalancer.automation.events_log import event_line, read_events
 
     entries = read_events(config)
     if entries:
@@ -353,8 +353,8 @@ def _latest_events(config: RebalancerConfig, shown: int = 5) -> None:
 def _review(args: argparse.Namespace, config: RebalancerConfig) -> int:
     from rich.console import Console
 
+    from kafka_rebalancer.cli.tables import runs_table, show_run
     from kafka_rebalancer.report.overview import list_runs
-    from kafka_rebalancer.report.show import runs_table, show_run
     from kafka_rebalancer.runs import existing_run
 
     console = Console(width=None if sys.stdout.isatty() else 1000, markup=False, highlight=False)  # pipes: no wrap

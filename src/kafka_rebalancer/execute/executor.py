@@ -29,7 +29,6 @@ from kafka_rebalancer.execute.arrival_dirs import misplaced_arrivals, name_arriv
 from kafka_rebalancer.execute.cluster import Cluster, describe, names
 from kafka_rebalancer.execute.cordon import drained_brokers
 from kafka_rebalancer.execute.load_control import LoadControl, prometheus_loads
-from kafka_rebalancer.execute.lock import pool_lock
 from kafka_rebalancer.execute.log import ExecutionLog
 from kafka_rebalancer.execute.log_dir_moves import LogDirExecution, LogDirLimits
 from kafka_rebalancer.execute.moves import (
@@ -49,6 +48,7 @@ from kafka_rebalancer.execute.progress import Progress
 from kafka_rebalancer.execute.stall import StallWatch, copied_bytes
 from kafka_rebalancer.execute.throttle import Throttle, throttle_for
 from kafka_rebalancer.execute.throttle_tuner import ThrottleTuner
+from kafka_rebalancer.holds.execution_lock import pool_lock
 from kafka_rebalancer.kafka_admin import PartitionInfo
 from kafka_rebalancer.model.reassignment import Key
 from kafka_rebalancer.run_folder import EXECUTE, RunFolder, read_json, write_json

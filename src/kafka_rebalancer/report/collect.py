@@ -24,7 +24,7 @@ from kafka_rebalancer.model.resources import RESOURCES
 from kafka_rebalancer.model.schemas import PARTITION_CHANGES, PARTITIONS
 from kafka_rebalancer.operations.request import REQUEST_FILE
 from kafka_rebalancer.report.charts import BrokerUsage, Flow, LogMarker, ProgressPoint
-from kafka_rebalancer.report.log_dirs import log_dirs_view
+from kafka_rebalancer.report.log_dir_table import log_dirs_view
 from kafka_rebalancer.report.overview import run_overview
 from kafka_rebalancer.report.views import (
     BROKERS_SHOWN,

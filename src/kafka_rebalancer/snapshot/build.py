@@ -15,10 +15,10 @@ from kafka_rebalancer.kafka_admin import BrokerInfo, PartitionInfo
 from kafka_rebalancer.model.resources import CPU, NETWORK_IN, NETWORK_OUT, role_loads
 from kafka_rebalancer.model.schemas import BROKERS
 from kafka_rebalancer.snapshot.capacity import CAPACITY_FIELDS, CruiseControlCapacity, resolve_capacities
-from kafka_rebalancer.snapshot.checks import check_snapshot_tables
 from kafka_rebalancer.snapshot.log_dirs import log_dir_tables
 from kafka_rebalancer.snapshot.measured_cpu import spread_measured_cpu
 from kafka_rebalancer.snapshot.metrics import Traffic
+from kafka_rebalancer.snapshot.row_checks import check_snapshot_tables
 
 # What the cluster reports about partitions and replicas; traffic columns are added by with_traffic.
 _PARTITION_FACTS = ["topic", "partition", "replication_factor", "replicas", "isr", "leader", "topic_pool", "excluded",

@@ -29,8 +29,8 @@ from kafka_rebalancer.model.schemas import (
 from kafka_rebalancer.operations.request import read_request
 from kafka_rebalancer.run_folder import SNAPSHOT, RunFolder, read_json, read_table, write_json, write_table
 from kafka_rebalancer.snapshot.build import SnapshotTables
-from kafka_rebalancer.snapshot.checks import check_snapshot_tables
 from kafka_rebalancer.snapshot.evacuation import as_planned
+from kafka_rebalancer.snapshot.row_checks import check_snapshot_tables
 
 _SORT_KEYS = {"brokers": ["broker_id"], "replicas": ["topic", "partition", "position"],
               "partitions": ["topic", "partition"], "log_dirs": ["broker_id", "log_dir"],

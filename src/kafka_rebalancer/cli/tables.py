@@ -13,7 +13,7 @@ from kafka_rebalancer.errors import RebalancerError
 from kafka_rebalancer.model.schemas import PARTITION_CHANGES
 from kafka_rebalancer.model.units import human_bytes
 from kafka_rebalancer.plan.promises import validation_promise_lines
-from kafka_rebalancer.report.log_dirs import log_dirs_view
+from kafka_rebalancer.report.log_dir_table import log_dirs_view
 from kafka_rebalancer.report.overview import RunOverview, run_overview
 from kafka_rebalancer.report.views import LogDirUsage
 from kafka_rebalancer.run_folder import EXECUTE, PLAN, VALIDATION, RunFolder, read_json, read_table

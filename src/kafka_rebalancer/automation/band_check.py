@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from kafka_rebalancer.automation.store import append_events, automation_dir, write_whole
+from kafka_rebalancer.automation.events_log import append_events, automation_dir, write_whole
 from kafka_rebalancer.automation.watch import ClusterEvent
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import RunFolderError

@@ -108,7 +108,7 @@ def _live(folder: Path, is_live: RunIsLive, but: str | None = None) -> list[Pool
     return live
 
 
-def held_pools(config: RebalancerConfig, is_live: RunIsLive, but: str | None = None) -> dict[str, PoolClaim]:
+def claimed_pools(config: RebalancerConfig, is_live: RunIsLive, but: str | None = None) -> dict[str, PoolClaim]:
     """Each pool another live run holds, with its claim."""
     with _claims_locked(config) as folder:
         return {pool: claim for claim in _live(folder, is_live, but) for pool in claim.broker_pools}
