@@ -23,6 +23,7 @@ LIBRARIES = ("kafka", "great_expectations", "py4j", "urllib3", "filelock")
 DEBUG_SWITCH = "KAFKA_REBALANCER_DEBUG_LOGS"
 PRODUCT = "kafka_rebalancer"  # the product's loggers are this one's children
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+RUN_LOG = "cli.log"  # in a run folder: the log of the CLI's plan and validate on it
 
 log = logging.getLogger(__name__)
 _open: dict[Path, BinaryIO] = {}  # the run log files `libraries_to_file` holds open, by path

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING
 
 from kafka_rebalancer.cli.commands import COMMANDS, add_parsers
 from kafka_rebalancer.errors import RebalancerError, UnreachableError
-from kafka_rebalancer.log_setup import FORMAT, libraries_to_file, quiet_libraries
+from kafka_rebalancer.log_setup import FORMAT, RUN_LOG, libraries_to_file, quiet_libraries
 
 # The rest of the package is imported where it is used: `plan` starts its Spark JVM (~2 s) as soon as its snapshot
 # is checked, and the planner's imports (~1 s) run meanwhile on the other core.
@@ -437,7 +437,7 @@ def _plan_locally(config: RebalancerConfig, run: RunFolder, spark_master: str,
 def run_log(run: RunFolder) -> Path:
     """The run's log file of the CLI's plan and validate: the product's log records and, around them, what the
     libraries print (the terminal shows the product's lines only)."""
-    return run.path / "cli.log"
+    return run.path / RUN_LOG
 
 
 def _confirm(question: str) -> bool:
