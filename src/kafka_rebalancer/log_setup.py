@@ -2,9 +2,10 @@
 connect/close lines, great-expectations' registration notes, py4j) speak only at WARNING and above, unless
 KAFKA_REBALANCER_DEBUG_LOGS=1 brings them back for a bug hunt.
 
-A step the CLI runs on a terminal (`plan`, and the plan of a manual operation) sends what the libraries print to
-the run's log file instead (`libraries_to_file`): Spark's JVM, HiGHS' banner, Python warnings, the libraries' log
-records. The terminal keeps the product's lines; the file has those too, in order, with the libraries' around them.
+A step the CLI runs on a terminal (`plan`, `validate`, and those of a manual operation) sends what the libraries
+print to the run's log file instead (`libraries_to_file`, `RUN_LOG`): Spark's JVM, HiGHS' banner, Python warnings,
+the libraries' log records. The terminal keeps the product's lines; the file has those too, in order, with the
+libraries' around them.
 """
 
 from __future__ import annotations
