@@ -174,15 +174,44 @@ def test_losses_by_columns_agree_with_losses_by_rows() -> None:
     deltas = np.vstack([rng.choice([-3.0, 0.0, 5.0, 7.0, 20.0, 20.5, 35.0], size=(200, 1)),
                         rng.choice([-1.0, 0.0, 1.0, 3.0, 4.0], size=(200, 1))]).reshape(2, 200).T
     for broker in range(3):
-        with np.errstate(divide="ignore", invalid="ignore"):  # no capacity: inf and nan, on purpose
-            by_rows = rule.losses_ok(broker, deltas)
+        by_rows = rule.losses_ok(broker, deltas)
         assert rule.losses_ok_columns(broker, np.ascontiguousarray(deltas.T)).tolist() == by_rows.tolist()
-        assert by_rows.any() and not by_rows.all()
+        # Without capacity broker 3 has no lower edge to fall below (`PoolModel.fill_at`).
+        assert by_rows.all() if broker == 2 else by_rows.any() and not by_rows.all()
     # Broker 1 (60 of 100, lower edge 40) may lose any of these: the largest, exactly at the edge, shows it.
     small = deltas[deltas[:, 0] <= 20]
     assert rule.losses_ok(0, small).all() and rule.losses_ok_columns(0, np.ascontiguousarray(small.T)).all()
     assert rule.losses_ok_columns(0, np.empty((2, 0))).tolist() == []
 
+
+def with_a_drained_broker() -> PoolModel:
+    """Brokers 1 (rack a, 20 of 100) and 2 (rack b, 40 of 100) of the pool, and broker 3 (rack c), drained: in no
+    pool, so the snapshot gives it no capacity (0), excluded, its one replica (30) must move."""
+    brokers = pd.DataFrame([{"broker_id": b, "rack": rack, "alive": True, "excluded": b == 3,
+                             "disk_capacity_bytes": 0.0 if b == 3 else 100.0}
+                            for b, rack in zip((1, 2, 3), "abc", strict=True)])
+    rows = [("t", 0, 3, 30), ("u", 0, 1, 20), ("v", 0, 2, 40)]
+    replicas = pd.DataFrame([{"topic": t, "partition": p, "broker_id": b, "position": 0, "size_bytes": size,
+                              "movable": True, "must_move": b == 3} for t, p, b, size in rows])
+    return PoolModel(brokers, replicas, [DISK])
+
+
+@pytest.mark.filterwarnings("error")  # numpy's "divide by zero" on the terminal of every drain, before
+def test_a_broker_without_capacity_is_full_and_has_no_lower_edge_and_its_replica_is_placed() -> None:
+    model = with_a_drained_broker()
+    rule = Acceptance(model, disk_band(0.20, 0.60, ceiling=0.80), ["disk"])
+    assert rule.gain_ok(slice(None), np.array([10.0])).tolist() == [True, True, False]
+    assert rule.under_ceiling(np.array([10.0])).tolist() == [True, True, False]
+    assert rule.under_ceiling(np.array([0.0])).tolist() == [True, True, False]
+    assert rule.loss_ok(2, np.array([30.0]))  # its last replica: nothing left, and no edge under it
+    assert rule.losses_ok(2, np.array([[10.0], [30.0]])).tolist() == [True, True]
+    assert rule.losses_ok_columns(2, np.array([[10.0, 30.0]])).tolist() == [True, True]
+    assert rule.moves_ok(np.array([0]), 2, 0).tolist() == [True]
+    assert rule.moves_ok(np.array([1]), 0, 2).tolist() == [False]
+    plan = Planner(model, bands_of(model), ["disk"], Budgets(max_replica_moves=5)).run()
+    # The drained broker's replica goes to the pool's emptier broker, and the plan stops there (both in band).
+    assert [(int(model.broker_ids[m.source]), int(model.broker_ids[m.target]), m.forced) for m in plan.moves] == \
+        [(3, 1, True)]
 
 
 def three_racks_with_a_new_broker() -> PoolModel:

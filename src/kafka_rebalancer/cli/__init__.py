@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING
 
 from kafka_rebalancer.cli.commands import COMMANDS, add_parsers
 from kafka_rebalancer.errors import RebalancerError, UnreachableError
+from kafka_rebalancer.log_setup import FORMAT, RUN_LOG, libraries_to_file, quiet_libraries
 
 # The rest of the package is imported where it is used: `plan` starts its Spark JVM (~2 s) as soon as its snapshot
 # is checked, and the planner's imports (~1 s) run meanwhile on the other core.
@@ -102,15 +103,25 @@ def _chosen_pools(given: list[str] | None, known: list[str], where: str) -> list
 
 
 def _spark(master: str) -> SparkSession:
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from kafka_rebalancer.log_setup import library_output
     from kafka_rebalancer.spark_settings import plan_spark_conf
 
-    builder = SparkSession.builder.master(master).appName("kafka-rebalancer-plan").config("spark.ui.enabled", "false")
-    for key, value in plan_spark_conf().items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
+    # No stage bars from Spark: the plan draws its own progress on the terminal.
+    conf = SparkConf().setMaster(master).setAppName("kafka-rebalancer-plan").setAll(
+        [("spark.ui.enabled", "false"), ("spark.ui.showConsoleProgress", "false"), *plan_spark_conf().items()])
+    output = library_output()
+    if output is not None and SparkContext._active_spark_context is None:
+        from pyspark.java_gateway import launch_gateway
+
+        # The driver JVM as SparkContext would launch it, but printing into the run's log file (Spark's and
+        # log4j's start-up lines, the JVM's warnings, its Python workers' output) instead of on the terminal.
+        gateway = launch_gateway(conf, popen_kwargs={"stdout": output, "stderr": output})
+        SparkContext(conf=conf, gateway=gateway)
+    return SparkSession.builder.config(conf=conf).getOrCreate()
 
 
 class _SparkStart:
@@ -190,10 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         from kafka_rebalancer import terminal_progress
-        from kafka_rebalancer.log_setup import quiet_libraries
 
-        logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format=FORMAT)
         quiet_libraries()
         with terminal_progress.bars_on(sys.stderr):
             return _dispatch(args)
@@ -292,19 +301,21 @@ def _run_step(args: argparse.Namespace, config: RebalancerConfig) -> int:
         from kafka_rebalancer.snapshot.store import check_snapshot
 
         run.require(SNAPSHOT)  # before Spark starts: a changed snapshot never reaches it
-        starting = _SparkStart(args.spark_master)
-        from kafka_rebalancer.plan.summary import totals_sentence
+        with libraries_to_file(run_log(run)):
+            starting = _SparkStart(args.spark_master)
+            from kafka_rebalancer.plan.summary import totals_sentence
 
-        try:
-            check_snapshot(run)  # one written before records began: its rows, while the JVM starts
-            summary = _plan_locally(config, run, args.spark_master, starting)
-        finally:
-            starting.close()
+            try:
+                check_snapshot(run)  # one written before records began: its rows, while the JVM starts
+                summary = _plan_locally(config, run, args.spark_master, starting)
+            finally:
+                starting.close()
         print(f"plan {summary['plan_hash'][:12]}: {totals_sentence(summary['totals'])}")
     elif args.command == "validate":
         from kafka_rebalancer.validate.suite import validate_plan
 
-        report = validate_plan(config, run)
+        with libraries_to_file(run_log(run)):
+            report = validate_plan(config, run)
         print(f"plan {report['plan_hash'][:12]} passed {report['expectations']} expectations")
     elif args.command == "execute":
         from kafka_rebalancer.execute.executor import run_execute
@@ -410,15 +421,23 @@ def _cancel(args: argparse.Namespace, config: RebalancerConfig) -> int:
 
 def _plan_locally(config: RebalancerConfig, run: RunFolder, spark_master: str,
                   starting: _SparkStart | None = None) -> dict:
-    """Plan with a local Spark session: the one `starting` began, else a new one."""
+    """Plan with a local Spark session: the one `starting` began, else a new one; what the libraries print goes to
+    the run's log file (`run_log`)."""
     from kafka_rebalancer.plan.job import SessionStop, run_plan
 
-    spark = starting.take() if starting is not None else _spark(spark_master)
-    stop = SessionStop(spark)
-    try:
-        return run_plan(spark, config, run, release=stop)
-    finally:
-        stop.join()
+    with libraries_to_file(run_log(run)):
+        spark = starting.take() if starting is not None else _spark(spark_master)
+        stop = SessionStop(spark)
+        try:
+            return run_plan(spark, config, run, release=stop)
+        finally:
+            stop.join()
+
+
+def run_log(run: RunFolder) -> Path:
+    """The run's log file of the CLI's plan and validate: the product's log records and, around them, what the
+    libraries print (the terminal shows the product's lines only)."""
+    return run.path / RUN_LOG
 
 
 def _confirm(question: str) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 from kafka_rebalancer.cli.commands import COMMANDS, request_params
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import RebalancerError
+from kafka_rebalancer.log_setup import RUN_LOG, libraries_to_file
 from kafka_rebalancer.operations.overrides import CONFIG, OverrideStore, current_user, layout
 from kafka_rebalancer.operations.request import run_config
 from kafka_rebalancer.run_folder import RunFolder
@@ -42,7 +43,8 @@ def operate(args: argparse.Namespace, connect: Callable[[RebalancerConfig], Any]
     config = run_config(args.config, run)
     if action.plans:
         plan(config, run, args.spark_master)
-    validate_plan(config, run)
+    with libraries_to_file(run.path / RUN_LOG):  # great-expectations' notes: the run's log, not the terminal
+        validate_plan(config, run)
     facts = PlanFacts.read(config, run, args.throttle_bytes_per_s)
     print(approval_body(config, run, facts, []))
     if not args.apply:

@@ -159,6 +159,17 @@ class PoolModel:
             usage = np.where(self._has_capacity[brokers], usage, 0.0)
         return usage
 
+    def fill_at(self, brokers: np.ndarray | list[int] | int | slice, load: np.ndarray) -> np.ndarray:
+        """Load / capacity of these brokers (rows) at this load, to hold against the bands' edges and the capacity
+        thresholds: where a broker has no capacity in a resource it counts as full (+inf), so it takes nothing
+        more of it and no lower edge holds it. Only a broker of no pool has none (the snapshot resolves capacities
+        for pool members only): one drained, or one holding a replica its pool must take home, a source, never a
+        target. Elsewhere the plain division, so the edges see the same numbers as before."""
+        fill = load / self._divisor[brokers]
+        if self._every_capacity:
+            return fill
+        return np.where(self._has_capacity[brokers], fill, np.inf)
+
     def partition_rows(self, r: int) -> np.ndarray:
         p = self.r_pindex[r]
         return np.arange(self.p_start[p], self.p_start[p] + self.p_count[p])

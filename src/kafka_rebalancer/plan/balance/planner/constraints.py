@@ -305,20 +305,17 @@ class Acceptance:
     def gain_ok(self, brokers: np.ndarray | int | slice, delta: np.ndarray) -> np.ndarray:
         """Brokers gaining `delta` (indexes, or slice(None) for all) stay at or below the upper edge and the
         capacity threshold of every balanced resource that rises."""
-        m = self.model
-        after = (m.load[brokers] + delta) / m.capacity[brokers]
+        after = self.model.fill_at(brokers, self.model.load[brokers] + delta)
         return np.all(~(delta > 0) | (after <= self.limit_of[brokers] + EPS), axis=-1)
 
     def loss_ok(self, broker: int, delta: np.ndarray) -> bool:
         """A broker losing `delta` stays at or above the lower edge of every balanced resource that falls."""
-        m = self.model
-        after = (m.load[broker] - delta) / m.capacity[broker]
+        after = self.model.fill_at(broker, self.model.load[broker] - delta)
         return bool(np.all(~(delta > 0) | (after >= self.lower_of[broker] - EPS)))
 
     def losses_ok(self, brokers: np.ndarray | int, deltas: np.ndarray) -> np.ndarray:
         """`loss_ok` for many (broker, delta) pairs at once, one per row (or one broker losing any one row)."""
-        m = self.model
-        after = (m.load[brokers] - deltas) / m.capacity[brokers]
+        after = self.model.fill_at(brokers, self.model.load[brokers] - deltas)
         return np.all(~(deltas > 0) | (after >= self.lower_of[brokers] - EPS), axis=1)
 
     def losses_ok_columns(self, broker: int, columns: np.ndarray) -> np.ndarray:
@@ -331,11 +328,10 @@ class Acceptance:
         for delta, load, capacity, lower in zip(columns, m.load[broker].tolist(), m.capacity[broker].tolist(),
                                                 (self.lower_of[broker] - EPS).tolist(), strict=True):
             # Every delta passes where the largest does (rounding is monotone): one pass over a resource the
-            # broker is far from the lower edge of, instead of four.
-            if capacity > 0 and (load - float(delta.max())) / capacity >= lower:
+            # broker is far from the lower edge of, instead of four. No capacity: no lower edge (`fill_at`).
+            if capacity <= 0 or (load - float(delta.max())) / capacity >= lower:
                 continue
-            with np.errstate(divide="ignore", invalid="ignore"):  # as losses_ok: no capacity gives inf or nan
-                ok &= ~(delta > 0) | ((load - delta) / capacity >= lower)
+            ok &= ~(delta > 0) | ((load - delta) / capacity >= lower)
         return ok
 
     def moves_ok(self, rs: np.ndarray, s: int, t: int, loads: np.ndarray | None = None) -> np.ndarray:
@@ -344,8 +340,8 @@ class Acceptance:
         m = self.model
         loads = m.r_load[rs] if loads is None else loads
         changes = loads > 0
-        loss = np.all(~changes | ((m.load[s] - loads) / m.capacity[s] >= self.lower_of[s] - EPS), axis=1)
-        gain = np.all(~changes | ((m.load[t] + loads) / m.capacity[t] <= self.limit_of[t] + EPS), axis=1)
+        loss = np.all(~changes | (m.fill_at(s, m.load[s] - loads) >= self.lower_of[s] - EPS), axis=1)
+        gain = np.all(~changes | (m.fill_at(t, m.load[t] + loads) <= self.limit_of[t] + EPS), axis=1)
         return loss & gain
 
     def exchange_ok(self, giver: int, taker: int, delta: np.ndarray) -> bool:
@@ -357,7 +353,7 @@ class Acceptance:
     def under_ceiling(self, delta: np.ndarray) -> np.ndarray:
         """Mask over brokers that stay at or below every capacity threshold after gaining `delta`."""
         m = self.model
-        return np.all((m.load + delta) / m.capacity <= self.ceiling + EPS, axis=1)
+        return np.all(m.fill_at(slice(None), m.load + delta) <= self.ceiling + EPS, axis=1)
 
     # -- distances from the bands ----------------------------------------------------------------------
     def status(self, brokers: list[int] | np.ndarray) -> np.ndarray:

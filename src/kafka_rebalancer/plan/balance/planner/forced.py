@@ -26,7 +26,7 @@ class ForcedPlacement(Action):
         # The broker where the replica sits most centrally in every band: the lowest of its highest position in
         # a band (0 = lower edge, 1 = upper edge) after the move, so no resource fills up ahead of the others.
         lower, limit = self.acceptance.lower, self.acceptance.limit
-        after = (m.load[candidates] + m.r_load[r]) / m.capacity[candidates]
+        after = m.fill_at(candidates, m.load[candidates] + m.r_load[r])
         span = np.where(np.isfinite(limit - lower), limit - lower, np.inf)
         with np.errstate(invalid="ignore"):  # resources without a band: infinite edges, masked out below
             position = np.where(np.isfinite(span) & (span > 0), (after - lower) / np.where(span > 0, span, 1), 0.0)
