@@ -95,7 +95,7 @@ def decide(events: Iterable[ClusterEvent], config: RebalancerConfig, last_starte
             continue
         records.append({**event.as_dict(), "decision": SUPPRESSED, "why": why, "action": ACTION_OF[event.kind],
                         **({"retry_at": retry_at} if retry_at is not None else {})})
-    runs = []
+    runs: list[AutomaticRun] = []
     for (pool, action), pooled in sorted(grouped.items(), key=lambda kv: (kv[0][0], PRECEDENCE.index(kv[0][1]))):
         if any(r.broker_pool == pool for r in runs):  # one automatic run per pool at a time
             records += [{**e.as_dict(), "decision": SUPPRESSED, "action": action,
