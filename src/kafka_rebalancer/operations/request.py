@@ -123,7 +123,8 @@ def _unused(request: ManualRequest, allowed: tuple[str, ...]) -> None:
 def _override(request: ManualRequest, config: RebalancerConfig, brokers: list[int]) -> PoolOverride:
     pool_of = config.broker_pool_of()
     return PoolOverride(id=1 + max((o.id for o in OverrideStore.of(config).read()), default=0),
-                        kind=request.action, broker_pool=request.broker_pool, brokers=brokers,  # type: ignore[arg-type]
+                        kind=request.action,  # type: ignore[arg-type]  # only the actions with an override come here
+                        broker_pool=request.broker_pool, brokers=brokers,
                         from_pools={b: pool_of.get(b) for b in brokers}, topics=list(request.topics),
                         requested_by=request.requested_by, created_at=now_iso(), reason=request.reason,
                         run_id="pending")
