@@ -48,14 +48,16 @@ prometheus: $(STAMP) ## Debian's Prometheus server, which scrapes the local brok
 test: $(STAMP) $(PACKAGE_ZIP) kafka-jars jvm-archive browser prometheus ## the whole test suite (starts and stops its own local Kafka cluster)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 	$(PY) -m pytest
 
 test-unit: $(STAMP) ## only the tests that need neither Kafka, Airflow nor a browser
 	$(PY) -m pytest -m "not kafka and not airflow and not browser"
 
-lint: $(STAMP) ## ruff, and the layers of the package (import-linter)
+lint: $(STAMP) ## ruff, the layers of the package (import-linter) and its types (mypy)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 bench: $(STAMP) jvm-archive ## plan synthetic clusters at five scales, then against the exact optimum; writes bench/*.json and BENCHMARKS.md
 	$(PY) -m bench.run

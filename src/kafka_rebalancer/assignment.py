@@ -27,7 +27,7 @@ class InvalidReplicationFactorError(AdminOperationError):
 
 
 class RandomSource(Protocol):
-    def randrange(self, stop: int) -> int: ...
+    def randrange(self, stop: int, /) -> int: ...  # positional-only, as random.Random's first parameter is
 
 
 def _replica_index(first_replica_index: int, second_replica_shift: int, replica_index: int, n_brokers: int) -> int:
@@ -51,9 +51,9 @@ def rack_alternated_broker_list(racks: Mapping[int, str]) -> list[int]:
     result: list[int] = []
     rack_index = 0
     while len(result) < len(racks):
-        broker = next(iterators[rack_names[rack_index]], None)
-        if broker is not None:
-            result.append(broker)
+        next_broker = next(iterators[rack_names[rack_index]], None)
+        if next_broker is not None:
+            result.append(next_broker)
         rack_index = (rack_index + 1) % len(rack_names)
     return result
 

@@ -122,7 +122,7 @@ class BrokerCordon:
 
 def _error_code(exc: Exception) -> Any:
     """The KafkaError code of a confluent-kafka exception (None for another exception)."""
-    error = exc.args[0] if exc.args else None
+    error: Any = exc.args[0] if exc.args else None
     return error.code() if hasattr(error, "code") else None
 
 
@@ -147,7 +147,9 @@ class ClusterAdmin:
     def _client(self) -> Any:
         from confluent_kafka.admin import AdminClient
 
-        return AdminClient({**self.connection.confluent_config(), "error_cb": self._on_error})
+        # Any: confluent-kafka types the config's values as str/int/float/bool; librdkafka's callbacks are functions.
+        config: dict[str, Any] = {**self.connection.confluent_config(), "error_cb": self._on_error}
+        return AdminClient(config)
 
     def _on_error(self, error: Any) -> None:
         """librdkafka reports a refused login only here (served by poll); the calls themselves just time out."""

@@ -32,7 +32,8 @@ class Need:
 
 
 class MoveLike(Protocol):
-    topic: str
+    @property
+    def topic(self) -> str: ...  # read-only: the moves are frozen dataclasses
 
 
 class ThrottleLike(Protocol):

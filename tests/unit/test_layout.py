@@ -82,3 +82,14 @@ def test_modules_and_functions_stay_within_their_limits() -> None:
     found = over_limit()
     assert found - OVER_LIMIT == set(), f"over {MODULE_LINES} lines a module or {FUNCTION_LINES} a function"
     assert OVER_LIMIT - found == set(), "split since: take it off OVER_LIMIT"
+
+
+def test_every_type_ignore_names_its_error_and_says_why() -> None:
+    """mypy runs over src/ (`make lint`, `make test`); a silenced error names its code and, on the same line, why
+    it is silenced (`# type: ignore[code]  # why`)."""
+    said = re.compile(r"# type: ignore\[[a-z-]+(, [a-z-]+)*\]  # \S")
+    unsaid = [f"{path.relative_to(REPO)}:{number}" for folder in ("src", "dags", "plugins")
+              for path in sorted((REPO / folder).rglob("*.py"))
+              for number, line in enumerate(path.read_text().splitlines(), 1)
+              if "type: ignore" in line and not said.search(line)]
+    assert not unsaid, f"a type: ignore without its code or reason: {unsaid}"

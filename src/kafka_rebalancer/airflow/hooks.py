@@ -4,9 +4,14 @@ librdkafka config, e.g. {"bootstrap.servers": "broker1:9092,broker2:9092", "secu
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from airflow.sdk import BaseHook
+
+if TYPE_CHECKING:
+    from airflow.sdk import Connection
+
+    from kafka_rebalancer.kafka_admin import KafkaConnection
 
 
 class KafkaClusterHook(BaseHook):
@@ -22,14 +27,14 @@ class KafkaClusterHook(BaseHook):
         self.kafka_config_id = kafka_config_id
         self.request_timeout_s = request_timeout_s
 
-    def get_conn(self) -> Any:
+    def get_conn(self) -> KafkaConnection:
         return self.kafka_connection(self.get_connection(self.kafka_config_id))
 
-    async def aget_conn(self) -> Any:
+    async def aget_conn(self) -> KafkaConnection:
         """The same from async code (a trigger in the triggerer): the connection read without blocking its loop."""
         return self.kafka_connection(await self.aget_connection(self.kafka_config_id))
 
-    def kafka_connection(self, conn: Any) -> Any:
+    def kafka_connection(self, conn: Connection) -> KafkaConnection:
         from kafka_rebalancer.errors import KafkaUnreachableError
         from kafka_rebalancer.kafka_admin import KafkaConnection
 

@@ -5,10 +5,16 @@ auto-approval limits and the execution window goes on unattended, anything else 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+    from airflow.sdk.definitions._internal.node import DAGNode
+    from airflow.sdk.types import RuntimeTaskInstanceProtocol
 
 RUN_DIR = "{{ ti.xcom_pull(task_ids='snapshot') }}"  # the run folder, as the snapshot task returns it
 DEFAULT_RESPONSE_TIMEOUT = timedelta(hours=12)
@@ -24,7 +30,7 @@ class PlanApprovalOperator(ApprovalOperator):
                          defaults="Reject", response_timeout=DEFAULT_RESPONSE_TIMEOUT, **kwargs)
         self.run_dir = run_dir
 
-    def execute(self, context: Any) -> Any:
+    def execute(self, context: Context) -> Any:
         from kafka_rebalancer.airflow.tasks import approval_decision
 
         decision = approval_decision(context, self.run_dir)
@@ -37,14 +43,14 @@ class PlanApprovalOperator(ApprovalOperator):
         self.response_timeout = decision["response_timeout"]
         return super().execute(context)
 
-    def skip(self, ti: Any, tasks: Any) -> None:
+    def skip(self, ti: RuntimeTaskInstanceProtocol, tasks: Iterable[DAGNode]) -> None:
         """Without an approval everything downstream that needs one is skipped here (execute and verify), not only
         the next task, so no task's outcome depends on how the scheduler propagates a skip through the mapped
         execute (CI once saw verify end upstream_failed); `report` (all_done) still runs."""
         needs_approval = [t for t in self.get_flat_relatives(upstream=False) if t.trigger_rule == "all_success"]
         super().skip(ti=ti, tasks=needs_approval)
 
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         from kafka_rebalancer.airflow.tasks import record_answer
 
         timed_out = bool(event.get("timedout"))  # the scheduler applied the default answer, Reject

@@ -4,17 +4,28 @@ connection)."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_rebalancer.airflow.hooks import KafkaClusterHook
 from kafka_rebalancer.log_setup import quiet_libraries
+
+if TYPE_CHECKING:  # the tasks import the package's modules when they run: the DAGs parse light
+    from collections.abc import Callable
+    from datetime import timedelta
+
+    from airflow.sdk import Context
+
+    from kafka_rebalancer.automation.watch import ClusterEvent
+    from kafka_rebalancer.config import RebalancerConfig
+    from kafka_rebalancer.kafka_admin import KafkaConnection
+    from kafka_rebalancer.run_folder import RunFolder
 
 log = logging.getLogger(__name__)
 REPORTS_URL_PREFIX = "/kafka-rebalancer"  # the runs page and reports (ui.py), on the API server
 quiet_libraries()  # before the tasks import great-expectations, whose import alone logs dozens of lines
 
 
-def _config(context: Any, run_dir: str | None = None) -> Any:
+def _config(context: Context, run_dir: str | None = None) -> RebalancerConfig:
     """The run's config: the file, the stored pool overrides and, for a manual run, its own pending one."""
     from kafka_rebalancer.operations.request import run_config
     from kafka_rebalancer.run_folder import RunFolder
@@ -22,18 +33,18 @@ def _config(context: Any, run_dir: str | None = None) -> Any:
     return run_config(context["params"]["config_path"], RunFolder(run_dir) if run_dir else None)
 
 
-def _user(context: Any) -> str:
+def _user(context: Context) -> str:
     """Who triggered the run: the Airflow user, else the OS user of the worker."""
     from kafka_rebalancer.operations.overrides import current_user
 
     return getattr(context["dag_run"], "triggering_user_name", None) or current_user()
 
 
-def _connection(config: Any) -> Any:
+def _connection(config: RebalancerConfig) -> KafkaConnection:
     return KafkaClusterHook(config.cluster.airflow_connection_id, config.cluster.request_timeout_s).get_conn()
 
 
-def dry_run_for(context: Any) -> bool:
+def dry_run_for(context: Context) -> bool:
     """mode=auto: scheduled runs execute, runs a person triggers only plan (safe default)."""
     mode = context["params"]["mode"]
     if mode == "auto":
@@ -41,7 +52,7 @@ def dry_run_for(context: Any) -> bool:
     return mode == "dry-run"
 
 
-def snapshot_task(context: Any) -> str:
+def snapshot_task(context: Context) -> str:
     """A manual run's request is checked and written first (a wrong parameter fails here, naming it, before the
     cluster is touched); then the cluster is captured with the run's pools."""
     from kafka_rebalancer.snapshot.start import start_run
@@ -58,12 +69,12 @@ def snapshot_task(context: Any) -> str:
     return str(start_run(params["config_path"], context["run_id"], request_params, _connection).path)
 
 
-def _run_is_live(context: Any) -> Any:
+def _run_is_live(context: Context) -> Callable[[str, str], bool]:
     ti = context["ti"]
     return lambda dag_id, run_id: ti.get_dr_count(dag_id=dag_id, run_ids=[run_id], states=["queued", "running"]) > 0
 
 
-def _claim_pools(context: Any) -> bool:
+def _claim_pools(context: Context) -> bool:
     """The run holds its pools until its report (holds.claims); an automatic run starts nothing on a pool
     another run holds, and its events are raised again after the cooldown. Whether the run is automatic."""
     import time
@@ -88,7 +99,7 @@ def _claim_pools(context: Any) -> bool:
     return bool(started)
 
 
-def validate_task(context: Any, run_dir: str) -> list[str]:
+def validate_task(context: Context, run_dir: str) -> list[str]:
     """Validate the plan; returns the pools the execute task is mapped over."""
     from kafka_rebalancer.run_folder import RunFolder
     from kafka_rebalancer.validate.suite import validate_plan
@@ -98,7 +109,7 @@ def validate_task(context: Any, run_dir: str) -> list[str]:
     return sorted(config.pools)
 
 
-def approval_decision(context: Any, run_dir: str) -> dict[str, Any]:
+def approval_decision(context: Context, run_dir: str) -> dict[str, Any]:
     """The approval step's first half: dry run (stop here), auto-approved (go on), or wait for a person with the
     plan's summary as the body."""
     from kafka_rebalancer.approve.approval import (
@@ -155,7 +166,7 @@ def approval_decision(context: Any, run_dir: str) -> dict[str, Any]:
             "response_timeout": _response_timeout(context, config)}
 
 
-def automatic_mode(config: Any, context: Any) -> str | None:
+def automatic_mode(config: RebalancerConfig, context: Context) -> str | None:
     """The automation mode the events DAG started this run with (None: not an automatic run). Its decision
     recorded the run id it chose, and the action, pool and brokers it asked for, which this run's must be."""
     from kafka_rebalancer.automation.events_log import started_records
@@ -173,7 +184,7 @@ def report_url(run_id: str) -> str:
     return f"{REPORTS_URL_PREFIX}/report/{run_id}"
 
 
-def _response_timeout(context: Any, config: Any) -> Any:
+def _response_timeout(context: Context, config: RebalancerConfig) -> timedelta:
     """The run's approval_timeout param, else the config's approval.response_timeout."""
     from datetime import timedelta
 
@@ -183,7 +194,8 @@ def _response_timeout(context: Any, config: Any) -> Any:
     return timedelta(seconds=parse_duration(given)) if given else config.approval.response_timedelta()
 
 
-def record_answer(context: Any, run_dir: str, *, approved: bool, by: str | None, timed_out: bool) -> dict[str, Any]:
+def record_answer(context: Context, run_dir: str, *, approved: bool, by: str | None,
+                  timed_out: bool) -> dict[str, Any]:
     """The approval step's second half: the person's answer, and on approval the run's pool override."""
     from kafka_rebalancer.approve.approval import PlanFacts, write_decision
     from kafka_rebalancer.run_folder import APPROVAL, RunFolder
@@ -202,7 +214,7 @@ def record_answer(context: Any, run_dir: str, *, approved: bool, by: str | None,
     return decision
 
 
-def _record_override(config: Any, run: Any, approved_by: str | None) -> None:
+def _record_override(config: RebalancerConfig, run: RunFolder, approved_by: str | None) -> None:
     from kafka_rebalancer.operations.request import record_override
 
     override = record_override(config, run, approved_by)
@@ -210,7 +222,7 @@ def _record_override(config: Any, run: Any, approved_by: str | None) -> None:
         log.info("pool override recorded: %s", override.describe())
 
 
-def execute_task(context: Any, run_dir: str, broker_pool: str) -> dict[str, Any]:
+def execute_task(context: Context, run_dir: str, broker_pool: str) -> dict[str, Any]:
     from airflow.sdk.exceptions import AirflowFailException
 
     from kafka_rebalancer.errors import ExecutionCancelled, PermissionDenied
@@ -231,7 +243,7 @@ def execute_task(context: Any, run_dir: str, broker_pool: str) -> dict[str, Any]
     return result
 
 
-def report_task(context: Any) -> str | None:
+def report_task(context: Context) -> str | None:
     """The run's report from whatever its folder holds, however far the run got; then the task fails if another
     task of the run failed, so the run's state stays what happened (this task is the run's last)."""
     from airflow.sdk.exceptions import AirflowFailException
@@ -262,7 +274,7 @@ def report_task(context: Any) -> str | None:
     return str(path) if path else None
 
 
-def cancel_task(context: Any) -> dict[str, Any]:
+def cancel_task(context: Context) -> dict[str, Any]:
     """Cancel the executions of one run (params run_id, broker_pool) and clear their throttles; without a
     run_id, of every run whose reassignments are in flight. Whatever changed in the config since the plan."""
     from kafka_rebalancer.execute.cancel import run_cancel
@@ -287,7 +299,7 @@ def cancel_task(context: Any) -> dict[str, Any]:
     return results
 
 
-def overrides_task(context: Any) -> list[dict[str, Any]]:
+def overrides_task(context: Context) -> list[dict[str, Any]]:
     """List the pool overrides, or revert one (params action, override_id); returns the store's overrides."""
     from kafka_rebalancer.errors import RebalancerError
     from kafka_rebalancer.execute.cordon import revert_override
@@ -314,7 +326,7 @@ def overrides_task(context: Any) -> list[dict[str, Any]]:
     return [o.model_dump(mode="json") for o in overrides]
 
 
-def verify_task(context: Any, run_dir: str) -> dict[str, Any]:
+def verify_task(context: Context, run_dir: str) -> dict[str, Any]:
     from kafka_rebalancer.run_folder import RunFolder
     from kafka_rebalancer.verify.verification import verify_run
 
@@ -323,7 +335,7 @@ def verify_task(context: Any, run_dir: str) -> dict[str, Any]:
     return {k: summary[k] for k in ("plan_hash", "out_of_band_before", "out_of_band_after")}
 
 
-def _triggering_events(context: Any) -> list[Any]:
+def _triggering_events(context: Context) -> list[ClusterEvent]:
     """The events of the looks that triggered this run: each look with events is one asset event, its payload the
     trigger's; several may land in one run."""
     from kafka_rebalancer.automation.watch import ClusterEvent
@@ -332,7 +344,7 @@ def _triggering_events(context: Any) -> list[Any]:
             for asset_event in asset_events for e in ((asset_event.extra or {}).get("payload") or {}).get("events", [])]
 
 
-def check_bands_task(context: Any) -> list[dict[str, Any]]:
+def check_bands_task(context: Context) -> list[dict[str, Any]]:
     """The events DAG's band check, when a look said the bands are due (automation.band_check): the events found."""
     from kafka_rebalancer.automation.band_check import check_bands
     from kafka_rebalancer.automation.watch import BANDS_DUE
@@ -349,7 +361,7 @@ def check_bands_task(context: Any) -> list[dict[str, Any]]:
     return [e.as_dict() for e in events]
 
 
-def decide_task(context: Any, band_events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def decide_task(context: Context, band_events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The events DAG's decision: the events of the looks that triggered this run and the band check's, decided
     (automation.decide), recorded in the events log, and each run to start as a run of the manual DAG: its run id
     and conf."""

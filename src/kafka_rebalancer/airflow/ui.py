@@ -13,7 +13,7 @@ import html
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
 from airflow.api_fastapi.core_api.security import requires_access_dag
@@ -22,6 +22,10 @@ from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse
 
 from kafka_rebalancer.airflow.tasks import report_url
+
+if TYPE_CHECKING:
+    from airflow.sdk import BaseOperator
+    from airflow.sdk.types import TaskInstanceKey
 
 RUN_ID = re.compile(r"^[A-Za-z0-9_.:+-]+$")
 COLUMNS = ("run", "started", "trigger", "action", "mode", "status", "moves", "bytes", "out of band", "approval")
@@ -114,7 +118,7 @@ class RunReportLink(BaseOperatorLink):
 
     name = "Run report"
 
-    def get_link(self, operator: Any, *, ti_key: Any) -> str:
+    def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
         if not ti_key.dag_id.startswith("kafka_rebalance_") or operator.task_id not in REPORTED_TASKS:
             return ""
         return report_url(ti_key.run_id)

@@ -95,7 +95,7 @@ def decide(events: Iterable[ClusterEvent], config: RebalancerConfig, last_starte
             continue
         records.append({**event.as_dict(), "decision": SUPPRESSED, "why": why, "action": ACTION_OF[event.kind],
                         **({"retry_at": retry_at} if retry_at is not None else {})})
-    runs = []
+    runs: list[AutomaticRun] = []
     # Per pool the action that goes first (a lost broker's drain: its partitions are short of a replica until it
     # runs), the others held back.
     for (pool, action), pooled in sorted(grouped.items(), key=lambda kv: (kv[0][0], AUTOMATIC.index(kv[0][1]))):

@@ -98,7 +98,8 @@ def _added(state: WatchState, registered: Mapping[int, str | None], now: float, 
     unpooled = set(registered) - set(pool_of)
     state.unpooled_since = {b: state.unpooled_since.get(b, now) for b in unpooled}
     state.added_reported &= unpooled  # one that left, or joined a pool, is new again later
-    events, claimed = [], {}
+    events: list[ClusterEvent] = []
+    claimed: dict[str, list[int]] = {}
     for broker in sorted(unpooled - state.added_reported):
         rack = registered[broker]
         claiming = [name for name, pool in sorted(config.pools.items())

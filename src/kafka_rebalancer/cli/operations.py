@@ -24,7 +24,7 @@ _CLUSTER_CHECK_TIMEOUT_S = 10.0  # `pools` and `overrides revert` do their own w
 
 
 def operate(args: argparse.Namespace, connect: Callable[[RebalancerConfig], Any],
-            plan: Callable[[RebalancerConfig, RunFolder, str], None],
+            plan: Callable[[RebalancerConfig, RunFolder, str], object],
             confirm: Callable[[str], bool] | None = None) -> int:
     """One manual operation end to end; returns the exit code."""
     from kafka_rebalancer.approve.approval import PlanFacts, approval_body, write_decision

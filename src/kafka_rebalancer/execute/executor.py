@@ -361,7 +361,7 @@ class _PoolExecution:
         self.progress.maybe_log(force=True)
         final = self.xlog.state()
         moves = self.plan.moves
-        result = {
+        result: dict[str, Any] = {
             "pool": self.pool, "plan_hash": self.plan.digest, "moves": len(moves),
             "completed": sum(1 for m in moves if final.action(m.key) == "completed"),
             "completed_this_attempt": len(self.completed_now),

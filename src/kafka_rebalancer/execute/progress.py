@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,7 +28,7 @@ class Progress:
     bytes (`record_due`). `completed`: the moves an earlier attempt finished (done, and outside this attempt's
     bound)."""
 
-    def __init__(self, pool: str, moves: list[CopyingMove], rate_bytes_per_s: int | None,
+    def __init__(self, pool: str, moves: Sequence[CopyingMove], rate_bytes_per_s: int | None,
                  record: Callable[..., Any], completed: Iterable[Key] = (), every_s: float = 10.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.pool, self.rate, self.record = pool, rate_bytes_per_s, record

@@ -10,10 +10,19 @@ from typing import Protocol
 
 
 class MoveLike(Protocol):
-    topic: str
-    partition: int
-    old: tuple[int, ...]
-    new: tuple[int, ...]
+    """A move's partition and its replicas before and after (read-only: the moves are frozen dataclasses)."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def old(self) -> tuple[int, ...]: ...
+
+    @property
+    def new(self) -> tuple[int, ...]: ...
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, overload
 
 from kafka_rebalancer.model.reassignment import Key
 
@@ -25,11 +25,25 @@ from kafka_rebalancer.model.reassignment import Key
 ESTIMATE_POINTS = (0.25, 0.5, 0.75)
 
 
-class CopyingMove(Protocol):
-    old: tuple[int, ...]
-    new: tuple[int, ...]
-    size_bytes: int
-    leader: int
+class ReplicaCopy(Protocol):
+    """What a move copies: its replicas before and after, the partition's size and the leader serving the copies
+    (read-only: the moves are frozen dataclasses)."""
+
+    @property
+    def old(self) -> tuple[int, ...]: ...
+
+    @property
+    def new(self) -> tuple[int, ...]: ...
+
+    @property
+    def size_bytes(self) -> int: ...
+
+    @property
+    def leader(self) -> int: ...
+
+
+class CopyingMove(ReplicaCopy, Protocol):
+    """A move the executor follows: by its partition, with the bytes its new replicas copy."""
 
     @property
     def key(self) -> Key: ...
@@ -41,7 +55,7 @@ class CopyingMove(Protocol):
 RECEIVES, SERVES = "receives", "serves"
 
 
-def copy_loads(move: CopyingMove) -> list[tuple[int, str, int]]:
+def copy_loads(move: ReplicaCopy) -> list[tuple[int, str, int]]:
     """What a move copies, per broker: (broker, RECEIVES or SERVES, bytes). Each new replica receives the partition;
     the leader serves one copy per new replica (the first old replica when the snapshot's leader is not one of the
     old replicas). Nothing for a move that only reorders its replicas."""
@@ -60,9 +74,18 @@ class CopyBytes:
     received: Mapping[int, int]
     served: Mapping[int, int]
 
+    @overload
     @classmethod
-    def of(cls, moves: Iterable[CopyingMove], copied: Mapping[Key, int] | None = None) -> CopyBytes:
-        """`copied`: per move in flight, the bytes its new replicas hold already (their share is left out)."""
+    def of(cls, moves: Iterable[ReplicaCopy]) -> CopyBytes: ...
+
+    @overload
+    @classmethod
+    def of(cls, moves: Iterable[CopyingMove], copied: Mapping[Key, int] | None) -> CopyBytes: ...
+
+    @classmethod
+    def of(cls, moves: Iterable[Any], copied: Mapping[Key, int] | None = None) -> CopyBytes:
+        """`copied`: per move in flight, the bytes its new replicas hold already (their share is left out; the
+        moves are then CopyingMoves, known by their key)."""
         received: dict[int, int] = {}
         served: dict[int, int] = {}
         for move in moves:

@@ -197,13 +197,13 @@ def layout(config: RebalancerConfig, overrides: list[PoolOverride]) -> PoolLayou
                 drained[b] = f"override #{o.id}"
                 broker_source.pop(b, None)
             else:
-                pools.setdefault(o.broker_pool, []).append(b)  # type: ignore[arg-type]
+                pools.setdefault(o.broker_pool, []).append(b)  # type: ignore[arg-type]  # only a drain has no pool
                 broker_source[b] = f"override #{o.id}"
         emptied = [p for p, brokers in pools.items() if not brokers]
         if emptied:
             raise ConfigError(file, "pools", f"{name} leaves pool(s) {', '.join(emptied)} without brokers")
         if o.topics:  # an isolation: its topics live in its pool
-            rules = [(t, o.broker_pool) for t in o.topics] + rules  # type: ignore[misc]
+            rules = [(t, o.broker_pool) for t in o.topics] + rules  # type: ignore[assignment]  # an isolation names its pool
             rule_source = [f"override #{o.id}"] * len(o.topics) + rule_source
     return PoolLayout(pools, rules, broker_source, rule_source, drained)
 

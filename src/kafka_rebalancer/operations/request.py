@@ -93,7 +93,7 @@ class ManualRequest(BaseModel):
         source = Action.DEMOTE_BROKERS if data["scope"].get("leadership") == "demote" else \
             (override or data).get("kind" if override else "action")
         try:
-            record = run_action(source)
+            record = run_action(str(source))
         except ValueError:
             return data  # the field validation names it
         return {**data, "scope": {**data["scope"], **_decisions(record, override and PoolOverride.model_validate(
@@ -145,7 +145,7 @@ def _unused(request: ManualRequest, allowed: tuple[str, ...]) -> None:
 def _override(request: ManualRequest, config: RebalancerConfig, brokers: list[int]) -> PoolOverride:
     pool_of = config.broker_pool_of()
     return PoolOverride(id=1 + max((o.id for o in OverrideStore.of(config).read()), default=0),
-                        kind=request.action, broker_pool=request.broker_pool, brokers=brokers,  # type: ignore[arg-type]
+                        kind=request.action, broker_pool=request.broker_pool, brokers=brokers,
                         from_pools={b: pool_of.get(b) for b in brokers}, topics=list(request.topics),
                         requested_by=request.requested_by, created_at=now_iso(), reason=request.reason,
                         run_id="pending")

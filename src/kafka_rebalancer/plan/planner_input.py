@@ -81,8 +81,8 @@ class SparkInput:
         # replica.
         first = self.frame.where((F.col("position") == 0) & (F.col("status") != "skip")).join(
             homecoming_partitions(self.frame), ["topic", "partition"], "left_anti")
-        partitions = first.select("topic", "partition", F.col("members").alias("replicas"), "leader",
-                                  F.col("topic_pool").alias("broker_pool")).toPandas()
+        partitions: pd.DataFrame = first.select("topic", "partition", F.col("members").alias("replicas"), "leader",
+                                                F.col("topic_pool").alias("broker_pool")).toPandas()
         isr = self.frame.where("in_isr AND broker_alive").groupBy("topic", "partition").agg(
             F.collect_list("broker_id").alias("isr")).toPandas()
         partitions = partitions.merge(isr, on=["topic", "partition"], how="left")

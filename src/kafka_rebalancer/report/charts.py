@@ -101,11 +101,11 @@ def usage_bars(title: str, brokers: Sequence[BrokerUsage], lower: float | None, 
     # Shapes in the layout, not add_hline/add_hrect: those re-process every shape per call, seconds for a page.
     shapes: list[dict[str, Any]] = []
     annotations: list[dict[str, Any]] = []
-    edges = [("band", BAND, "dash", lower, upper)]
+    edges: list[tuple[str, str, str, float | None, float | None]] = [("band", BAND, "dash", lower, upper)]
     if before is not None and before != (lower, upper):
         edges.append(("band before", BAND_BEFORE, "dot", *before))
-    for name, colour, dash, *values in edges:
-        for edge, value in zip(("lower", "upper"), values, strict=True):
+    for name, colour, dash, low, high in edges:
+        for edge, value in (("lower", low), ("upper", high)):
             if value is None:
                 continue
             shapes.append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": value,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib.resources import files
 from typing import Any
 
@@ -238,7 +238,7 @@ def _render_bounds(plan: PlanView) -> str:
         for r in pool.resources:
             resource_rows.append([
                 pool.broker_pool, r.resource, _amount_cell(r.resource, r.forced_moved),
-                _forced_reasons(r.forced_moved_by_reason, lambda v, name=r.resource: _amount_cell(name, v)[0]),
+                _forced_reasons(r.forced_moved_by_reason, _amount_text(r.resource)),
                 _amount_cell(r.resource, r.forced_lower_bound), _ratio_cell(r.forced_moved_over_lb),
                 _amount_cell(r.resource, r.lower_bound), _amount_cell(r.resource, r.moved),
                 _ratio_cell(r.moved_over_lb),
@@ -489,7 +489,7 @@ def _unreadable(data: RunReportData, name: str) -> str:
     return f'<p class="unreadable">could not read this part of the run: {_esc(problem)}</p>' if problem else ""
 
 
-def _table(headers: list[str | tuple[str, bool]], rows: list[list[Cell]], table_id: str | None = None,
+def _table(headers: Sequence[str | tuple[str, bool]], rows: list[list[Cell]], table_id: str | None = None,
            sortable: bool = False) -> str:
     """A plain table; numeric columns (header given as (name, True)) sort by the number in their cells."""
     ths = []
@@ -545,6 +545,11 @@ def _share_cell(value: float | None) -> Cell:
 
 def _bytes_cell(value: float | None) -> Cell:
     return ("-", float("-inf")) if value is None else (human_bytes(value), value)
+
+
+def _amount_text(resource: str) -> Callable[[float | None], str]:
+    """How an amount of the resource is written (the text of its cell)."""
+    return lambda value: _amount_cell(resource, value)[0]
 
 
 def _amount_cell(resource: str, value: float | None) -> Cell:

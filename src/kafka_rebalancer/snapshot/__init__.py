@@ -62,7 +62,7 @@ def capture(config: RebalancerConfig, connection: KafkaConnection,
         tables.warnings += measured.warnings
     for warning in tables.warnings:
         log.warning("snapshot: %s", warning)
-    manifest = {"cluster": config.cluster.name, "cluster_id": cluster_id,
+    manifest: dict[str, Any] = {"cluster": config.cluster.name, "cluster_id": cluster_id,
                 "bootstrap_servers": connection.bootstrap_servers,
                 "config_fingerprint": config.fingerprint(),
                 # read_snapshot checks these resources' capacities (the tables alone do not say which are balanced)
@@ -72,8 +72,8 @@ def capture(config: RebalancerConfig, connection: KafkaConnection,
                 "cordoned_brokers": sorted(b for b, dirs in log_dirs.items() if dirs.get("cordoned"))}
     if manifest["cordoned_brokers"]:
         log.info("cordoned brokers (no new partitions): %s", manifest["cordoned_brokers"])
-    if measured is not None:  # so prometheus and its client are set
-        manifest |= _prometheus_manifest(prometheus, prometheus_client, measured, tables)  # type: ignore[arg-type]
+    if measured is not None and prometheus is not None and prometheus_client is not None:  # measured: both are set
+        manifest |= _prometheus_manifest(prometheus, prometheus_client, measured, tables)
     manifest["capture_seconds"] = round(time.monotonic() - started, 3)
     return tables, manifest
 

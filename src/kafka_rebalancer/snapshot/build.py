@@ -5,7 +5,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -66,7 +66,8 @@ def with_traffic(partitions: pd.DataFrame, replicas: pd.DataFrame, traffic: Traf
                                   per_replica["cpu_leader_cores"].to_numpy(),
                                   per_replica["cpu_follower_cores"].to_numpy(), resources)
     current = np.where(replicas["is_leader"].to_numpy(bool)[:, None], leader, follower)
-    replicas = replicas.assign(**{r.replica_load_column: current[:, k] for k, r in enumerate(resources)})
+    # cast: each of the three traffic resources has its replica-load column
+    replicas = replicas.assign(**{cast(str, r.replica_load_column): current[:, k] for k, r in enumerate(resources)})
     return partitions, replicas
 
 

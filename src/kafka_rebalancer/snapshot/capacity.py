@@ -51,7 +51,7 @@ class CruiseControlCapacity:
 
 def _number(file: str, field: str, value: object) -> float:
     try:
-        number = float(value)  # type: ignore[arg-type]
+        number = float(value)  # type: ignore[arg-type]  # any value of the file: float() is the check
     except (TypeError, ValueError):
         raise ConfigError(file, field, f"expected a number (as Cruise Control writes it, e.g. \"100000\"), "
                                        f"got {value!r}") from None

@@ -215,16 +215,18 @@ def _check_replica_lists_match(replicas: pd.DataFrame, partitions: pd.DataFrame,
     """Both tables describe the same assignment: one replicas row per broker in each partition's replica list."""
     if _same_assignment(replicas, partitions, listed):
         return
-    listed = {(t, int(p), b) for t, p, ids in zip(partitions["topic"], partitions["partition"],
-                                                  partitions["replicas"], strict=True) for b in _broker_ids(ids)}
+    # Every replica list is one of broker ids by now (_check_replica_lists), so `or ()` never drops one.
+    listed_keys = {(t, int(p), b) for t, p, ids in zip(partitions["topic"], partitions["partition"],
+                                                       partitions["replicas"], strict=True)
+                   for b in _broker_ids(ids) or ()}
     rows = list(zip(replicas["topic"], replicas["partition"].astype(int), replicas["broker_id"].astype(int),
                     strict=True))
     for row, key in enumerate(rows):
-        if key not in listed:
+        if key not in listed_keys:
             raise _row_error(sources["replicas"], replicas, "replicas", row,
                              f"not in the replica list of its partition in {sources['partitions']}",
                              "one row per broker of partitions.replicas")
-    missing = listed - set(rows)
+    missing = listed_keys - set(rows)
     if missing:
         topic, partition, broker = min(missing)
         raise SnapshotError(f"{sources['partitions']}: topic {topic!r}, partition {partition}: broker {broker} is "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 import pyarrow as pa
@@ -139,4 +139,4 @@ def snapshot_topics(folder: Path) -> list[str]:
     except (OSError, pa.ArrowException, KeyError) as exc:
         raise RunFolderError(f"{path}: expected the snapshot's partitions table with a topic column "
                              f"({one_line(exc)})") from None
-    return sorted(pc.unique(column).to_pylist())
+    return sorted(cast("list[str]", pc.unique(column).to_pylist()))  # cast: the schema's topic is a string

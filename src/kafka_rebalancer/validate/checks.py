@@ -51,8 +51,10 @@ def build_checks(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[
     old_by_key = {(r.topic, r.partition): r.replicas for r in rollback}
     pool_brokers = {pool: set(s.brokers) for pool, s in config.pools.items()}
     # The racks a pool can still place replicas on: its live brokers' that take replicas (not drained, not cordoned).
-    eligible_racks = {pool: {brokers.at[b, "rack"] for b in ids if b in brokers.index and brokers.at[b, "alive"]
-                             and b not in leaving and b not in cordoned} for pool, ids in pool_brokers.items()}
+    # Keyed by pool: a partition of no pool (None) finds none.
+    eligible_racks: dict[str | None, set[str]] = {
+        pool: {brokers.at[b, "rack"] for b in ids if b in brokers.index and brokers.at[b, "alive"]
+               and b not in leaving and b not in cordoned} for pool, ids in pool_brokers.items()}
 
     def racks(ids: list[int]) -> int:
         return len({brokers.at[b, "rack"] if b in brokers.index and brokers.at[b, "rack"] else f"#{b}" for b in ids})

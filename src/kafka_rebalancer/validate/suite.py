@@ -7,7 +7,7 @@ and execution refuses any plan whose hash is not the one validated here.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -134,6 +134,7 @@ def run_suite(checks: CheckTables, config: RebalancerConfig) -> tuple[bool, list
     """Validate the check tables; returns (success, failures with their rows, raw GX results)."""
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
+    from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
 
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
@@ -158,11 +159,13 @@ def run_suite(checks: CheckTables, config: RebalancerConfig) -> tuple[bool, list
         raw.append(result.to_json_dict())
         for r in result.results:
             if not r.success:
+                # cast: GX types a result's config optional; validating a suite sets it on every result
+                expectation = cast(ExpectationConfiguration, r.expectation_config)
                 rows = [{k: _plain(v) for k, v in row.items()}
                         for row in r.result.get("unexpected_index_list") or []]
-                failures.append({"table": table, "expectation": r.expectation_config.type,
-                                 "kwargs": {k: v for k, v in r.expectation_config.kwargs.items() if k != "batch_id"},
-                                 "description": r.expectation_config.meta.get("description"),
+                failures.append({"table": table, "expectation": expectation.type,
+                                 "kwargs": {k: v for k, v in expectation.kwargs.items() if k != "batch_id"},
+                                 "description": expectation.meta.get("description"),
                                  "unexpected_count": r.result.get("unexpected_count"), "rows": rows})
     return not failures, failures, raw
 

@@ -67,7 +67,7 @@ def fewest_bytes(excess: np.ndarray, deficit: np.ndarray, is_count: bool,
         given[i] = _smallest(sizes, excess[i]) if is_count else _Knapsack(loads, sizes).bytes_for(excess[i])
     for i in np.flatnonzero(deficit > EPS):
         received[i] = (pool_smallest[min(int(np.ceil(deficit[i] - EPS)), len(pool_sizes))] if is_count
-                       else pool_knapsack.bytes_for(deficit[i]))  # type: ignore[union-attr]
+                       else pool_knapsack.bytes_for(deficit[i]))  # type: ignore[union-attr]  # set unless is_count
     return given, received
 
 

@@ -95,7 +95,7 @@ def _partition_facts(partitions: pd.DataFrame, brokers: pd.DataFrame, topics: Se
     under_text[under] = [f"under-replicated: ISR {_ids_json(isr_list)} smaller than replicas {_ids_json(replicas)}"
                          for isr_list, replicas in zip(partitions["isr"].to_numpy()[under],
                                                        partitions["replicas"].to_numpy()[under], strict=True)]
-    reason = np.select(
+    reason = np.select(  # type: ignore[call-overload]  # default None: numpy's stubs want a number or string
         [(on_leaving > 0) & ~is_held & (topic_excluded | no_pool), topic_excluded & ~is_held, no_pool, leader < 0,
          on_excluded > 0, live_out_of_isr > 0],
         [np.full(n, NO_POOL, dtype=object), np.full(n, "excluded topic (config exclude.topics)", dtype=object),

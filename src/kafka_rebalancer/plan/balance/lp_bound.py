@@ -453,7 +453,8 @@ class _Problem:
         if tight_rows is None:
             return value, h.modelStatusToString(status), None
         at, lower, upper = tight_rows
-        h.changeRowsBounds(len(at), at.astype(np.int32), lower.astype(float), upper.astype(float))
+        h.changeRowsBounds(  # type: ignore[attr-defined]  # highspy 1.16 has it; its stubs leave it out
+            len(at), at.astype(np.int32), lower.astype(float), upper.astype(float))
         h.run()
         tight_status = h.getModelStatus()
         tight_value = (float(h.getInfo().objective_function_value)
@@ -530,7 +531,8 @@ class _UnitEdges:
         np.logical_or.at(receives, units[in_lp], problem.receives[in_lp])
         rack = np.full(n_units, -1)
         rack[units[in_lp]] = problem.rack[in_lp]
-        return cls(*sums, receives, rack)
+        base, lower_sum, upper_sum = sums
+        return cls(base, lower_sum, upper_sum, receives, rack)
 
     def received_pairs(self, slot_commodity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(unit, slot) for every unit that receives and slot of the free commodity or its rack's."""

@@ -75,7 +75,7 @@ class BudgetRule:
             return (f"the move budget of every broker that could give it a replica is reached "
                     f"(max_moves_per_broker={b.max_moves_per_broker})")
         sizes = self.state.model.r_size[replicas[with_slot]]
-        if len(sizes) and not self.bytes_ok(int(sizes.min())):
+        if len(sizes) and b.max_moved_bytes is not None and not self.bytes_ok(int(sizes.min())):
             left = b.max_moved_bytes - self.state.moved_bytes
             return (f"byte budget reached (max_moved_bytes={b.max_moved_bytes}: {left} bytes left, the smallest "
                     f"replica that could move has {sizes.min()})")

@@ -242,7 +242,7 @@ class ExactPolish:
             leads_here[m.r_pindex[leading]] = True
             follow = np.where(leads_here[free][:, None], m.r_lead[first], follow)
         for k in np.flatnonzero(constrained):
-            for b in np.flatnonzero(m.eligible & scope):
+            for b in np.flatnonzero(m.eligible & scope).tolist():  # ints: they index x's dicts
                 cap = m.capacity[b, k]
                 if cap <= 0:
                     continue
@@ -277,7 +277,7 @@ class ExactPolish:
             per_broker = np.zeros(len(m.broker_ids), dtype=np.int64)
             for mv in kept:
                 per_broker[[mv.source, mv.target]] += 1
-            for b in np.flatnonzero(m.eligible & scope):
+            for b in np.flatnonzero(m.eligible & scope).tolist():  # ints: they index x's dicts
                 # Moves in (an added replica) plus moves out (an original replica dropped: 1 - x).
                 ins = [x[i][b] for i in range(len(free)) if b in x[i] and b not in original_of[i]]
                 outs = [x[i][b] for i in range(len(free)) if b in x[i] and b in original_of[i]]

@@ -46,8 +46,9 @@ class _Batched:
 
 def _rows(batch: list[Move]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The batch's sources, targets and replica rows."""
-    return tuple(np.array([getattr(mv, name) for mv in batch], dtype=np.int64)
-                 for name in ("source", "target", "replica"))
+    sources, targets, replicas = (np.array([getattr(mv, name) for mv in batch], dtype=np.int64)
+                                  for name in ("source", "target", "replica"))
+    return sources, targets, replicas
 
 
 def prune(state: PlanState, constraints: Constraints) -> None:

@@ -146,7 +146,7 @@ class PlanState:
         """One action: a leadership transfer, or both halves of a leadership swap (k: the resource it fixes;
         `resource`: the log's name for it instead)."""
         m = self.model
-        label = resource or self.names[k]  # type: ignore[index]
+        label = resource or self.names[k]  # type: ignore[index]  # k is given whenever resource is not
         for new_leader in new_leaders:
             old = m.transfer_leadership(new_leader)
             self.plan.moves.append(Move(self._seq, LEADERSHIP, new_leader, int(m.r_broker[old]),

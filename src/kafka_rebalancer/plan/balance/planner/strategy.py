@@ -140,12 +140,12 @@ class Planner:
         first = self.priority[0] if self.priority else 0
         for p in np.flatnonzero(m.p_leadership_ok & self.constraints.placement.short_of_racks()):
             # Spread: move the duplicated-rack replica on the busiest broker to a rack the partition lacks.
-            r = self.forced.rack_duplicate(int(p), first)
-            if not self.forced.place(r, spread=True):
-                self.plan.notes.append((HARD, int(m.broker_ids[m.r_broker[r]]),
-                                        f"{m.r_topic[r]}-{m.r_partition[r]}: its replicas share a rack, and this "
-                                        f"one could not move to a rack the partition lacks "
-                                        f"({self.forced.why_not(r, spread=True)})"))
+            duplicate = self.forced.rack_duplicate(int(p), first)
+            if not self.forced.place(duplicate, spread=True):
+                self.plan.notes.append((HARD, int(m.broker_ids[m.r_broker[duplicate]]),
+                                        f"{m.r_topic[duplicate]}-{m.r_partition[duplicate]}: its replicas share a "
+                                        f"rack, and this one could not move to a rack the partition lacks "
+                                        f"({self.forced.why_not(duplicate, spread=True)})"))
 
     def _release_full_racks(self, balanced: list[int]) -> None:
         """Where every freely movable partition has one replica on each rack (RF = racks), a replica never leaves
@@ -156,7 +156,9 @@ class Planner:
         brokers under the band past theirs: the same promises broken, more bytes copied)."""
         m, acceptance = self.model, self.acceptance
         racks = self.polish.racks_apart(self.polish.free_partitions())
-        for k in [k for k in balanced if not m.resources[k].role_dependent] if racks else []:
+        if not racks:
+            return
+        for k in [k for k in balanced if not m.resources[k].role_dependent]:
             for rack in racks:
                 brokers = np.flatnonzero(m.eligible & (m.rack == rack))
                 total, capacity, usage = m.load[brokers, k].sum(), m.capacity[brokers, k], m.usage[brokers, k]
@@ -300,7 +302,7 @@ class Planner:
         """The replicas whose move would change b's load in k: its own when it is over, the others' when under."""
         if gives:
             return self.state.movable_on(b, k)
-        others = [self.state.movable_on(g, k) for g in np.flatnonzero(self.model.eligible) if g != b]
+        others = [self.state.movable_on(g, k) for g in np.flatnonzero(self.model.eligible).tolist() if g != b]
         return np.concatenate(others) if others else np.zeros(0, np.int64)
 
     def _explain_released(self) -> None:
