@@ -405,6 +405,8 @@ class ExactPolish:
         usage, lower_of, limit_of = m.usage[eligible], acceptance.lower_of[eligible], acceptance.limit_of[eligible]
         before = (acceptance.status(eligible) + np.where(usage < lower_of - EPS, usage - end_lower, 0)
                   + np.where(usage > limit_of + EPS, end_upper - usage, 0))
+        spread = self.constraints.spread
+        spread_before = spread.counts() if spread is not None else None
         old = [mv for mv in log if int(m.r_pindex[mv.replica]) in changed]
         state.restore(reversed(old))
         state.plan.moves = [mv for mv in log if int(m.r_pindex[mv.replica]) not in changed]
@@ -412,7 +414,7 @@ class ExactPolish:
         new_start = len(state.plan.moves)
         for rows, brokers, leader, _ in changed.values():
             self._place(rows, brokers, leader)
-        if self._kept(changed, before) and (short is None
+        if self._kept(changed, before) and (spread is None or spread.within(spread_before)) and (short is None
                                             or int(self.constraints.acceptance.short_of_target().sum()) <= short):
             return True
         state.restore(reversed(state.plan.moves[new_start:]))
