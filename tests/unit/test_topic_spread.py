@@ -16,6 +16,7 @@ from kafka_rebalancer.model.topic_spread import NO_CAP, TopicSpreadSettings, spr
 from kafka_rebalancer.plan.balance.model import PoolModel
 from kafka_rebalancer.plan.balance.planner import Budgets, ExactLimits, Planner
 from kafka_rebalancer.plan.balance.planner.spread import SpreadRule, _earlier_of_same
+from kafka_rebalancer.plan.balance.topic_spread import spread_violations
 from kafka_rebalancer.snapshot.synthetic import SyntheticSpec, generate
 from tests.unit.test_planner import bands_of
 
@@ -186,3 +187,22 @@ def test_a_giver_hands_over_the_leaderships_of_a_topic_over_its_target_first() -
     b_leaders_on_1 = int(m.topic_leaders[1, 0])
     Planner(m, bands_of(m), ["leader_count"], Budgets(0), topic_spread=TopicSpreadSettings(margin=0)).run()
     assert m.topic_leaders[0, 0] < 8 and m.topic_leaders[1, 0] == b_leaders_on_1
+
+
+# -- the check on a placement ----------------------------------------------------------------------------------
+def test_the_check_lists_each_topic_and_broker_above_its_cap() -> None:
+    """Topic 't' has 6 partitions (RF 2) over brokers 1-4: share 3 replicas, cap 4; 1.5 leaders, cap 3. After the
+    plan broker 4 holds 6 replicas (4 of them leading) where it held 2 (none leading); 'skip' is left out."""
+    before = pd.DataFrame({"topic": ["t"] * 6 + ["skip"] * 4, "broker_pool": "p",
+                           "partition": list(range(6)) + list(range(4)),
+                           "replicas": [[1, 2], [1, 3], [1, 4], [1, 2], [2, 3], [3, 4]] + [[4, 1]] * 4})
+    after = before.copy()
+    after["replicas"] = [[4, 2], [4, 3], [1, 4], [4, 2], [4, 3], [3, 4]] + [[4, 1]] * 4
+    violations = spread_violations(before, after, {"p": [1, 2, 3, 4]},
+                                   TopicSpreadSettings(exclude_topics=["skip"]))
+    assert violations.to_dict("records") == [
+        {"topic": "t", "broker_pool": "p", "broker_id": 4, "kind": "leaders", "held_before": 0, "held": 4, "cap": 3},
+        {"topic": "t", "broker_pool": "p", "broker_id": 4, "kind": "replicas", "held_before": 2, "held": 6,
+         "cap": 4}]
+    assert spread_violations(before, before, {"p": [1, 2, 3, 4]}, TopicSpreadSettings()).empty
+    assert spread_violations(before, after, {"p": [1, 2, 3, 4]}, TopicSpreadSettings(enabled=False)).empty
