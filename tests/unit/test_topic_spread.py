@@ -206,3 +206,25 @@ def test_the_check_lists_each_topic_and_broker_above_its_cap() -> None:
          "cap": 4}]
     assert spread_violations(before, before, {"p": [1, 2, 3, 4]}, TopicSpreadSettings()).empty
     assert spread_violations(before, after, {"p": [1, 2, 3, 4]}, TopicSpreadSettings(enabled=False)).empty
+
+
+def test_the_check_between_two_snapshots_reads_pools_and_leaders_from_them() -> None:
+    """As verify calls it: the run's snapshot and one after execution where a broker took 5 of a topic's replicas
+    and all of its leaders (pool of 6 brokers, 8 partitions RF 3: share 4, cap 5; leaders share 2, cap 3)."""
+    from kafka_rebalancer.config import RebalancerConfig
+    from kafka_rebalancer.plan.balance.topic_spread import snapshot_violations
+
+    tables, _ = generate(SyntheticSpec(n_brokers=6, n_racks=3, n_pools=1, n_partitions=8, partitions_per_topic=8,
+                                       seed=3))
+    pool = str(tables.brokers["broker_pool"].iloc[0])
+    config = RebalancerConfig.model_validate({"cluster": {"name": "c"}, "pools": {pool: {
+        "brokers": tables.brokers["broker_id"].astype(int).tolist()}}})
+    assert snapshot_violations(config, tables, tables).empty
+    after_parts = tables.partitions.copy()
+    b = int(tables.brokers["broker_id"].iloc[0])
+    after_parts["replicas"] = [[b] + [x for x in r if x != b][:2] for r in after_parts["replicas"]]
+    after_parts["leader"] = b
+    after = type(tables)(**{**vars(tables), "partitions": after_parts})
+    rows = snapshot_violations(config, tables, after)
+    assert set(zip(rows["broker_id"], rows["kind"], strict=True)) == {(b, "replicas"), (b, "leaders")}
+    assert rows.set_index("kind").loc["leaders", "held"] == 8

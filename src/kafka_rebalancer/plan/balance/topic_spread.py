@@ -14,7 +14,9 @@ from collections.abc import Collection, Mapping
 import numpy as np
 import pandas as pd
 
+from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.topic_spread import TopicSpreadSettings
+from kafka_rebalancer.snapshot.build import SnapshotTables
 
 VIOLATION_COLUMNS = ["topic", "broker_pool", "broker_id", "kind", "held_before", "held", "cap"]
 
@@ -59,3 +61,18 @@ def _held(rows: pd.DataFrame, weight: str | None) -> pd.Series:
     """Per (topic, broker_pool, broker_id): the rows (or those where `weight` is true)."""
     rows = rows if weight is None else rows[rows[weight]]
     return rows.groupby(["topic", "broker_pool", "broker_id"]).size()
+
+
+def snapshot_violations(config: RebalancerConfig, before: SnapshotTables, after: SnapshotTables) -> pd.DataFrame:
+    """`spread_violations` from one snapshot of the cluster to another (verify: the run's, and the one after
+    execution): the brokers taking replicas are each pool's alive, non-excluded brokers in the first."""
+    brokers = before.brokers.drop_duplicates("broker_id").set_index("broker_id")
+    alive = set(brokers.index[brokers["alive"].astype(bool)].tolist()) - set(config.exclude.brokers)
+    taking = {pool: [b for b in settings.brokers if b in alive] for pool, settings in config.pools.items()}
+
+    def placement(tables: SnapshotTables) -> pd.DataFrame:
+        parts = tables.partitions
+        parts = parts[parts["topic_pool"].notna()]
+        return parts.rename(columns={"topic_pool": "broker_pool"})[["topic", "broker_pool", "replicas", "leader"]]
+
+    return spread_violations(placement(before), placement(after), taking, config.topic_spread)
