@@ -48,9 +48,11 @@ class SpreadRule:
 
     def allows_many(self, rs: np.ndarray, b: int) -> np.ndarray:
         """`allows` over many replicas to one broker, each alone."""
+        # b's column compared whole, then read per replica: a gather from the whole matrix missed the cache per
+        # replica (a giver offers a thousand).
         t = self.topic[rs]
-        ok = self.replicas[t, b] < self.replica_cap[t, b]
-        return ok & (~self.model.r_is_leader[rs] | (self.leaders[t, b] < self.leader_cap[t, b]))
+        ok = (self.replicas[:, b] < self.replica_cap[:, b])[t]
+        return ok & (~self.model.r_is_leader[rs] | (self.leaders[:, b] < self.leader_cap[:, b])[t])
 
     def allows_together(self, rs: np.ndarray, b: int) -> np.ndarray:
         """Mask over rs: broker b may take the replica with every earlier one of rs of the same topic (each of a
