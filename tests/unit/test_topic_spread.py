@@ -222,7 +222,7 @@ def test_the_check_between_two_snapshots_reads_pools_and_leaders_from_them() -> 
     assert snapshot_violations(config, tables, tables).empty
     after_parts = tables.partitions.copy()
     b = int(tables.brokers["broker_id"].iloc[0])
-    after_parts["replicas"] = [[b] + [x for x in r if x != b][:2] for r in after_parts["replicas"]]
+    after_parts["replicas"] = [[b, *[x for x in r if x != b][:2]] for r in after_parts["replicas"]]
     after_parts["leader"] = b
     after = type(tables)(**{**vars(tables), "partitions": after_parts})
     rows = snapshot_violations(config, tables, after)
