@@ -316,11 +316,6 @@ class ReplicaMove(Action):
             fitting = self._fitting(int(s), k, most)
             if self._cannot_give[s, k] == m.changes[s]:
                 continue
-            if self.topic_caps is not None:
-                # Only replicas t may take under the topic caps are ranked: a new broker near the caps of many
-                # topics saw its first candidates barred giver after giver.
-                under = self.topic_caps.allows_many(fitting[0], t)
-                fitting = fitting if under.all() else (fitting[0][under], fitting[1].compress(under, axis=0))
             if not m.resources[k].is_count:
                 fitting = self._within_use(fitting, int(s), k, need)
             rs, loads, costs = self.ranking.replicas(*fitting, k, need, giver=int(s), receiver=t)
