@@ -39,6 +39,7 @@ from kafka_rebalancer.model.resources import (
     CpuModel,
     Resource,
 )
+from kafka_rebalancer.model.topic_spread import TopicSpreadSettings
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
@@ -425,6 +426,7 @@ class RebalancerConfig(_Strict):
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     budgets: Budgets = Field(default_factory=Budgets)
     exclude: Exclusions = Field(default_factory=Exclusions)
+    topic_spread: TopicSpreadSettings = Field(default_factory=TopicSpreadSettings)  # README: How a plan is made
     execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
     approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
     automation: AutomationSettings = Field(default_factory=AutomationSettings)

@@ -9,6 +9,7 @@ import pytest
 
 from kafka_rebalancer.config import Budgets as ConfigBudgets
 from kafka_rebalancer.model.resources import DISK, LEADER_COUNT, NETWORK_OUT, REPLICA_COUNT
+from kafka_rebalancer.model.topic_spread import TopicSpreadSettings
 from kafka_rebalancer.plan.balance.bands import Band, band_for
 from kafka_rebalancer.plan.balance.model import PoolModel, base_load_column
 from kafka_rebalancer.plan.balance.per_broker import pool_brokers
@@ -335,7 +336,9 @@ def test_a_pool_planned_from_topic_indexes_names_the_same_moves_as_from_names() 
     resources = [DISK, REPLICA_COUNT]
     model = PoolModel(brokers, replicas, resources)
     bands = bands_of(model)
-    by_names = Planner(model, bands, [r.name for r in resources], Budgets(10_000)).run()
+    # The workers plan with the topic spread (on by default): so does this planner.
+    by_names = Planner(model, bands, [r.name for r in resources], Budgets(10_000),
+                       topic_spread=TopicSpreadSettings()).run()
     expected = [(str(model.r_topic[mv.replica]), int(model.r_partition[mv.replica]),
                  int(model.broker_ids[mv.source]), int(model.broker_ids[mv.target])) for mv in by_names.moves]
 

@@ -13,13 +13,13 @@ from kafka_rebalancer.plan.balance.model import PoolModel
 from kafka_rebalancer.plan.balance.planner import Budgets
 from kafka_rebalancer.plan.balance.planner.actions import (
     CountExchange,
-    HotPartitionSpread,
     LeadershipTransfer,
     ReplicaMove,
     ReplicaSwap,
 )
 from kafka_rebalancer.plan.balance.planner.constraints import Constraints
 from kafka_rebalancer.plan.balance.planner.forced import ForcedPlacement
+from kafka_rebalancer.plan.balance.planner.hot_spread import HotPartitionSpread
 from kafka_rebalancer.plan.balance.planner.ranking import Ranking
 from kafka_rebalancer.plan.balance.planner.state import LEADERSHIP, REPLICA, PlanState
 from tests.unit.test_planner import bands_of, pool, traffic_pool

@@ -332,7 +332,7 @@ def _planning_settings(config: RebalancerConfig, scope: PlanningScope, bands_pdf
                                config.budgets.max_moves_per_broker),
         brokers=_with_roles(per_broker.pool_brokers(inputs.brokers_pdf, parts), scope,
                             cordoned_brokers(inputs.manifest)), topics=tuple(inputs.topics),
-        out_of_band_now=_out_of_band_now(load_pdf, config, bands_pdf))
+        out_of_band_now=_out_of_band_now(load_pdf, config, bands_pdf), topic_spread=config.topic_spread)
 
 
 def _changes(job: _Job, inputs: _Inputs, planned: _Planned) -> _Changes:

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from kafka_rebalancer.model.resources import Resource, role_loads
+from kafka_rebalancer.model.topic_spread import counts_per_topic_and_broker
 
 
 def base_load_column(resource: str) -> str:
@@ -140,6 +141,25 @@ class PoolModel:
         bounds = np.searchsorted(self.r_broker[order], np.arange(len(brokers) + 1))
         self._original_on = [order[bounds[b]:bounds[b + 1]] for b in range(len(brokers))]
         self._arrived_on: list[list[int]] = [[] for _ in range(len(brokers))]
+        # Per (topic, broker): replicas and leaders held, kept by `move` and `transfer_leadership` once asked for
+        # (`track_topics`: topic spread).
+        self.topic_replicas: np.ndarray | None = None
+        self.topic_leaders: np.ndarray | None = None
+
+    def track_topics(self) -> None:
+        """Count the replicas and the leaders of every topic on every broker from now on (`topic_names`,
+        `r_topic_index`, `topic_replicas`, `topic_leaders`): one int32 matrix each, read in O(1) per move."""
+        if self.topic_replicas is not None:
+            return
+        n = len(self.r_topic)
+        # Replicas are sorted by topic: a topic is one run of rows.
+        starts = np.flatnonzero(np.r_[True, self.r_topic[1:] != self.r_topic[:-1]]) if n else np.zeros(0, np.int64)
+        self.topic_names = [str(t) for t in self.r_topic[starts]]
+        self.r_topic_index = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, n]))
+        shape = (len(starts), len(self.broker_ids))
+        self.topic_replicas = counts_per_topic_and_broker(self.r_topic_index, self.r_broker, *shape)
+        self.topic_leaders = counts_per_topic_and_broker(self.r_topic_index, self.r_broker, *shape,
+                                                         weights=self.r_is_leader)
 
     # -- reading -------------------------------------------------------------------------------------
     @property
@@ -271,6 +291,9 @@ class PoolModel:
         self.load[source] -= self.r_load[r]
         self.load[target] += self.r_load[r]
         self.r_broker[r] = target
+        if self.topic_replicas is not None:
+            self._count_topic(r, source, -1)
+            self._count_topic(r, target, 1)
         self._arrived_on[target].append(r)
         self.arrivals[target] += 1
         self.changes[source] += 1
@@ -283,6 +306,8 @@ class PoolModel:
         old = self.leader_of(new_leader)
         for row, lead in ((old, False), (new_leader, True)):
             self.load[self.r_broker[row]] -= self.r_load[row]
+            if self.topic_leaders is not None:
+                self.topic_leaders[self.r_topic_index[row], self.r_broker[row]] += 1 if lead else -1
             self.r_is_leader[row] = lead
             self.r_load[row] = self.r_lead[row] if lead else self.r_follow[row]
             self.load[self.r_broker[row]] += self.r_load[row]
@@ -292,3 +317,10 @@ class PoolModel:
         self.version += 1
         self.r_position[[old, new_leader]] = self.r_position[[new_leader, old]]
         return old
+
+    def _count_topic(self, r: int, broker: int, sign: int) -> None:
+        """Replica r counted on (sign 1) or off (-1) broker's topic counters (its leadership with it)."""
+        topic = self.r_topic_index[r]
+        self.topic_replicas[topic, broker] += sign  # type: ignore[index]
+        if self.r_is_leader[r]:
+            self.topic_leaders[topic, broker] += sign  # type: ignore[index]

@@ -32,6 +32,7 @@ from kafka_rebalancer.model.schemas import (
     SKIPPED,
     TableSchema,
 )
+from kafka_rebalancer.model.topic_spread import TopicSpreadSettings
 from kafka_rebalancer.plan.balance.bands import Band
 from kafka_rebalancer.plan.balance.model import PoolModel
 from kafka_rebalancer.plan.balance.planner import Budgets, Planner
@@ -237,6 +238,7 @@ class PoolPlanningSettings:
     topics: tuple[str, ...]  # every topic, sorted: the rows' topic_id indexes it
     # pool -> resource -> the brokers outside the band of the current placement (the planner fixes them too)
     out_of_band_now: dict[str, dict[str, tuple[int, ...]]] = field(default_factory=dict)
+    topic_spread: TopicSpreadSettings = field(default_factory=TopicSpreadSettings)  # on by default (issue 52)
 
     def plan(self, pool: str, replicas: pd.DataFrame) -> pd.DataFrame:
         # The names back as categories in sorted order: the model sorts by them as by the names (by their codes).
@@ -247,7 +249,7 @@ class PoolPlanningSettings:
         start_load = model.load.copy()
         bands = self.bands.get(pool, {})
         result = Planner(model, bands, [n for n in self.resource_names if n in bands], self.budgets,
-                         out_of_band_now=self.out_of_band_now.get(pool)).run()
+                         out_of_band_now=self.out_of_band_now.get(pool), topic_spread=self.topic_spread).run()
         ids = model.broker_ids
         rows = [{"kind": "move", "seq": mv.seq, "action": mv.action, "topic": str(model.r_topic[mv.replica]),
                  "partition": int(model.r_partition[mv.replica]), "source_broker": int(ids[mv.source]),

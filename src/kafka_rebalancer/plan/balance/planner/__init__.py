@@ -8,8 +8,9 @@ the actions that would break them):
 - `constraints`: the hard constraints (placement rules, budgets, capacity thresholds) and the acceptance rule
   (no balanced resource pushed out of its band): checks that veto an action, never choose one;
 - `ranking`: best fit, the order in which an action tries its candidates;
-- `actions`: leadership transfer, replica move, swap, two-for-one exchange (counts) and hot-partition spread, and
-  `forced`: forced placement, each proposing one change and making it when the constraints accept;
+- `spread`: the topic spread's caps per (topic, broker), a rule the constraints ask like the placement rules;
+- `actions`: leadership transfer, replica move, swap, two-for-one exchange (counts), `hot_spread`: hot-partition
+  spread, and `forced`: forced placement, each proposing one change and making it when the constraints accept;
 - `strategy`: the `Planner`, which orders them: forced moves first, then per balanced resource in priority order
   the brokers outside the band, into the target band, cheapest action first; then `refine` makes the plan
   smaller, `exact` polishes a small pool's plan with a MILP (HiGHS), and what stays outside is explained (notes,

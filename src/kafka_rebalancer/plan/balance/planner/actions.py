@@ -12,8 +12,9 @@ through the state when they accept (returning True), or changes nothing (False).
   for a broker short of (over by) many units several ranked replicas per search (`_take_more`, `_give_more`);
 - a swap, when no single move fits: a larger replica for a smaller one, so the net transfer lands in the window;
 - for a count, a two-for-one exchange when no single move fits: the count moves by one, the rest by the difference;
-- a hot-partition spread, for a broker whose hot partitions alone keep it over the band
-  (the forced placement of a replica that must move whatever the balance is in `forced`).
+(a hot-partition spread, for a broker whose hot partitions alone keep it over the band, is in `hot_spread`; the
+forced placement of a replica that must move whatever the balance in `forced`). Every one keeps the topic
+spread's caps where it is planned (`spread`, through `Placement` and the leadership checks here).
 
 `need` is the load that lands the broker inside the target band, `most` the most it may move without
 overshooting the band on the other side.
@@ -50,6 +51,15 @@ class Action:
         self.budget = constraints.budget
         self.ranking = ranking
         self.candidate_limit = ranking.candidate_limit
+        self.topic_caps = constraints.spread
+
+    def transfers_ok(self, new_leaders: list[int]) -> bool:
+        """Leadership transfers to these replicas (together) keep the topic spread's leader caps."""
+        return self.topic_caps is None or self.topic_caps.transfers_ok(new_leaders)
+
+    def leaderships_ok(self, new_leaders: np.ndarray) -> np.ndarray | bool:
+        """Mask over replicas that may each become leader under the topic spread's leader caps."""
+        return True if self.topic_caps is None else self.topic_caps.leaderships_ok(new_leaders)
 
 
 class LeadershipTransfer(Action):
@@ -65,7 +75,7 @@ class LeadershipTransfer(Action):
                 continue
             others = m.partition_rows(int(r))
             others = others[(others != r) & m.eligible[m.r_broker[others]]]
-            ok = others[self.acceptance.gain_ok(m.r_broker[others], delta)]
+            ok = others[self.acceptance.gain_ok(m.r_broker[others], delta) & self.leaderships_ok(others)]
             if len(ok):
                 self.state.apply_leadership([int(ok[np.argmin(usage[m.r_broker[ok]])])], k)
                 return True
@@ -80,7 +90,7 @@ class LeadershipTransfer(Action):
         # The first candidate whose leader's broker stays above its lower edges and t below its upper edges.
         delta = m.r_lead[rs] - m.r_follow[rs]
         ok = np.flatnonzero(self.acceptance.losses_ok(m.r_broker[leaders], delta)
-                            & self.acceptance.gain_ok(t, delta))
+                            & self.acceptance.gain_ok(t, delta) & self.leaderships_ok(rs))
         if not len(ok):
             return False
         self.state.apply_leadership([int(rs[ok[0]])], k)
@@ -114,7 +124,8 @@ class LeadershipTransfer(Action):
                                    need, most)
         for i, j in pairs:
             net = m.leadership_delta(int(give_to[i])) - m.leadership_delta(int(take_from[j]))
-            if self.acceptance.exchange_ok(giver, taker, net):
+            if self.acceptance.exchange_ok(giver, taker, net) and self.transfers_ok([int(give_to[i]),
+                                                                                    int(take_from[j])]):
                 self.state.apply_leadership([int(give_to[i]), int(take_from[j])], k)
                 return True
         return False
@@ -370,6 +381,8 @@ class ReplicaMove(Action):
         m = self.model
         candidates = candidates[: self.batch - 1]
         candidates = candidates[self.placement.allows_many(candidates, t)]
+        if self.topic_caps is not None:  # a batch to one broker: the topic's cap counts the batch's earlier replicas
+            candidates = candidates[self.topic_caps.allows_together(candidates, t)]
         if not len(candidates):
             return
         loads = np.cumsum(m.r_load[candidates], axis=0)
@@ -495,6 +508,7 @@ class CountExchange(Action):
         to_taker, to_giver = np.maximum(net, 0), np.maximum(-net, 0)
         sizes = m.r_size[a] + m.r_size[b] + m.r_size[c]
         ok = ((m.r_pindex[c] != m.r_pindex[a]) & (m.r_pindex[c] != m.r_pindex[b])
+              & (True if self.topic_caps is None else self.topic_caps.pairs_fit(a, b, taker))
               & self.budget.bytes_ok(sizes)
               & self.acceptance.losses_ok(giver, to_taker) & self.acceptance.losses_ok(taker, to_giver)
               & self.acceptance.gain_ok(taker, to_taker) & self.acceptance.gain_ok(giver, to_giver))
@@ -528,70 +542,3 @@ class CountExchange(Action):
         m = self.model
         rs = rs[np.argsort(m.r_size[rs], kind="stable")][: 4 * limit]
         return rs[self.placement.allows_many(rs, target)][:limit]
-
-
-class HotPartitionSpread(Action):
-    """Hot partitions (each larger than the band is wide) spread over the brokers."""
-
-    def spread(self, s: int, k: int) -> bool:
-        """A broker holding several hot partitions (each alone larger than the band's width) whose loads together
-        exceed the upper edge can never get inside by giving other replicas away, and no single action that keeps
-        the acceptance rule takes one of them. Hand the smallest of them over (its leadership, alone or swapped for
-        the lightest leadership coming back so leader counts hold; else the replica) to the broker with the least
-        load in k whose own hot partitions leave room for it; that broker then sheds ordinary load on its own
-        turns. Each step lowers the hot load of brokers whose hot loads alone overflow, so it cannot cycle. Other
-        resources keep the acceptance rule."""
-        m = self.model
-        acceptance, limit = self.acceptance, self.acceptance.limit_of
-        hot, total = self.hot_load(s, k)
-        if len(hot) < 2 or total <= limit[s, k] * m.capacity[s, k] + EPS:
-            return False
-        r = int(hot[np.lexsort((hot, m.r_load[hot, k]))[0]])
-        # The resources in which the partition is hot (k among them) are exempt from the acceptance rule: the
-        # same reasoning holds for each. The others keep it.
-        k_count = len(m.resources)
-        hot_in = [j for j in range(k_count)
-                  if not m.resources[j].is_count and np.abs(m.r_lead[r, j]) > acceptance.width(s)[j] + EPS]
-        other = ~np.isin(np.arange(k_count), hot_in)
-
-        def takes(t: int, delta: np.ndarray) -> bool:
-            return bool(m.eligible[t]) and all(
-                self.hot_load(t, j)[1] + delta[j] <= limit[t, j] * m.capacity[t, j] + EPS
-                and (m.load[t, j] + delta[j]) / m.capacity[t, j] <= acceptance.ceiling[j] + EPS for j in hot_in)
-
-        if m.r_is_leader[r] and m.p_leadership_ok[m.r_pindex[r]]:
-            delta = m.leadership_delta(r)
-            rows = [int(x) for x in m.partition_rows(r) if x != r]
-            for x in sorted(rows, key=lambda x: (m.usage[m.r_broker[x], k], x)):
-                t = int(m.r_broker[x])
-                if not takes(t, delta):
-                    continue
-                if acceptance.exchange_ok(s, t, np.where(other, delta, 0.0)):
-                    self.state.apply_leadership([x], k)
-                    return True
-                back = m.replicas_on(t)
-                back = back[m.r_is_leader[back] & m.p_leadership_ok[m.r_pindex[back]]]
-                for y in back[np.lexsort((back, m.r_load[back, k]))][: self.candidate_limit]:
-                    mine = m.partition_rows(int(y))
-                    mine = mine[m.r_broker[mine] == s]
-                    net = delta - m.leadership_delta(int(mine[0])) if len(mine) else None
-                    if net is not None and takes(t, net) and acceptance.exchange_ok(s, t, np.where(other, net, 0.0)):
-                        self.state.apply_leadership([x, int(mine[0])], k)
-                        return True
-        if not (m.r_movable[r] and m.gives[s] and not self.state.moved[r] and self.budget.moves_left()
-                and self.budget.bytes_ok(int(m.r_size[r]))
-                and self.budget.brokers_left()[s] and acceptance.loss_ok(s, np.where(other, m.r_load[r], 0.0))):
-            return False
-        targets = [int(t) for t in np.flatnonzero(self.placement.targets(r, s) & self.budget.brokers_left())
-                   if takes(int(t), m.r_load[r]) and acceptance.gain_ok(int(t), np.where(other, m.r_load[r], 0.0))]
-        if not targets:
-            return False
-        self.state.apply([(r, min(targets, key=lambda t: (m.usage[t, k], t)))], k)
-        return True
-
-    def hot_load(self, b: int, k: int) -> tuple[np.ndarray, float]:
-        """b's replicas whose load in k alone exceeds b's band width, and their total load."""
-        m = self.model
-        rs = m.replicas_on(b)
-        hot = rs[m.r_load[rs, k] > self.acceptance.width(b)[k] + EPS]
-        return hot, float(m.r_load[hot, k].sum())

@@ -20,6 +20,7 @@ import numpy as np
 
 from kafka_rebalancer.plan.balance.bands import Band
 from kafka_rebalancer.plan.balance.model import PoolModel
+from kafka_rebalancer.plan.balance.planner.spread import SpreadRule
 from kafka_rebalancer.plan.balance.planner.state import PlanState
 
 EPS = 1e-9
@@ -83,19 +84,23 @@ class BudgetRule:
 
 
 class Placement:
-    """Where a replica may go: the placement rules, which depend on the assignment alone."""
+    """Where a replica may go: the placement rules, which depend on the assignment alone, and the topic spread's
+    caps (`spread`, when planned: no broker above a topic's cap)."""
 
-    def __init__(self, model: PoolModel) -> None:
+    def __init__(self, model: PoolModel, spread: SpreadRule | None = None) -> None:
         self.model = model
+        self.spread = spread
         self._reached: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}  # arrivals, replicas, racks reached
 
-    def targets(self, r: int, s: int, spread: bool = False, undo: bool = False) -> np.ndarray:
+    def targets(self, r: int, s: int, spread: bool = False, undo: bool = False, capped: bool = True) -> np.ndarray:
         """Mask over brokers that may hold replica r instead of s: alive, not excluded, not already holding the
         partition, and keeping its rack diversity (never below min(RF, racks in the pool), nor below what the
-        partition has now; with spread, the target must add a rack). `undo`: r goes back where it was, which a
-        broker that may not receive still allows."""
+        partition has now; with spread, the target must add a rack), and (`capped`) under the topic's caps. `undo`:
+        r goes back where it was, which a broker that may not receive still allows."""
         m = self.model
         ok = (m.eligible if undo else m.receives).copy()
+        if capped and self.spread is not None:
+            ok &= self.spread.targets(r)
         ok[s] = False
         members = m.partition_brokers(r)
         ok[members] = False
@@ -113,7 +118,8 @@ class Placement:
         # per-call cost would dominate.
         p = m.r_pindex[r]
         members = m.r_broker[m.p_start[p]:m.p_start[p] + m.p_count[p]].tolist()
-        return t not in members and int(m.rack[t]) not in self._racks_required(members, s)
+        return (t not in members and int(m.rack[t]) not in self._racks_required(members, s)
+                and (self.spread is None or self.spread.allows(r, t)))
 
     def allows_many(self, rs: np.ndarray, t: int) -> np.ndarray:
         """`allows` over many replicas (each from the broker it is on) to one target, vectorised: the planner asks
@@ -126,6 +132,8 @@ class Placement:
         racks = m.rack[members]
         others = valid & (rows != rs[:, None])
         allowed = ~((members == t) & valid).any(axis=1)
+        if self.spread is not None:
+            allowed &= self.spread.allows_many(rs, t)
         # Where t's rack is among the other replicas' (a clash), the partition keeps its D distinct racks unless
         # the replica leaving is the only one on its rack; then it has D - 1, too few unless D exceeds the racks
         # in the pool (the required min(RF, racks in the pool, D) is D or that number). D is counted only there.
@@ -397,9 +405,11 @@ class Acceptance:
 class Constraints:
     """The rules together, for the checks that combine them."""
 
-    def __init__(self, state: PlanState, bands: dict[str, Band], budgets: Budgets) -> None:
+    def __init__(self, state: PlanState, bands: dict[str, Band], budgets: Budgets,
+                 spread: SpreadRule | None = None) -> None:
         self.model = state.model
-        self.placement = Placement(state.model)
+        self.spread = spread
+        self.placement = Placement(state.model, spread)
         self.acceptance = Acceptance(state.model, bands, state.names)
         self.budget = BudgetRule(budgets, state)
 

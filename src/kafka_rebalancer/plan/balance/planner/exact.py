@@ -190,6 +190,8 @@ class ExactPolish:
         is_free[free] = True
         self._load_rows(milp, free, x, lead, constrained, scope, is_free)
         self._budget_rows(milp, free, x, original_of, scope, is_free, unit)
+        if self.constraints.spread is not None:
+            self._spread_rows(milp, free, x, lead, scope, is_free)
         return milp, x, lead
 
     def _columns(self, milp: _Milp, free: np.ndarray, receivers: np.ndarray, roles: bool, scope: np.ndarray,
@@ -283,6 +285,40 @@ class ExactPolish:
                 outs = [x[i][b] for i in range(len(free)) if b in x[i] and b in original_of[i]]
                 milp.row(-np.inf, budgets.max_moves_per_broker - per_broker[b] - len(outs), ins + outs,
                          [1.0] * len(ins) + [-1.0] * len(outs))
+
+    def _spread_rows(self, milp: _Milp, free: np.ndarray, x: list[dict[int, int]], lead: list[dict[int, int]],
+                     scope: np.ndarray, is_free: np.ndarray) -> None:
+        """The topic spread's caps: per (topic, broker in scope), the free partitions' replicas (and leaders) placed
+        there plus the others' at most its cap, or what it holds now where the planner's plan left it above (the
+        check after the MILP holds it to no more: `SpreadRule.within`)."""
+        m, spread = self.model, self.constraints.spread
+        assert spread is not None
+        placed = is_free[m.r_pindex] & scope[m.r_broker]
+        # A replica on a rack alone keeps its role (`_load_rows`): it leads wherever on the rack it goes.
+        rack_leads = np.zeros(len(m.p_start), dtype=bool)
+        if not scope.all():
+            rack_leads[m.r_pindex[np.flatnonzero(m.r_is_leader & placed)]] = True
+        for counts, cap, leaders in ((spread.replicas, spread.replica_cap, False),
+                                     (spread.leaders, spread.leader_cap, True)):
+            weights = placed & m.r_is_leader if leaders else placed
+            fixed = counts.astype(np.int64) - np.bincount(
+                spread.topic[weights] * len(m.broker_ids) + m.r_broker[weights],
+                minlength=counts.size).reshape(counts.shape)
+            room = np.maximum(cap, counts) - fixed
+            rows: dict[tuple[int, int], list[int]] = {}
+            for i, p in enumerate(free):
+                t = int(spread.topic[m.p_start[p]])
+                if not leaders:
+                    columns = x[i]
+                elif lead[i]:
+                    columns = lead[i]
+                else:
+                    columns = x[i] if rack_leads[p] else {}
+                for b, col in columns.items():
+                    rows.setdefault((t, b), []).append(col)
+            for (t, b), cols in rows.items():
+                if len(cols) > room[t, b]:  # a row that can bind
+                    milp.row(-np.inf, float(room[t, b]), cols, [1.0] * len(cols))
 
     def _racks(self, milp: _Milp, p: int, x: dict[int, int]) -> None:
         """At least as many racks as the planner's plan gives p (it spread those short of racks already)."""
@@ -405,6 +441,8 @@ class ExactPolish:
         usage, lower_of, limit_of = m.usage[eligible], acceptance.lower_of[eligible], acceptance.limit_of[eligible]
         before = (acceptance.status(eligible) + np.where(usage < lower_of - EPS, usage - end_lower, 0)
                   + np.where(usage > limit_of + EPS, end_upper - usage, 0))
+        spread = self.constraints.spread
+        spread_before = spread.counts() if spread is not None else None
         old = [mv for mv in log if int(m.r_pindex[mv.replica]) in changed]
         state.restore(reversed(old))
         state.plan.moves = [mv for mv in log if int(m.r_pindex[mv.replica]) not in changed]
@@ -412,7 +450,7 @@ class ExactPolish:
         new_start = len(state.plan.moves)
         for rows, brokers, leader, _ in changed.values():
             self._place(rows, brokers, leader)
-        if self._kept(changed, before) and (short is None
+        if self._kept(changed, before) and (spread is None or spread.within(spread_before)) and (short is None
                                             or int(self.constraints.acceptance.short_of_target().sum()) <= short):
             return True
         state.restore(reversed(state.plan.moves[new_start:]))

@@ -17,10 +17,14 @@ class ForcedPlacement(Action):
         thresholds, inside the bands if any broker allows."""
         m = self.model
         s = int(m.r_broker[r])
-        ok = (self.placement.targets(r, s, spread) & self.budget.brokers_left()
+        ok = (self.placement.targets(r, s, spread, capped=False) & self.budget.brokers_left()
               & self.acceptance.under_ceiling(m.r_load[r]))
         if not ok.any() or not self.budget.moves_left() or not self.budget.brokers_left()[s]:
             return False
+        # The topic spread's caps where a broker keeps them; a replica that must move goes anyway.
+        caps = self.constraints.spread
+        if caps is not None and (ok & caps.targets(r)).any():
+            ok &= caps.targets(r)
         within_bands = ok & self.acceptance.gain_ok(np.arange(len(m.broker_ids)), m.r_load[r])
         candidates = np.flatnonzero(within_bands if within_bands.any() else ok)
         # The broker where the replica sits most centrally in every band: the lowest of its highest position in
@@ -42,7 +46,7 @@ class ForcedPlacement(Action):
         spent = self.budget.slots_spent(s)
         if spent:
             return spent
-        if (self.placement.targets(r, s, spread) & self.acceptance.under_ceiling(m.r_load[r])).any():
+        if (self.placement.targets(r, s, spread, capped=False) & self.acceptance.under_ceiling(m.r_load[r])).any():
             return (f"every broker that could take it has used its move budget (max_moves_per_broker="
                     f"{self.budget.budgets.max_moves_per_broker})")
         return "no broker keeps the placement rules with room under the capacity thresholds"

@@ -4,8 +4,9 @@ For a size resource, by the data it takes to land the broker inside the target b
 load where it does alone, else its load plus the smallest other replica that covers the rest where the two copy less
 than the smallest that does alone (of such a pair the larger first), then the others (largest first). For a count
 every replica weighs 1: those whose other loads are closest to what the brokers should move per replica come first,
-then the least data. Swap pairs of replicas that land the broker
-inside come by the fewest bytes copied, then the others by the largest net.
+then the least data; where the topic spread is planned, a giver's replicas (and leaderships) of topics it holds more
+of than their target come first (a cheap repair: for a count any replica does). Swap pairs of replicas that land
+the broker inside come by the fewest bytes copied, then the others by the largest net.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ import numpy as np
 
 from kafka_rebalancer.plan.balance.model import PoolModel
 from kafka_rebalancer.plan.balance.planner.constraints import EPS, Acceptance
+from kafka_rebalancer.plan.balance.planner.spread import SpreadRule
 
 
 class Ranking:
-    def __init__(self, model: PoolModel, acceptance: Acceptance, candidate_limit: int) -> None:
+    def __init__(self, model: PoolModel, acceptance: Acceptance, candidate_limit: int,
+                 spread: SpreadRule | None = None) -> None:
         self.model = model
+        self.spread = spread
         self.lower, self.limit = acceptance.lower, acceptance.limit
         self.candidate_limit = candidate_limit
         # Band widths at the mean capacity: to compare loads of different resources (as band shares).
@@ -48,7 +52,7 @@ class Ranking:
             return replicas, loads, np.empty(0)
         cost = np.full(len(replicas), np.inf) if count else self.bytes_to_need(loads[:, k], need)
         if count:
-            primary = self._proportional(loads, k, giver, receiver)
+            primary = self._repair_first(self._proportional(loads, k, giver, receiver), replicas, giver)
         else:  # those that cannot reach need even with another replica last, by decreasing load
             primary = np.where(np.isfinite(cost), cost, 4.0 * (np.abs(loads[:, k]).max() + 1.0) - loads[:, k])
         at = np.arange(len(replicas))
@@ -59,6 +63,16 @@ class Ranking:
         secondary = m.r_size[replicas[at]].astype(float) if count else -loads[at, k]
         at = at[np.lexsort((replicas[at], secondary, primary[at]))]
         return replicas[at], loads.take(at, axis=0), cost[at]
+
+    def _repair_first(self, score: np.ndarray, replicas: np.ndarray, giver: int, leaders: bool = False) -> np.ndarray:
+        """The scores with the giver's replicas of topics it holds more of than their target (`SpreadRule.over_target`)
+        ahead of every other, in their order."""
+        if self.spread is None or giver < 0 or not len(score):
+            return score
+        over = self.spread.over_target(replicas, giver, leaders)
+        if not over.any():
+            return score
+        return np.where(over, score, score + (float(score.max()) - float(score.min()) + 1.0))
 
     @staticmethod
     def bytes_to_need(load: np.ndarray, need: float) -> np.ndarray:
@@ -90,6 +104,8 @@ class Ranking:
         rs, gain = rs[keep], gain[keep]
         if m.resources[k].is_count:
             score = self._away(deltas.compress(keep, axis=0), self._per_unit_gap(b, k, giving=leaders))
+            if leaders:
+                score = self._repair_first(score, rs, b, leaders=True)
             return rs[np.lexsort((rs, score))]
         fits = gain >= need - EPS
         return np.concatenate([rs[fits][np.argsort(gain[fits], kind="stable")],

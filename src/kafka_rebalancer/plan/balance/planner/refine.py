@@ -90,7 +90,7 @@ def prune(state: PlanState, constraints: Constraints) -> None:
         before = acceptance.status(touched)
         state.restore(group)
         after = acceptance.status(touched)
-        if np.all((after <= before) | (after <= EPS)):
+        if np.all((after <= before) | (after <= EPS)) and _spread_kept(constraints, group):
             dropped.add(seq)
         else:
             state.replay(group)
@@ -103,10 +103,18 @@ def _revertible(state: PlanState, constraints: Constraints, group: list[Move]) -
     one is still in the partition; a moved replica is still on its target and may go back to its source."""
     m = state.model
     if group[0].action == LEADERSHIP:
+        # (the topic spread's leader caps are checked once the transfers are taken back: `_spread_kept`)
         return all(int((m.r_broker[m.partition_rows(mv.replica)] == mv.source).sum()) == 1
                    and m.r_is_leader[mv.replica] for mv in group)
     return all(m.r_broker[mv.replica] == mv.target
                and constraints.placement.allows(mv.replica, mv.target, mv.source, undo=True) for mv in group)
+
+
+def _spread_kept(constraints: Constraints, group: list[Move]) -> bool:
+    """After an action was taken back: the brokers it gave back to hold no topic above its caps."""
+    spread = constraints.spread
+    return spread is None or spread.cells_within(np.array([mv.replica for mv in group], dtype=np.int64),
+                                                 np.array([mv.source for mv in group], dtype=np.int64))
 
 
 def substitute(state: PlanState, constraints: Constraints) -> None:
@@ -167,6 +175,8 @@ def substitute(state: PlanState, constraints: Constraints) -> None:
         if not len(ok):
             continue
         chosen = int(ok[0])
+        if constraints.spread is not None and not constraints.spread.allows(r, s):
+            continue  # r back on s: other replicas of its topic may have come to s since
         m.move(r, s)
         m.move(chosen, t)
         windows.change((s, t))

@@ -24,13 +24,13 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from kafka_rebalancer.model.topic_spread import TopicSpreadSettings
 from kafka_rebalancer.plan.balance.bands import Band
 from kafka_rebalancer.plan.balance.bounds import byte_lower_bound
 from kafka_rebalancer.plan.balance.feasibility import prove_infeasible
 from kafka_rebalancer.plan.balance.model import PoolModel
 from kafka_rebalancer.plan.balance.planner.actions import (
     CountExchange,
-    HotPartitionSpread,
     LeadershipTransfer,
     ReplicaMove,
     ReplicaSwap,
@@ -38,8 +38,10 @@ from kafka_rebalancer.plan.balance.planner.actions import (
 from kafka_rebalancer.plan.balance.planner.constraints import EPS, Budgets, Constraints
 from kafka_rebalancer.plan.balance.planner.exact import ExactLimits, ExactPolish
 from kafka_rebalancer.plan.balance.planner.forced import ForcedPlacement
+from kafka_rebalancer.plan.balance.planner.hot_spread import HotPartitionSpread
 from kafka_rebalancer.plan.balance.planner.ranking import Ranking
 from kafka_rebalancer.plan.balance.planner.refine import drop_round_trips, prune, shortcut, substitute
+from kafka_rebalancer.plan.balance.planner.spread import SpreadRule
 from kafka_rebalancer.plan.balance.planner.state import HARD, PlanState, PoolPlan
 
 
@@ -49,9 +51,11 @@ class Planner:
 
     def __init__(self, model: PoolModel, bands: dict[str, Band], priority: list[str], budgets: Budgets,
                  candidate_limit: int = 48, exact: ExactLimits | None = None,
-                 out_of_band_now: Mapping[str, Iterable[int]] | None = None) -> None:
+                 out_of_band_now: Mapping[str, Iterable[int]] | None = None,
+                 topic_spread: TopicSpreadSettings | None = None) -> None:
         """`out_of_band_now`: per resource, the brokers (ids) outside the band of the current placement, before the
-        forced moves shift the pool's mean (what the summary calls out of band before): the plan fixes them too."""
+        forced moves shift the pool's mean (what the summary calls out of band before): the plan fixes them too.
+        `topic_spread`: the caps per (topic, broker) every action keeps, where enabled (None: not planned)."""
         self.model = model
         self.out_of_band_now = {name: np.flatnonzero(np.isin(model.broker_ids, list(ids)))
                                 for name, ids in (out_of_band_now or {}).items()}
@@ -59,10 +63,11 @@ class Planner:
         self.priority = [self.names.index(name) for name in priority if name in self.names]
         self.candidate_limit = candidate_limit
         self.state = PlanState(model, self.names)
-        self.constraints = Constraints(self.state, bands, budgets)
+        spread = SpreadRule(model, topic_spread) if topic_spread is not None and topic_spread.enabled else None
+        self.constraints = Constraints(self.state, bands, budgets, spread)
         self.acceptance = self.constraints.acceptance
         self.budget = self.constraints.budget
-        ranking = Ranking(model, self.acceptance, candidate_limit)
+        ranking = Ranking(model, self.acceptance, candidate_limit, spread)
         self.leadership = LeadershipTransfer(self.state, self.constraints, ranking)
         self.replica_move = ReplicaMove(self.state, self.constraints, ranking)
         self.swap = ReplicaSwap(self.state, self.constraints, ranking)
