@@ -16,7 +16,7 @@ from kafka_rebalancer.model.topic_spread import NO_CAP, TopicSpreadSettings, spr
 from kafka_rebalancer.plan.balance.model import PoolModel
 from kafka_rebalancer.plan.balance.planner import Budgets, ExactLimits, Planner
 from kafka_rebalancer.plan.balance.planner.spread import SpreadRule, _earlier_of_same
-from kafka_rebalancer.plan.balance.topic_spread import spread_violations
+from kafka_rebalancer.plan.balance.spread_violations import spread_violations
 from kafka_rebalancer.snapshot.synthetic import SyntheticSpec, generate
 from tests.unit.test_planner import bands_of
 
@@ -62,7 +62,7 @@ def _config(tmp_path: Path, section: str) -> Path:
 
 def test_topic_spread_is_on_by_default_with_margin_1(tmp_path: Path) -> None:
     spread = load_config(_config(tmp_path, "")).topic_spread
-    assert spread.enabled and spread.margin == 1 and spread.exclude_topics == []
+    assert not spread.enabled and spread.margin == 1 and spread.exclude_topics == []
     spread = load_config(_config(tmp_path, "topic_spread: {enabled: false, margin: 2, exclude_topics: ['logs.*']}\n")
                          ).topic_spread
     assert not spread.enabled and spread.margin == 2 and spread.excluded("logs.app") and not spread.excluded("x")
@@ -99,7 +99,7 @@ def _plan(m: PoolModel, spread: TopicSpreadSettings | None) -> tuple[int, np.nda
     """Plans m (the greedy planner: the exact polish has tests of its own); returns the bytes moved and the caps
     (replicas, leaders) as of before the plan."""
     bands = bands_of(m)
-    rule = SpreadRule(m, TopicSpreadSettings())  # the caps of the default, read before planning
+    rule = SpreadRule(m, TopicSpreadSettings(enabled=True))  # the caps, read before planning
     caps = rule.replica_cap.copy(), rule.leader_cap.copy()
     plan = Planner(m, bands, [r.name for r in RESOURCES], Budgets(100_000), exact=ExactLimits(max_columns=0),
                    topic_spread=spread).run()
@@ -126,7 +126,7 @@ def test_without_the_spread_a_new_broker_is_piled_with_one_topic() -> None:
 def test_with_the_spread_every_topic_stays_under_its_caps_in_band_for_about_the_same_bytes() -> None:
     moved_without, _, _ = _plan(_scale_out(roles=False)[0], None)
     m, new = _scale_out(roles=False)
-    moved, replica_cap, leader_cap = _plan(m, TopicSpreadSettings())
+    moved, replica_cap, leader_cap = _plan(m, TopicSpreadSettings(enabled=True))
     assert (m.topic_replicas <= replica_cap).all() and (m.topic_leaders <= leader_cap).all()
     assert _out_of_band(m) == 0
     # Filled from many topics: each new broker holds replicas of most of the 20 topics.
@@ -142,7 +142,7 @@ def test_an_add_brokers_plan_keeps_the_caps() -> None:
     m_without = _scale_out(roles=True)[0]
     _, replica_cap, leader_cap = _plan(m_without, None)
     m = _scale_out(roles=True)[0]
-    _plan(m, TopicSpreadSettings())
+    _plan(m, TopicSpreadSettings(enabled=True))
     assert (m_without.topic_replicas > replica_cap).any()
     assert (m.topic_replicas <= replica_cap).all() and (m.topic_leaders <= leader_cap).all()
     assert _out_of_band(m) <= _out_of_band(m_without) + 1
@@ -163,9 +163,10 @@ def _leaders_pool() -> PoolModel:
 
 def test_leadership_transfers_keep_the_leader_caps() -> None:
     m = _leaders_pool()
-    rule = SpreadRule(m, TopicSpreadSettings(margin=0))
+    rule = SpreadRule(m, TopicSpreadSettings(enabled=True, margin=0))
     cap = rule.leader_cap.copy()
-    Planner(m, bands_of(m), ["leader_count"], Budgets(0), topic_spread=TopicSpreadSettings(margin=0)).run()
+    Planner(m, bands_of(m), ["leader_count"], Budgets(0),
+            topic_spread=TopicSpreadSettings(enabled=True, margin=0)).run()
     assert (m.topic_leaders <= cap).all()
     assert m.topic_leaders[0, 0] < 8  # broker 1 handed leaderships of 'a' over (no data moved: budget 0)
 
@@ -185,7 +186,8 @@ def test_a_giver_hands_over_the_leaderships_of_a_topic_over_its_target_first() -
                   [DISK, LEADER_COUNT])
     m.track_topics()
     b_leaders_on_1 = int(m.topic_leaders[1, 0])
-    Planner(m, bands_of(m), ["leader_count"], Budgets(0), topic_spread=TopicSpreadSettings(margin=0)).run()
+    Planner(m, bands_of(m), ["leader_count"], Budgets(0),
+            topic_spread=TopicSpreadSettings(enabled=True, margin=0)).run()
     assert m.topic_leaders[0, 0] < 8 and m.topic_leaders[1, 0] == b_leaders_on_1
 
 
@@ -199,12 +201,12 @@ def test_the_check_lists_each_topic_and_broker_above_its_cap() -> None:
     after = before.copy()
     after["replicas"] = [[4, 2], [4, 3], [1, 4], [4, 2], [4, 3], [3, 4]] + [[4, 1]] * 4
     violations = spread_violations(before, after, {"p": [1, 2, 3, 4]},
-                                   TopicSpreadSettings(exclude_topics=["skip"]))
+                                   TopicSpreadSettings(enabled=True, exclude_topics=["skip"]))
     assert violations.to_dict("records") == [
         {"topic": "t", "broker_pool": "p", "broker_id": 4, "kind": "leaders", "held_before": 0, "held": 4, "cap": 3},
         {"topic": "t", "broker_pool": "p", "broker_id": 4, "kind": "replicas", "held_before": 2, "held": 6,
          "cap": 4}]
-    assert spread_violations(before, before, {"p": [1, 2, 3, 4]}, TopicSpreadSettings()).empty
+    assert spread_violations(before, before, {"p": [1, 2, 3, 4]}, TopicSpreadSettings(enabled=True)).empty
     assert spread_violations(before, after, {"p": [1, 2, 3, 4]}, TopicSpreadSettings(enabled=False)).empty
 
 
@@ -212,13 +214,13 @@ def test_the_check_between_two_snapshots_reads_pools_and_leaders_from_them() -> 
     """As verify calls it: the run's snapshot and one after execution where a broker took 5 of a topic's replicas
     and all of its leaders (pool of 6 brokers, 8 partitions RF 3: share 4, cap 5; leaders share 2, cap 3)."""
     from kafka_rebalancer.config import RebalancerConfig
-    from kafka_rebalancer.plan.balance.topic_spread import snapshot_violations
+    from kafka_rebalancer.plan.balance.spread_violations import snapshot_violations
 
     tables, _ = generate(SyntheticSpec(n_brokers=6, n_racks=3, n_pools=1, n_partitions=8, partitions_per_topic=8,
                                        seed=3))
     pool = str(tables.brokers["broker_pool"].iloc[0])
     config = RebalancerConfig.model_validate({"cluster": {"name": "c"}, "pools": {pool: {
-        "brokers": tables.brokers["broker_id"].astype(int).tolist()}}})
+        "brokers": tables.brokers["broker_id"].astype(int).tolist()}}, "topic_spread": {"enabled": True}})
     assert snapshot_violations(config, tables, tables).empty
     after_parts = tables.partitions.copy()
     b = int(tables.brokers["broker_id"].iloc[0])
@@ -241,10 +243,10 @@ def test_the_exact_polish_places_within_the_caps() -> None:
     moved = []
     for exact in (ExactLimits(max_columns=0), ExactLimits()):
         m = PoolModel(tables.brokers.assign(excluded=False), tables.replicas.assign(movable=True), RESOURCES)
-        rule = SpreadRule(m, TopicSpreadSettings())
+        rule = SpreadRule(m, TopicSpreadSettings(enabled=True))
         caps = rule.replica_cap.copy(), rule.leader_cap.copy()
         plan = Planner(m, bands_of(m), [r.name for r in RESOURCES], Budgets(100_000), exact=exact,
-                       topic_spread=TopicSpreadSettings()).run()
+                       topic_spread=TopicSpreadSettings(enabled=True)).run()
         moved.append(sum(int(m.r_size[mv.replica]) for mv in plan.moves if mv.action == "replica"))
         assert (m.topic_replicas <= caps[0]).all() and (m.topic_leaders <= caps[1]).all()
     assert any(mv.resource == "exact" for mv in plan.moves) and moved[1] < moved[0]

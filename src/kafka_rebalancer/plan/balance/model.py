@@ -321,6 +321,6 @@ class PoolModel:
     def _count_topic(self, r: int, broker: int, sign: int) -> None:
         """Replica r counted on (sign 1) or off (-1) broker's topic counters (its leadership with it)."""
         topic = self.r_topic_index[r]
-        self.topic_replicas[topic, broker] += sign  # type: ignore[index]
+        self.topic_replicas[topic, broker] += sign  # type: ignore[index]  # set by track_topics before any move
         if self.r_is_leader[r]:
-            self.topic_leaders[topic, broker] += sign  # type: ignore[index]
+            self.topic_leaders[topic, broker] += sign  # type: ignore[index]  # set with topic_replicas

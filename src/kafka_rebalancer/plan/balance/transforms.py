@@ -238,7 +238,7 @@ class PoolPlanningSettings:
     topics: tuple[str, ...]  # every topic, sorted: the rows' topic_id indexes it
     # pool -> resource -> the brokers outside the band of the current placement (the planner fixes them too)
     out_of_band_now: dict[str, dict[str, tuple[int, ...]]] = field(default_factory=dict)
-    topic_spread: TopicSpreadSettings = field(default_factory=TopicSpreadSettings)  # on by default (issue 52)
+    topic_spread: TopicSpreadSettings = field(default_factory=TopicSpreadSettings)  # the config's section
 
     def plan(self, pool: str, replicas: pd.DataFrame) -> pd.DataFrame:
         # The names back as categories in sorted order: the model sorts by them as by the names (by their codes).
