@@ -291,3 +291,59 @@ def test_notification_message_without_base_url_says_so() -> None:
                     links={"report": link})
     assert link.startswith("/runs/demo/r/report/index.html") and NO_BASE_URL in plain_text(notice)[1]
     assert report_link("http://af:8080/", "r", None) == "http://af:8080/kafka-rebalancer/report/r"
+
+
+def _config_file(tmp_path: Path, notifications: dict[str, Any]) -> Path:
+    config = _demo_config()
+    config["run_root"] = str(tmp_path / "runs")
+    config["notifications"] = notifications
+    path = tmp_path / "notify.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_notify_test_command_says_which_channel_worked(monkeypatch: pytest.MonkeyPatch, receiver: Receiver,
+                                                       tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from kafka_rebalancer.cli import main
+
+    _connections(monkeypatch, receiver.url, _free_port())  # nothing listens where the SMTP connection points
+    config = _config_file(tmp_path, {"channels": {
+        "ops-slack": {"kind": "slack", "airflow_connection_id": "notify_slack"},
+        "mail": {"kind": "smtp", "airflow_connection_id": "notify_smtp", "to": ["oncall@example.com"]}}})
+    assert main(["notify-test", "--config", str(config)]) == 2
+    out = capsys.readouterr().out
+    assert "ops-slack (slack, connection notify_slack): sent" in out
+    assert "mail (smtp, connection notify_smtp): FAILED: " in out
+    [request] = receiver.requests
+    assert request["json"]["blocks"][0]["text"]["text"] == "Test message to channel ops-slack"
+    _assert_no_secret(out)
+
+
+def test_notification_of_a_failed_task_once_per_run(monkeypatch: pytest.MonkeyPatch, receiver: Receiver,
+                                                    tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from kafka_rebalancer.airflow.notifications import notify_task_failed
+
+    _connections(monkeypatch, receiver.url, _free_port())
+    monkeypatch.delenv("AIRFLOW__API__BASE_URL", raising=False)
+    config = _config_file(tmp_path, {"channels": {"pager": {"kind": "webhook", "airflow_connection_id":
+                                                            "notify_hook"}},
+                                     "routes": [{"kinds": ["run_failed"], "channels": ["pager"]}]})
+    run_dir = tmp_path / "runs" / "demo" / "manual__1"
+    run_dir.mkdir(parents=True)
+
+    def context(task_id: str, error: str) -> dict[str, Any]:
+        return {"ti": SimpleNamespace(task_id=task_id), "exception": RuntimeError(error), "run_id": "manual__1",
+                "params": {"config_path": str(config), "broker_pool": "pool-a"}}
+
+    notify_task_failed(context("plan", "spark-submit exited with 1\nmore lines"))
+    notify_task_failed(context("report", "the run failed at plan; what it did is in ..."))
+    notify_task_failed(context("plan", "spark-submit exited with 1"))  # the same occasion: not again
+    [request] = receiver.requests
+    body = request["json"]
+    assert body["kind"] == "run_failed" and body["pool"] == "pool-a" and body["facts"] == {"task": "plan"}
+    assert body["happened"] == "Task `plan` of run manual__1 failed: RuntimeError: spark-submit exited with 1" \
+        or body["happened"] == "Task `plan` of run manual__1 failed: spark-submit exited with 1"
+    assert "[api] base_url is not set" in body["links"]["report"]
+    assert read_sends(run_dir / "notifications.json")["run_failed:failed"]["pager"]["status"] == "sent"

@@ -20,9 +20,13 @@ class PlanApprovalOperator(ApprovalOperator):
     template_fields = (*ApprovalOperator.template_fields, "run_dir")
 
     def __init__(self, *, run_dir: str = RUN_DIR, **kwargs: Any) -> None:
+        from kafka_rebalancer.airflow.notifications import ApprovalWaitingNotifier
+
         super().__init__(subject="Execute this Kafka rebalance plan?", body="(filled in from the validated plan)",
-                         defaults="Reject", response_timeout=DEFAULT_RESPONSE_TIMEOUT, **kwargs)
+                         defaults="Reject", response_timeout=DEFAULT_RESPONSE_TIMEOUT,
+                         notifiers=[ApprovalWaitingNotifier()], **kwargs)
         self.run_dir = run_dir
+        self.waiting: dict[str, Any] = {}  # what the decision says of the plan waiting, for the notifier
 
     def execute(self, context: Any) -> Any:
         from kafka_rebalancer.airflow.tasks import approval_decision
@@ -35,7 +39,8 @@ class PlanApprovalOperator(ApprovalOperator):
         self.body = decision["body"]
         self.subject = decision["subject"]
         self.response_timeout = decision["response_timeout"]
-        return super().execute(context)
+        self.waiting = decision["waiting"]
+        return super().execute(context)  # which calls the notifiers once the approval is waiting
 
     def skip(self, ti: Any, tasks: Any) -> None:
         """Without an approval everything downstream that needs one is skipped here (execute and verify), not only

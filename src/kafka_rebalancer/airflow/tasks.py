@@ -150,9 +150,15 @@ def approval_decision(context: Any, run_dir: str) -> dict[str, Any]:
     log.info("report for the review: %s", report)
     body = approval_body(config, run, facts, refusals) + \
         f"\n\n[The run's report: usage, band, every move]({report_url(context['run_id'])}) ({report})"
+    timeout = _response_timeout(context, config)
+    totals = facts.summary["totals"]
+    plan = {"cluster": config.cluster.name, "run_id": context["run_id"], "action": str(context["params"].get(
+        "action") or "rebalance"), "pool": context["params"].get("broker_pool"),
+        "reason": request.reason if request else "", "replica_moves": totals["replica_moves"],
+        "moved_bytes": totals["moved_bytes"], "duration_s": facts.duration_s, "why_asked": refusals}
     return {"state": "waiting", "body": body,
-            "subject": f"Execute plan {facts.plan_hash[:12]} on {config.cluster.name}?",
-            "response_timeout": _response_timeout(context, config)}
+            "subject": f"Execute plan {facts.plan_hash[:12]} on {config.cluster.name}?", "response_timeout": timeout,
+            "waiting": {"plan": plan, "report_file": str(report), "timeout": str(timeout)}}  # for the notifier
 
 
 def automatic_mode(config: Any, context: Any) -> str | None:

@@ -76,17 +76,22 @@ def send_on_channel(name: str, channel: NotificationChannel, notice: Notice) -> 
     """Send, in a thread the caller waits for at most SEND_TIMEOUT_S (the provider's own timeouts are not all
     settable: SMTP's is the connection's, default 30 s); never raises."""
     outcome: dict[str, BaseException | None] = {}
+    try:
+        notifier = provider_notifier(channel, notice)  # imports the provider: not part of the channel's time
+    except Exception as exc:  # noqa: BLE001 - a provider missing or refusing its arguments is this channel's failure
+        outcome["error"] = exc
 
     def send() -> None:
         try:
-            provider_notifier(channel, notice).notify({})  # notify, not __call__: our text is not a template
+            notifier.notify({})  # notify, not __call__: our text is not a template
             outcome["error"] = None
         except BaseException as exc:  # noqa: BLE001 - every failure of a channel is reported, none raised
             outcome["error"] = exc
 
-    sender = threading.Thread(target=send, name=f"notify-{name}", daemon=True)
-    sender.start()
-    sender.join(SEND_TIMEOUT_S)
+    if "error" not in outcome:
+        sender = threading.Thread(target=send, name=f"notify-{name}", daemon=True)
+        sender.start()
+        sender.join(SEND_TIMEOUT_S)
     if "error" not in outcome:
         error = f"no answer within {SEND_TIMEOUT_S:.0f} s"
     elif outcome["error"] is not None:

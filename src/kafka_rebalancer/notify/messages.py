@@ -98,14 +98,15 @@ def test_notice(cluster: str, channel: str) -> Notice:
                   to_do="nothing: this channel works.", cluster=cluster)
 
 
-def run_failed_notice(cluster: str, run_id: str, task_id: str, error: str, report: str) -> Notice:
+def run_failed_notice(cluster: str, run_id: str, task_id: str, error: str, report: str, *,
+                      pool: str | None = None) -> Notice:
     """A task of a run failed (after its retries): which task and the error's first line."""
     first_line = next((line.strip() for line in error.splitlines() if line.strip()), "(no message)")
     return Notice(kind="run_failed", state="failed", title=f"Run failed at {task_id} on {cluster}",
                   happened=f"Task `{task_id}` of run {run_id} failed: {first_line[:500]}",
                   to_do="read the task's log in Airflow and the run's report; the run's pools are free again once "
                         "its report task has run. Fix the cause, then trigger the run again.",
-                  cluster=cluster, run_id=run_id, facts={"task": task_id}, links={"report": report})
+                  cluster=cluster, run_id=run_id, pool=pool, facts={"task": task_id}, links={"report": report})
 
 
 def _duration(seconds: float | None) -> str:
