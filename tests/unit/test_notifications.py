@@ -347,3 +347,35 @@ def test_notification_of_a_failed_task_once_per_run(monkeypatch: pytest.MonkeyPa
         or body["happened"] == "Task `plan` of run manual__1 failed: spark-submit exited with 1"
     assert "[api] base_url is not set" in body["links"]["report"]
     assert read_sends(run_dir / "notifications.json")["run_failed:failed"]["pager"]["status"] == "sent"
+
+
+def test_notification_of_an_approval_waiting_links_the_required_action(
+        monkeypatch: pytest.MonkeyPatch, receiver: Receiver, tmp_path: Path) -> None:
+    """The notifier as the HITL operator calls it: the link is the operator's own Required Actions link."""
+    from types import SimpleNamespace
+
+    from kafka_rebalancer.airflow.operators import PlanApprovalOperator
+
+    _connections(monkeypatch, receiver.url, _free_port())
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "http://airflow.example:8080")
+    config = _config_file(tmp_path, {"channels": {"pager": {"kind": "webhook", "airflow_connection_id":
+                                                            "notify_hook"}},
+                                     "routes": [{"kinds": ["approval_waiting"], "channels": ["pager"]}]})
+    run_dir = tmp_path / "runs" / "demo" / "manual__2"
+    run_dir.mkdir(parents=True)
+    operator = PlanApprovalOperator(task_id="approve", run_dir=str(run_dir))
+    operator.waiting = {"plan": {"cluster": "demo", "run_id": "manual__2", "action": "drain-brokers",
+                                 "pool": "pool-a", "reason": "broker 3 lost", "replica_moves": 7,
+                                 "moved_bytes": 2**20, "duration_s": 30.0, "why_asked": ["a manual operation"]},
+                        "report_file": str(run_dir / "report" / "index.html"), "timeout": "12:00:00"}
+    ti = SimpleNamespace(dag_id="kafka_rebalance_manual", run_id="manual__2", task_id="approve", map_index=-1)
+    context = {"task": operator, "task_instance": ti, "ti": ti, "run_id": "manual__2",
+               "params": {"config_path": str(config)}}
+    for notifier in operator.notifiers * 2:  # a second call (a retried task) sends nothing more
+        notifier(context)
+    [request] = receiver.requests
+    assert request["json"]["links"] == {
+        "approve or reject": "http://airflow.example:8080/dags/kafka_rebalance_manual/runs/manual__2/tasks/approve/"
+                             "required_actions?map_index=-1",
+        "report": "http://airflow.example:8080/kafka-rebalancer/report/manual__2"}
+    assert request["json"]["facts"]["moves"] == "7 replica moves" and request["json"]["pool"] == "pool-a"

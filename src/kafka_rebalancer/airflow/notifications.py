@@ -1,5 +1,6 @@
-"""The Airflow side of notifications: the approval step's notifier (the HITL operator calls its `notifiers` once
-the approval is waiting under Required Actions) and the tasks' failure callback. Both read the run's config and
+"""The Airflow side of notifications: the tasks' failure callback, and what it shares with the approval step's
+notifier (operators.ApprovalWaitingNotifier, which the HITL operator calls once the approval is waiting under
+Required Actions; it stays in operators.py, light enough for DAG parsing). Both read the run's config and
 send with notify.outbox.deliver, which records each send in the run folder and never raises; they also catch
 everything else, because the HITL operator calls its notifiers unguarded and a callback's error would hide the
 failure it reports.
@@ -14,8 +15,6 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk.bases.notifier import BaseNotifier
-
 log = logging.getLogger(__name__)
 
 
@@ -25,39 +24,11 @@ def airflow_base_url() -> str | None:
     return conf.get("api", "base_url", fallback=None) or None
 
 
-def _record(run_dir: Path) -> Path | None:
+def run_record(run_dir: Path) -> Path | None:
     """The run's notifications record; None before the run has a folder (a snapshot that failed)."""
     from kafka_rebalancer.notify.outbox import RECORD_FILE
 
     return run_dir / RECORD_FILE if run_dir.is_dir() else None
-
-
-class ApprovalWaitingNotifier(BaseNotifier):
-    """Tells the configured channels that a plan waits for a person: the operator (context["task"]) holds the
-    waiting plan its decision described and the run folder."""
-
-    def notify(self, context: Any) -> None:
-        try:
-            self._send(context)
-        except Exception:  # a notification never fails the approval step
-            log.exception("the approval-waiting notification was not sent")
-
-    def _send(self, context: Any) -> None:
-        from kafka_rebalancer.airflow.tasks import _config
-        from kafka_rebalancer.notify.messages import NO_BASE_URL, WaitingPlan, approval_waiting_notice, report_link
-        from kafka_rebalancer.notify.outbox import deliver
-
-        operator = context["task"]
-        config = _config(context, operator.run_dir)
-        if not config.notifications.routes:
-            return
-        base_url = airflow_base_url()
-        approval = operator.generate_link_to_ui_from_context(context=context, base_url=base_url) if base_url \
-            else f"Airflow's UI, Required Actions ({NO_BASE_URL})"
-        waiting = operator.waiting
-        report = report_link(base_url, context["run_id"], waiting["report_file"])
-        notice = approval_waiting_notice(WaitingPlan(**waiting["plan"]), approval, report, waiting["timeout"])
-        deliver(config.notifications, notice, _record(Path(operator.run_dir)))
 
 
 def notify_task_failed(context: Any) -> None:
@@ -79,7 +50,7 @@ def notify_task_failed(context: Any) -> None:
         report = report_link(airflow_base_url(), context["run_id"], str(run_dir / "report" / "index.html"))
         notice = run_failed_notice(config.cluster.name, context["run_id"], task_id, error, report,
                                    pool=context["params"].get("broker_pool"))
-        deliver(config.notifications, notice, _record(run_dir))
+        deliver(config.notifications, notice, run_record(run_dir))
     except Exception:  # the callback must not hide the failure it reports
         log.exception("the run-failed notification was not sent")
 

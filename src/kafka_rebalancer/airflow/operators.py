@@ -5,13 +5,46 @@ auto-approval limits and the execution window goes on unattended, anything else 
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
+from airflow.sdk.bases.notifier import BaseNotifier
 
 RUN_DIR = "{{ ti.xcom_pull(task_ids='snapshot') }}"  # the run folder, as the snapshot task returns it
 DEFAULT_RESPONSE_TIMEOUT = timedelta(hours=12)
+log = logging.getLogger(__name__)
+
+
+class ApprovalWaitingNotifier(BaseNotifier):
+    """Tells the configured channels that a plan waits for a person: the operator (context["task"]) holds the
+    waiting plan its decision described and the run folder."""
+
+    def notify(self, context: Any) -> None:
+        try:
+            self._send(context)
+        except Exception:  # a notification never fails the approval step
+            log.exception("the approval-waiting notification was not sent")
+
+    def _send(self, context: Any) -> None:
+        from kafka_rebalancer.airflow.notifications import airflow_base_url, run_record
+        from kafka_rebalancer.airflow.tasks import _config
+        from kafka_rebalancer.notify.messages import NO_BASE_URL, WaitingPlan, approval_waiting_notice, report_link
+        from kafka_rebalancer.notify.outbox import deliver
+
+        operator = context["task"]
+        config = _config(context, operator.run_dir)
+        if not config.notifications.routes:
+            return
+        base_url = airflow_base_url()
+        approval = operator.generate_link_to_ui_from_context(context=context, base_url=base_url) if base_url \
+            else f"Airflow's UI, Required Actions ({NO_BASE_URL})"
+        waiting = operator.waiting
+        report = report_link(base_url, context["run_id"], waiting["report_file"])
+        notice = approval_waiting_notice(WaitingPlan(**waiting["plan"]), approval, report, waiting["timeout"])
+        deliver(config.notifications, notice, run_record(Path(operator.run_dir)))
 
 
 class PlanApprovalOperator(ApprovalOperator):
@@ -20,8 +53,6 @@ class PlanApprovalOperator(ApprovalOperator):
     template_fields = (*ApprovalOperator.template_fields, "run_dir")
 
     def __init__(self, *, run_dir: str = RUN_DIR, **kwargs: Any) -> None:
-        from kafka_rebalancer.airflow.notifications import ApprovalWaitingNotifier
-
         super().__init__(subject="Execute this Kafka rebalance plan?", body="(filled in from the validated plan)",
                          defaults="Reject", response_timeout=DEFAULT_RESPONSE_TIMEOUT,
                          notifiers=[ApprovalWaitingNotifier()], **kwargs)
