@@ -16,7 +16,7 @@ from datetime import timedelta
 
 import pendulum
 from airflow.sdk import DAG, Param
-from kafka_rebalancer_pipeline import execution_params, rebalance_tasks
+from kafka_rebalancer_pipeline import execution_params, notify_task_failed, rebalance_tasks
 
 from kafka_rebalancer.model.run_actions import ACTION_NAMES, MANUAL_ACTIONS, Action, taking
 
@@ -29,7 +29,7 @@ with DAG(
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     tags=["kafka", "rebalance", "manual"],
-    default_args={"retries": 2, "retry_delay": timedelta(minutes=1)},
+    default_args={"retries": 2, "retry_delay": timedelta(minutes=1), "on_failure_callback": notify_task_failed},
     params={
         "action": Param(Action.REBALANCE_POOL.value, enum=list(ACTION_NAMES),
                         description="; ".join(f"{a.name}: {a.help}" for a in MANUAL_ACTIONS)),

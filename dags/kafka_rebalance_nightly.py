@@ -14,7 +14,7 @@ from datetime import timedelta
 
 import pendulum
 from airflow.sdk import DAG, Param
-from kafka_rebalancer_pipeline import execution_params, rebalance_tasks
+from kafka_rebalancer_pipeline import execution_params, notify_task_failed, rebalance_tasks
 
 from kafka_rebalancer.model.run_actions import Action
 
@@ -26,7 +26,7 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     tags=["kafka", "rebalance", Action.NIGHTLY.value],
-    default_args={"retries": 2, "retry_delay": timedelta(minutes=1)},
+    default_args={"retries": 2, "retry_delay": timedelta(minutes=1), "on_failure_callback": notify_task_failed},
     params={
         "mode": Param("auto", enum=["auto", "dry-run", "execute"],
                       description="auto: scheduled runs execute (within the auto-approval limits), manual runs "

@@ -16,6 +16,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Param, get_current_context, task
@@ -49,6 +50,14 @@ def execution_params() -> dict[str, Param]:
                                   description="How long the approve step waits for a person (e.g. 12h, 30m); "
                                               "no answer rejects. Empty: the config's approval.response_timeout"),
     }
+
+
+def notify_task_failed(context: Any) -> None:
+    """The DAGs' tasks' on_failure_callback (default_args): tells the configured channels which task failed and
+    the error's first line, once per run (kafka_rebalancer.airflow.notifications)."""
+    from kafka_rebalancer.airflow.notifications import notify_task_failed as notify
+
+    notify(context)
 
 
 def rebalance_tasks() -> None:

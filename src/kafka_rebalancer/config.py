@@ -11,17 +11,13 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
-import math
 import re
 from datetime import datetime, time, timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
@@ -30,6 +26,8 @@ from pydantic import (
 )
 
 from kafka_rebalancer.config_file import load_pools_file, read_config_file
+from kafka_rebalancer.config_types import ByteSize, Duration, parse_byte_size, parse_duration  # noqa: F401 - re-exported
+from kafka_rebalancer.config_types import StrictModel as _Strict
 from kafka_rebalancer.errors import ConfigError, RebalancerError
 from kafka_rebalancer.model.resources import (
     CANONICAL_ORDER,
@@ -40,55 +38,7 @@ from kafka_rebalancer.model.resources import (
     Resource,
 )
 from kafka_rebalancer.model.topic_spread import TopicSpreadSettings
-
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-
-
-def parse_byte_size(value: Any) -> int:
-    """`123`, `"512MiB"`, `"1.5 GB"` -> bytes. Binary (KiB, MiB...) and decimal (KB, MB...) units."""
-    if isinstance(value, bool):
-        raise ValueError("expected a byte size such as 1073741824 or '1GiB', got a boolean")
-    if isinstance(value, int):
-        if value < 0:
-            raise ValueError(f"expected a non-negative byte size, got {value}")
-        return value
-    if isinstance(value, str):
-        m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", value)
-        if m and m.group(2).lower() in _UNITS:
-            size = float(m.group(1)) * _UNITS[m.group(2).lower()]
-            if math.isfinite(size):  # hundreds of digits overflow a float
-                return int(size)
-    raise ValueError(f"expected a byte size such as 1073741824 or '1GiB', got {value!r}")
-
-
-ByteSize = Annotated[int, BeforeValidator(parse_byte_size)]
-
-_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(value: Any) -> float:
-    """`3600`, `"90m"`, `"4h"`, `"1d"`, `"1h30m"` -> seconds."""
-    if isinstance(value, bool):
-        raise ValueError("expected a duration such as '4h' or 3600 (seconds), got a boolean")
-    if isinstance(value, int | float):
-        if value <= 0:
-            raise ValueError(f"expected a positive duration, got {value}")
-        return float(value)
-    if isinstance(value, str):
-        parts = re.findall(r"([0-9]+(?:\.[0-9]+)?)\s*([smhd])", value.strip().lower())
-        if parts and re.fullmatch(r"(\s*[0-9]+(?:\.[0-9]+)?\s*[smhd])+\s*", value.lower()):
-            seconds = sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
-            if seconds > 0:
-                return seconds
-    raise ValueError(f"expected a duration such as '4h', '90m' or 3600 (seconds), got {value!r}")
-
-
-Duration = Annotated[float, BeforeValidator(parse_duration)]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+from kafka_rebalancer.notification_settings import NotificationSettings
 
 
 class ClusterSettings(_Strict):
@@ -430,6 +380,7 @@ class RebalancerConfig(_Strict):
     execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
     approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
     automation: AutomationSettings = Field(default_factory=AutomationSettings)
+    notifications: NotificationSettings = Field(default_factory=NotificationSettings)  # default: none sent
     run_root: Path = Path("runs")
     source_file: Path | None = Field(default=None, exclude=True)
 
@@ -504,7 +455,8 @@ class RebalancerConfig(_Strict):
     def fingerprint(self) -> str:
         """Hash of everything that shapes a plan (execution limits and connection details excluded)."""
         planning = self.model_dump(mode="json", exclude={"execution": True, "run_root": True, "approval": True,
-                                                         "automation": True, "pools": {"__all__": {"claim"}},
+                                                         "automation": True,
+                                                         "notifications": True, "pools": {"__all__": {"claim"}},
                                                          "cluster": {"bootstrap_servers", "client_config",
                                                                      "airflow_connection_id",
                                                                      "request_timeout_s"},
@@ -591,3 +543,6 @@ def _check_references(file: str, config: RebalancerConfig) -> None:
             raise ConfigError(file, f"topic_pools[{i}].pool", f"unknown pool {rule.pool!r} (known: {known})")
     if config.default_pool is not None and config.default_pool not in config.pools:
         raise ConfigError(file, "default_pool", f"unknown pool {config.default_pool!r} (known: {known})")
+    for i, route in enumerate(config.notifications.routes):
+        for pool in set(route.pools or []) - set(config.pools):
+            raise ConfigError(file, f"notifications.routes[{i}].pools", f"unknown pool {pool!r} (known: {known})")

@@ -25,7 +25,7 @@ REPORTS_URL_PREFIX = "/kafka-rebalancer"  # the runs page and reports (ui.py), o
 quiet_libraries()  # before the tasks import great-expectations, whose import alone logs dozens of lines
 
 
-def _config(context: Context, run_dir: str | None = None) -> RebalancerConfig:
+def run_config_of(context: Context, run_dir: str | None = None) -> RebalancerConfig:
     """The run's config: the file, the stored pool overrides and, for a manual run, its own pending one."""
     from kafka_rebalancer.operations.request import run_config
     from kafka_rebalancer.run_folder import RunFolder
@@ -104,7 +104,7 @@ def validate_task(context: Context, run_dir: str) -> list[str]:
     from kafka_rebalancer.run_folder import RunFolder
     from kafka_rebalancer.validate.suite import validate_plan
 
-    config = _config(context, run_dir)
+    config = run_config_of(context, run_dir)
     validate_plan(config, RunFolder(run_dir))
     return sorted(config.pools)
 
@@ -121,7 +121,7 @@ def approval_decision(context: Context, run_dir: str) -> dict[str, Any]:
     from kafka_rebalancer.operations.request import read_request
     from kafka_rebalancer.run_folder import RunFolder
 
-    config = _config(context, run_dir)
+    config = run_config_of(context, run_dir)
     run = RunFolder(run_dir)
     facts = PlanFacts.read(config, run, context["params"].get("throttle_bytes_per_s"))
     if dry_run_for(context):
@@ -161,9 +161,15 @@ def approval_decision(context: Context, run_dir: str) -> dict[str, Any]:
     log.info("report for the review: %s", report)
     body = approval_body(config, run, facts, refusals) + \
         f"\n\n[The run's report: usage, band, every move]({report_url(context['run_id'])}) ({report})"
+    timeout = _response_timeout(context, config)
+    totals = facts.summary["totals"]
+    plan = {"cluster": config.cluster.name, "run_id": context["run_id"], "action": str(context["params"].get(
+        "action") or "rebalance"), "pool": context["params"].get("broker_pool"),
+        "reason": request.reason if request else "", "replica_moves": totals["replica_moves"],
+        "moved_bytes": totals["moved_bytes"], "duration_s": facts.duration_s, "why_asked": refusals}
     return {"state": "waiting", "body": body,
-            "subject": f"Execute plan {facts.plan_hash[:12]} on {config.cluster.name}?",
-            "response_timeout": _response_timeout(context, config)}
+            "subject": f"Execute plan {facts.plan_hash[:12]} on {config.cluster.name}?", "response_timeout": timeout,
+            "waiting": {"plan": plan, "report_file": str(report), "timeout": str(timeout)}}  # for the notifier
 
 
 def automatic_mode(config: RebalancerConfig, context: Context) -> str | None:
@@ -200,7 +206,7 @@ def record_answer(context: Context, run_dir: str, *, approved: bool, by: str | N
     from kafka_rebalancer.approve.approval import PlanFacts, write_decision
     from kafka_rebalancer.run_folder import APPROVAL, RunFolder
 
-    config = _config(context, run_dir)
+    config = run_config_of(context, run_dir)
     run = RunFolder(run_dir)
     digest = PlanFacts.read(config, run).plan_hash
     if timed_out:
@@ -229,7 +235,7 @@ def execute_task(context: Context, run_dir: str, broker_pool: str) -> dict[str, 
     from kafka_rebalancer.execute.executor import run_execute
     from kafka_rebalancer.run_folder import RunFolder
 
-    config = _config(context, run_dir)
+    config = run_config_of(context, run_dir)
     params = context["params"]
     log.info("pool %s: executing the approved plan (run type %s)", broker_pool, context["dag_run"].run_type)
     try:
@@ -252,7 +258,7 @@ def report_task(context: Context) -> str | None:
     from kafka_rebalancer.report.run_report import write_report
     from kafka_rebalancer.run_folder import RunFolder
 
-    config = _config(context)
+    config = run_config_of(context)
     run = RunFolder(config.run_dir(context["run_id"]))
     path = None
     try:
@@ -282,7 +288,7 @@ def cancel_task(context: Context) -> dict[str, Any]:
     from kafka_rebalancer.kafka_admin import ClusterAdmin
     from kafka_rebalancer.runs import existing_run, runs_to_cancel
 
-    config = _config(context)
+    config = run_config_of(context)
     params = context["params"]
     connection = _connection(config)
     if params.get("run_id"):
@@ -307,7 +313,7 @@ def overrides_task(context: Context) -> list[dict[str, Any]]:
     from kafka_rebalancer.operations.overrides import OverrideStore
 
     params = context["params"]
-    config = _config(context)
+    config = run_config_of(context)
     store = OverrideStore.of(config)  # also checks that every stored override still fits the config
     if params["action"] == "revert":
         if params.get("override_id") is None:
@@ -330,7 +336,7 @@ def verify_task(context: Context, run_dir: str) -> dict[str, Any]:
     from kafka_rebalancer.run_folder import RunFolder
     from kafka_rebalancer.verify.verification import verify_run
 
-    config = _config(context, run_dir)
+    config = run_config_of(context, run_dir)
     summary = verify_run(config, _connection(config), RunFolder(run_dir))
     return {k: summary[k] for k in ("plan_hash", "out_of_band_before", "out_of_band_after")}
 

@@ -190,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     report = sub.add_parser("report", help="(re)build a run's report/index.html and print its path")
     report.add_argument("--config", required=True, type=Path)
     report.add_argument("run_id", nargs="?", help="default: the newest run")
+    notify_test = sub.add_parser("notify-test", help="send one test message on every configured notification "
+                                                     "channel and say which worked")
+    notify_test.add_argument("--config", required=True, type=Path)
     assign = sub.add_parser("assign", help="Kafka's assignReplicasToBrokers, printed as reassignment JSON")
     assign.add_argument("--brokers", required=True, help="broker ids in order, e.g. 1,2,3")
     assign.add_argument("--partitions", required=True, type=int)
@@ -253,12 +256,35 @@ def _assign(args: argparse.Namespace) -> int:
     return 0
 
 
+def _notify_test(args: argparse.Namespace) -> int:
+    """One test message per channel, sent now (not recorded: a test is never a duplicate). Exit 2 when a channel
+    failed or none is configured. The connections are Airflow's: run it where Airflow's connections resolve."""
+    from kafka_rebalancer.config import load_config
+    from kafka_rebalancer.notify.channels import send_on_channel
+    from kafka_rebalancer.notify.messages import test_notice
+
+    config = load_config(args.config)
+    channels = config.notifications.channels
+    if not channels:
+        print("no channels under notifications.channels in the config: nothing sent")
+        return EXIT_REFUSED
+    results = [send_on_channel(name, channel, test_notice(config.cluster.name, name))
+               for name, channel in channels.items()]
+    for result in results:
+        channel = channels[result.channel]
+        outcome = "sent" if result.ok else f"FAILED: {result.error}"
+        print(f"{result.channel} ({channel.kind}, connection {channel.airflow_connection_id}): {outcome}")
+    return 0 if all(r.ok for r in results) else EXIT_REFUSED
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     from kafka_rebalancer.cli import operations as operations_cli
     from kafka_rebalancer.operations.request import run_config
 
     if args.command == "assign":
         return _assign(args)
+    if args.command == "notify-test":
+        return _notify_test(args)
     if args.command == "overrides":
         return operations_cli.overrides_command(args, lambda c: connection_for(c, args.bootstrap_servers))
     if args.command == "pools":

@@ -1,0 +1,78 @@
+"""Notifications through a real Airflow (API server, scheduler, DAG processor, triggerer on loopback) on the real
+local cluster with the demo's workload: a manual drain waiting for approval sends one message to a local webhook
+receiver, with the link to its approval under Required Actions; a second channel that refuses connections leaves
+the run going (rejected, it ends in success) with its failure recorded in the run folder."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kafka_rebalancer.config import load_config
+from kafka_rebalancer.notify.outbox import RECORD_FILE, read_sends
+from tests.integration.conftest import demo_config
+from tests.unit.test_notifications import Receiver
+from tools.airflow_run import connections
+from tools.airflow_services import AirflowServices, free_port
+
+pytestmark = [pytest.mark.kafka, pytest.mark.airflow]
+MANUAL = "kafka_rebalance_manual"
+
+
+@pytest.fixture(scope="module")
+def notified_airflow(demo_workload: tuple[str, dict], tmp_path_factory: pytest.TempPathFactory
+                     ) -> Iterator[dict[str, Any]]:
+    bootstrap, _ = demo_workload
+    root = tmp_path_factory.mktemp("notifications")
+    receiver = Receiver()
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    host, port = receiver.server_address[:2]
+    notifications = {
+        "channels": {"pager": {"kind": "webhook", "airflow_connection_id": "notify_hook", "endpoint": "/kafka"},
+                     "refused": {"kind": "slack", "airflow_connection_id": "notify_refused"}},
+        "routes": [{"kinds": ["approval_waiting", "run_failed"], "channels": ["pager", "refused"]}]}
+    config_path = demo_config(root, notifications=notifications)
+    config = load_config(config_path)
+    airflow_connections = {
+        **connections(config.cluster.airflow_connection_id, bootstrap),
+        "notify_hook": {"conn_type": "http", "host": host, "port": port, "schema": "http"},
+        "notify_refused": {"conn_type": "slackwebhook", "host": f"http://127.0.0.1:{free_port()}",
+                           "password": "T0/B0/refusedsecret"}}
+    services = AirflowServices(root / "airflow", config_path, airflow_connections)
+    services.start()
+    try:
+        services.wait_for_dag(MANUAL)
+        services.set_paused(MANUAL, False)
+        yield {"services": services, "config": config, "receiver": receiver}
+    finally:
+        services.stop()
+        receiver.shutdown()
+        receiver.server_close()
+
+
+def test_notification_of_a_manual_drain_waiting_for_approval_in_airflow(notified_airflow: dict) -> None:
+    services, config, receiver = (notified_airflow[k] for k in ("services", "config", "receiver"))
+    run_id = services.trigger(MANUAL, {"action": "drain-brokers", "brokers": [6], "mode": "execute",
+                                       "reason": "notification test"})
+    services.wait_for_input(MANUAL, run_id)
+    deadline = time.monotonic() + 60
+    while not receiver.requests and time.monotonic() < deadline:
+        time.sleep(0.5)
+    [request] = receiver.requests
+    body = request["json"]
+    assert request["path"] == "/kafka" and body["kind"] == "approval_waiting" and body["run_id"] == run_id
+    assert body["facts"]["action"] == "drain-brokers" and body["facts"]["reason"] == "notification test"
+    assert body["links"]["approve or reject"].startswith(
+        f"{services.url}/dags/{MANUAL}/runs/{run_id}/tasks/approve/required_actions")
+    assert body["links"]["report"] == f"{services.url}/kafka-rebalancer/report/{run_id}"
+    services.respond(MANUAL, run_id, "approve", ["Reject"])
+    assert services.wait_for_run(MANUAL, run_id) == "success", services.task_states(MANUAL, run_id)
+    assert len(receiver.requests) == 1  # nothing more for this run: rejected is not a failure
+    sends = read_sends(config.run_dir(run_id) / RECORD_FILE)["approval_waiting:waiting"]
+    assert sends["pager"]["status"] == "sent" and sends["refused"]["status"] == "failed", sends
+    assert "refusedsecret" not in json.dumps(sends) + services.task_log(MANUAL, run_id, "approve")
