@@ -31,13 +31,16 @@ from kafka_rebalancer.snapshot.build import SnapshotTables
 from kafka_rebalancer.snapshot.capacity import CAPACITY_FIELDS
 from kafka_rebalancer.snapshot.synthetic import SyntheticSpec, generate
 
+# Room enough (a third of capacity in use) for a drained broker's replicas on its rack's two other brokers of the
+# pool (RF = racks: each stays on its rack) within the capacity thresholds; at 0.45 some could not leave.
 SPEC = SyntheticSpec(n_brokers=18, n_racks=3, n_pools=2, n_partitions=300, replication_factor=3,
                      hot_brokers_per_pool=1, hot_weight=2.0, leader_skew=0.2, under_replicated_fraction=0.01,
-                     seed=5101)
-SPARE = (19, 20, 21)  # one per rack, as brokers 1, 2 and 3 (ids alternate racks)
+                     target_usage=0.3, seed=5101)
+SPARE = (19, 20, 21)  # one per rack, as brokers 1, 2 and 3 (ids alternate racks), twice their capacity
+SPARE_CAPACITY = 2  # whole: the disk capacity stays an integer
 LOG_DIR_PATHS = ("/data/d1", "/data/d2")
-# Fixed, so that both checkouts' requests say the same (a request's own time and user are shown in the report).
 ACTIONS = ("drain-brokers", "demote-brokers", "isolate-topics", "add-brokers", "remove-disks")  # `action_runs`' order
+# Fixed, so that both checkouts' requests say the same (a request's own time and user are shown in the report).
 REQUESTED = {"requested_by": "bench", "requested_at": "2026-01-01T00:00:00+00:00"}
 
 
@@ -73,7 +76,7 @@ def jbod_cluster() -> tuple[SnapshotTables, dict[str, Any]]:
     brokers = tables.brokers
     spare = brokers.set_index("broker_id").loc[[1, 2, 3]].reset_index()
     spare = spare.assign(broker_id=np.array(SPARE, dtype=brokers["broker_id"].dtype), broker_pool=None,
-                         disk_used_bytes=0)
+                         disk_used_bytes=0, **{c: spare[c] * SPARE_CAPACITY for c in CAPACITY_FIELDS})
     brokers = pd.concat([brokers, spare], ignore_index=True)
     on_dirs = tables.replicas[["topic", "partition", "broker_id", "size_bytes"]].assign(
         log_dir=[LOG_DIR_PATHS[(p + b) % 2] for p, b in zip(tables.replicas["partition"],
