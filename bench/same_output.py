@@ -3,9 +3,13 @@ compare plan.json, rollback.json, the plan's tables, summary.json and validation
 the report and the other text files with times, paths and great-expectations' random ids masked (a restructuring
 must not change what the product writes).
 
-    python -m bench.same_output --baseline ../other-checkout [--scales small,medium] [--run CONFIG:RUN_FOLDER]
+    python -m bench.same_output --baseline ../other-checkout [--scales small,medium] [--actions drain-brokers,...]
+        [--run CONFIG:RUN_FOLDER]
 
---run compares on the snapshot of any run folder (the demo's, say) planned with that config.
+--scales plans nightly runs (every pool) on the bench's clusters; --actions (default: all five) manual runs on a
+small cluster with spare brokers and two log dirs per broker (bench/same_output_actions.py): each checkout makes
+and writes the run's request.json itself (its own `make_request`, as the CLI's manual operations do), then plans
+the same snapshot. --run compares on the snapshot of any run folder (the demo's, say) planned with that config.
 """
 
 from __future__ import annotations
@@ -18,15 +22,38 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from bench.run import BENCH, OUT, prepare
+from bench.same_output_actions import ACTIONS, prepare_actions
 from bench.scales import SCALES
 
 RUN_ID = "same-output"
 SIDES = ("new", "baseline")
 COMMANDS = (["plan", "--run-id", RUN_ID], ["validate", "--run-id", RUN_ID], ["report", RUN_ID])
+# One process per checkout and run, the package imported once (on a busy machine most of a small run's time is
+# starting Python, pandas and Spark): a manual run's start in the checkout's own words (snapshot.start.start_run, its
+# snapshot given: the request checked against the config and written, then its brokers checked against the
+# snapshot), then each command as `kafka-rebalancer` runs it. A plan that fails an expectation is an outcome like any
+# other (its validation report is written, and compared); any other failing step stops the run.
+SIDE = """
+import json, sys
+from pathlib import Path
+from kafka_rebalancer.cli import main
+config_path, run_dir, request, commands = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
+if request is not None:
+    from kafka_rebalancer.operations.request import check_brokers_in_snapshot, make_request, run_config, write_request
+    from kafka_rebalancer.run_folder import RunFolder
+    run = RunFolder(run_dir)
+    write_request(run, make_request(run_config(config_path), **request))
+    check_brokers_in_snapshot(run)
+for command in commands:
+    code = main([command[0], "--config", config_path, *command[1:]])
+    if code and not (command[0] == "validate" and (Path(run_dir) / "validation" / "report.json").exists()):
+        sys.exit(f"kafka-rebalancer {command[0]} exited {code}")
+"""
 
 
 def side_run(name: str, config_path: Path, snapshot: Path, side: str) -> tuple[Path, Path]:
@@ -43,14 +70,16 @@ def side_run(name: str, config_path: Path, snapshot: Path, side: str) -> tuple[P
     return path, run_dir
 
 
-def run_side(checkout: Path, config_path: Path) -> None:
+def run_side(checkout: Path, config_path: Path, run_dir: Path, request: dict[str, Any] | None) -> list[str]:
+    """Plan, validate and report with `checkout`'s package (first, for a manual run, its request). Returns the
+    lines where a step says it stopped at a time limit (the exact polish's safety net: what it writes then depends
+    on the machine's load, not on the code)."""
     env = {**os.environ, "PYTHONPATH": str(checkout / "src"), "PYSPARK_PYTHON": sys.executable}
-    for command in COMMANDS:
-        cmd = [sys.executable, "-c", "import sys; from kafka_rebalancer.cli import main; sys.exit(main())",
-               command[0], "--config", str(config_path), *command[1:]]
-        result = subprocess.run(cmd, env=env, cwd=checkout, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise RuntimeError(f"{checkout}: {' '.join(command)} failed:\n{result.stderr[-2000:]}")
+    cmd = [sys.executable, "-c", SIDE, str(config_path), str(run_dir), json.dumps(request), json.dumps(COMMANDS)]
+    result = subprocess.run(cmd, env=env, cwd=checkout, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"{checkout}: {result.stderr[-2000:]}")
+    return [line for line in result.stderr.splitlines() if "time limit" in line]
 
 
 def comparable(path: Path, run_dir: Path) -> bytes:
@@ -69,12 +98,16 @@ def comparable(path: Path, run_dir: Path) -> bytes:
     return data
 
 
-def differences(scale: str, config: Path, snapshot: Path, baseline: Path) -> list[str]:
+def differences(scale: str, config: Path, snapshot: Path, baseline: Path,
+                request: dict[str, Any] | None = None) -> list[str]:
+    """What differs between the two checkouts' plan, validation and report of `snapshot` (a manual run's when
+    `request`, `make_request`'s parameters, is given)."""
     runs = {}
     for side, checkout in (("new", BENCH.parent), ("baseline", baseline)):
         config_path, run_dir = side_run(scale, config, snapshot, side)
         try:
-            run_side(checkout, config_path)
+            for line in run_side(checkout, config_path, run_dir, request):
+                print(f"[{scale}] note, {side}: {line}", flush=True)
         finally:
             config_path.unlink()
         runs[side] = run_dir
@@ -94,21 +127,30 @@ def differences(scale: str, config: Path, snapshot: Path, baseline: Path) -> lis
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--baseline", required=True, type=Path)
-    parser.add_argument("--scales", default="small,medium", help="bench scales; empty: none")
+    parser.add_argument("--scales", default="small,medium", help="bench scales, nightly runs; empty: none")
+    parser.add_argument("--actions", default=",".join(ACTIONS),
+                        help=f"manual runs, of {', '.join(ACTIONS)}; empty: none")
     parser.add_argument("--run", action="append", default=[], help="CONFIG:RUN_FOLDER, a run's snapshot (repeatable)")
     args = parser.parse_args(argv)
-    inputs = []
+    actions = [a for a in args.actions.split(",") if a]
+    unknown = sorted(set(actions) - set(ACTIONS))
+    if unknown:
+        parser.error(f"--actions: unknown {', '.join(unknown)} (known: {', '.join(ACTIONS)})")
+    inputs: list[tuple[str, Path, Path, dict[str, Any] | None]] = []
     for scale in filter(None, args.scales.split(",")):
         config_path, run = prepare(SCALES[scale])
-        inputs.append((scale, config_path, run.stage_path("snapshot")))
+        inputs.append((scale, config_path, run.stage_path("snapshot"), None))
+    if actions:
+        inputs += [entry for entry in prepare_actions(OUT) if entry[0] in actions]
     for given in args.run:
         config_path, run_dir = (Path(part).resolve() for part in given.split(":", 1))
-        inputs.append((run_dir.name.replace(":", "_"), config_path, run_dir / "snapshot"))
+        inputs.append((run_dir.name.replace(":", "_"), config_path, run_dir / "snapshot", None))
     found = []
-    for name, config_path, snapshot in inputs:
+    for name, config_path, snapshot, request in inputs:
         print(f"[{name}] plan, validate, report with both checkouts ...", flush=True)
-        found += differences(name, config_path, snapshot, args.baseline.resolve())
-        print(f"[{name}] {'differences: ' + str(len(found)) if found else 'the same'}", flush=True)
+        these = differences(name, config_path, snapshot, args.baseline.resolve(), request)
+        print(f"[{name}] {'differences: ' + str(len(these)) if these else 'the same'}", flush=True)
+        found += these
     for line in found:
         print(line)
     return 1 if found else 0

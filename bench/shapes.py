@@ -144,7 +144,7 @@ OPTIMUM_TARGET = 1.05  # a solver-sized row's plan: at most this times the exact
 # Where no plan in band exists, the optimum's edges are widened to the plan's usage after and this much further (in
 # usage: 0.001 % of the broker's capacity, 1.1-1.9 MB on the 12-broker rows' disks, less than their smallest
 # partition): to the byte, a rack whose brokers all end at their edges is pinned to the plan's bytes per broker, a
-# subset-sum HiGHS cannot prove in minutes (see `optimum_milp._solve_pool`). Counts are whole: their edges do not
+# subset-sum HiGHS cannot prove in minutes (see `optimum_model._add_band_rows`). Counts are whole: their edges do not
 # move.
 WIDENED_SLACK = 1e-5
 SIBLING_SLACK = 0.03  # a large row's moved / LB: at most its sibling's + this

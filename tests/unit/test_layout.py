@@ -1,5 +1,6 @@
 """The house as the README draws it: every folder its Layout map names exists, every folder of the package is
-named, and the size limits hold (a module of at most 600 lines, a function of at most 80)."""
+named, and the size limits hold in the package and the bench (a module of at most 600 lines, a function of at
+most 80)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from pathlib import Path
 from tests.helpers import REPO
 
 PACKAGE = REPO / "src" / "kafka_rebalancer"
+BENCH = REPO / "bench"
 MODULE_LINES, FUNCTION_LINES = 600, 80
-# What may be over a limit: nothing (the test fails when one is added, and when one listed here is fixed).
+# What may be over a limit, by path from the repository: nothing (the test fails when one is added, and when one
+# listed here is fixed).
 OVER_LIMIT: set[str] = set()
 
 
@@ -69,8 +72,8 @@ def long_functions(node: ast.AST, prefix: str = "") -> list[str]:
 
 def over_limit() -> set[str]:
     found = set()
-    for path in sorted(PACKAGE.rglob("*.py")):
-        relative = str(path.relative_to(PACKAGE))
+    for path in sorted([*PACKAGE.rglob("*.py"), *BENCH.rglob("*.py")]):
+        relative = str(path.relative_to(REPO))
         source = path.read_text()
         if len(source.splitlines()) > MODULE_LINES:
             found.add(relative)

@@ -1,4 +1,4 @@
-"""The exact optimum solved rack by rack (bench/optimum_milp.py `_by_rack`): where every movable partition has one
+"""The exact optimum solved rack by rack (bench/optimum_highs.py `by_rack`): where every movable partition has one
 replica on each rack (RF = racks), a replica never changes rack, so each rack is its own problem but for
 leadership. The racks' optima add up to the pool's where leaders fit them; their bounds always bound it."""
 

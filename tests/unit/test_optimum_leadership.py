@@ -80,7 +80,7 @@ def test_fractional_leaders_are_made_whole(monkeypatch: pytest.MonkeyPatch) -> N
     # With leader count the only role-dependent resource, l is continuous: HiGHS may end with a leadership split
     # between replicas (here forced: every l halved where its replica is). The flow with x fixed gives whole
     # leaders, and the plan read back is as the optimum's.
-    real = optimum_milp._whole_leaders
+    real = optimum_milp.whole_leaders
     seen: list[bool] = []
 
     def split(lp: Any, values: np.ndarray, x_cols: list[int], l_cols: list[int]) -> np.ndarray:
@@ -90,7 +90,7 @@ def test_fractional_leaders_are_made_whole(monkeypatch: pytest.MonkeyPatch) -> N
         seen.append(bool(np.all(np.isin(np.round(whole[l_cols], 9), [0.0, 1.0]))))
         return whole
 
-    monkeypatch.setattr(optimum_milp, "_whole_leaders", split)
+    monkeypatch.setattr(optimum_milp, "whole_leaders", split)
     snapshot, config = cluster([(1, "a"), (2, "b"), (3, "c")], [
         ("t", 0, [1, 2], 10), ("t", 1, [1, 3], 10), ("t", 2, [1, 2], 10)], resources=LEADERS)
     table = bands({"p": {"disk": (0.0, 1.0), "replica_count": None, "leader_count": (1, 1)}})
