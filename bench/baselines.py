@@ -16,9 +16,9 @@ import pandas as pd
 
 from kafka_rebalancer.assignment import assign_replicas_to_brokers
 from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.model.band_status import band_status, broker_load_frame, out_of_band
 from kafka_rebalancer.model.reassignment import Reassignment, leadership_only
 from kafka_rebalancer.plan.balance.bands import band_for
-from kafka_rebalancer.plan.balance.status import band_status, broker_load_frame, out_of_band
 from kafka_rebalancer.plan.recheck import replicas_after
 from kafka_rebalancer.snapshot.build import SnapshotTables
 

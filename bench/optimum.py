@@ -30,10 +30,10 @@ from bench.optimum_milp import Optimum, free_partitions, held_brokers, solve_opt
 from bench.run import OUT, REPORT, machine, measure
 from bench.scales import Scale
 from kafka_rebalancer.config import RebalancerConfig, load_config
+from kafka_rebalancer.model.band_status import band_status, broker_load_frame, out_of_band
 from kafka_rebalancer.model.reassignment import Reassignment, read_reassignment
 from kafka_rebalancer.model.resources import resource
 from kafka_rebalancer.model.schemas import BANDS
-from kafka_rebalancer.plan.balance.status import band_status, broker_load_frame, out_of_band
 from kafka_rebalancer.plan.recheck import replicas_after
 from kafka_rebalancer.run_folder import PLAN, RunFolder, read_json, read_table
 from kafka_rebalancer.snapshot import read_snapshot

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from kafka_rebalancer.errors import ValidationFailed
+from kafka_rebalancer.model.band_status import broker_load_frame
 from kafka_rebalancer.model.reassignment import dumps, plan_hash, read_reassignment
 from kafka_rebalancer.model.resources import RESOURCES
 from kafka_rebalancer.model.schemas import (
@@ -27,7 +28,7 @@ from kafka_rebalancer.model.schemas import (
     SKIPPED,
 )
 from kafka_rebalancer.plan.balance import per_broker, transforms
-from kafka_rebalancer.plan.balance.status import bands_frame, broker_load_frame
+from kafka_rebalancer.plan.balance.pool_bands import bands_frame
 from kafka_rebalancer.plan.balance.transforms import (
     _with_planner_imported,
     load_parts,

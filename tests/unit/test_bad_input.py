@@ -410,7 +410,8 @@ DATA_EXPECTATIONS = {"moved bytes not negative", "partition sizes not negative",
                      "no negative broker load after the plan (negative sizes or rates)"}
 
 def test_validation_suite_catches_bad_snapshot_data(config_factory: Callable[..., Any]) -> None:
-    from kafka_rebalancer.plan.balance.status import bands_frame, broker_load_frame
+    from kafka_rebalancer.model.band_status import broker_load_frame
+    from kafka_rebalancer.plan.balance.pool_bands import bands_frame
     from kafka_rebalancer.validate.checks import build_checks
     from kafka_rebalancer.validate.suite import run_suite
 
@@ -439,7 +440,8 @@ def test_validation_suite_catches_bad_snapshot_data(config_factory: Callable[...
 
 
 def test_validation_suite_passes_good_data(config_factory: Callable[..., Any]) -> None:
-    from kafka_rebalancer.plan.balance.status import bands_frame, broker_load_frame
+    from kafka_rebalancer.model.band_status import broker_load_frame
+    from kafka_rebalancer.plan.balance.pool_bands import bands_frame
     from kafka_rebalancer.validate.checks import build_checks
     from kafka_rebalancer.validate.suite import run_suite
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD
 from kafka_rebalancer.plan.balance.bands import band_edges, band_for, count_edges, spread, widening_note
-from kafka_rebalancer.plan.balance.status import bands_frame, brokers_to_fix, precheck_pairs
+from kafka_rebalancer.plan.balance.pool_bands import bands_frame, brokers_to_fix, precheck_pairs
 from kafka_rebalancer.snapshot.synthetic import SyntheticSpec, generate
 
 

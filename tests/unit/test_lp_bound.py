@@ -12,11 +12,12 @@ import pytest
 
 from bench.optimum_milp import solve_optimum
 from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.model.band_status import broker_load_frame
 from kafka_rebalancer.model.reassignment import Reassignment
 from kafka_rebalancer.plan.balance import lp_bound
 from kafka_rebalancer.plan.balance.bounds import fewest_bytes
 from kafka_rebalancer.plan.balance.lp_bound import FREE, lp_lower_bound, size_classes
-from kafka_rebalancer.plan.balance.status import bands_frame, broker_load_frame
+from kafka_rebalancer.plan.balance.pool_bands import bands_frame
 from kafka_rebalancer.plan.recheck import current_placement, recheck_plan
 from kafka_rebalancer.snapshot.build import SnapshotTables
 from kafka_rebalancer.snapshot.synthetic import SyntheticSpec, generate

@@ -11,10 +11,11 @@ from bench.baselines import evaluate
 from bench.optimum import disk_flows, placement_violations
 from bench.optimum_milp import held_brokers, solve_optimum
 from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.model.band_status import broker_load_frame
 from kafka_rebalancer.model.reassignment import Reassignment
 from kafka_rebalancer.model.resources import TRAFFIC_RESOURCES
 from kafka_rebalancer.model.schemas import BANDS, BROKERS, PARTITIONS, REPLICAS
-from kafka_rebalancer.plan.balance.status import bands_frame, broker_load_frame
+from kafka_rebalancer.plan.balance.pool_bands import bands_frame
 from kafka_rebalancer.snapshot.build import SnapshotTables
 
 Part = tuple[str, int, list[int], int]  # topic, partition, replicas, size

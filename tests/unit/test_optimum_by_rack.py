@@ -9,7 +9,8 @@ import pytest
 from bench.baselines import evaluate
 from bench.optimum_milp import solve_optimum
 from kafka_rebalancer.config import RebalancerConfig
-from kafka_rebalancer.plan.balance.status import bands_frame, broker_load_frame
+from kafka_rebalancer.model.band_status import broker_load_frame
+from kafka_rebalancer.plan.balance.pool_bands import bands_frame
 from kafka_rebalancer.snapshot.synthetic import SyntheticSpec, generate
 from tests.unit.test_optimum import DISK_BAND, bands, cluster
 

@@ -16,12 +16,13 @@ from bench.baselines import evaluate
 from bench.optimum import moves_of
 from bench.optimum_milp import free_partitions, solve_optimum
 from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.model.band_status import broker_load_frame
 from kafka_rebalancer.model.reassignment import Reassignment
 from kafka_rebalancer.model.resources import resource, role_loads
 from kafka_rebalancer.plan.balance.bands import Band
 from kafka_rebalancer.plan.balance.model import PoolModel
 from kafka_rebalancer.plan.balance.planner import Budgets, Planner
-from kafka_rebalancer.plan.balance.status import bands_frame, broker_load_frame
+from kafka_rebalancer.plan.balance.pool_bands import bands_frame
 from kafka_rebalancer.plan.changes import partition_changes
 from kafka_rebalancer.plan.recheck import replicas_after
 from kafka_rebalancer.snapshot.build import SnapshotTables

@@ -355,7 +355,7 @@ def test_a_pool_planned_from_topic_indexes_names_the_same_moves_as_from_names() 
 def test_the_planners_claimed_loads_are_its_models_and_match_its_moves_replayed() -> None:
     """The worker hands back the model's change of every broker's load (the claim validation holds to the re-check
     of plan.json); replaying the moves it returns on the loads before gives the same loads, leadership included."""
-    from kafka_rebalancer.plan.balance.status import broker_load_frame
+    from kafka_rebalancer.model.band_status import broker_load_frame
     from kafka_rebalancer.plan.balance.transforms import POOL_MODEL_COLUMNS, PoolPlanningSettings, split_planner_output
     from kafka_rebalancer.plan.changes import load_after, with_load_changes
 

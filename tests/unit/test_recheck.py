@@ -13,10 +13,11 @@ from kafka_rebalancer.config import Budgets
 from kafka_rebalancer.execute.moves import PartitionMove
 from kafka_rebalancer.kafka_admin import BrokerInfo, PartitionInfo
 from kafka_rebalancer.model import schemas
+from kafka_rebalancer.model.band_status import broker_load_frame
 from kafka_rebalancer.model.reassignment import Reassignment
 from kafka_rebalancer.model.schemas import HARD
 from kafka_rebalancer.operations.request import PlanningScope
-from kafka_rebalancer.plan.balance.status import bands_frame, broker_load_frame
+from kafka_rebalancer.plan.balance.pool_bands import bands_frame
 from kafka_rebalancer.plan.changes import budget_notes, load_after, partition_changes
 from kafka_rebalancer.plan.recheck import (
     BAND_EDGES,

@@ -21,9 +21,10 @@ from kafka_rebalancer.execute.cancel import cancel_pool
 from kafka_rebalancer.execute.executor import dry_run_pool, execute_pool
 from kafka_rebalancer.kafka_admin import PartitionInfo
 from kafka_rebalancer.model import schemas
+from kafka_rebalancer.model.band_status import broker_load_frame
 from kafka_rebalancer.model.reassignment import dumps, parse_reassignment, plan_hash, reassignment_document
 from kafka_rebalancer.operations.request import PlanningScope, make_request, write_request
-from kafka_rebalancer.plan.balance.status import bands_frame, broker_load_frame
+from kafka_rebalancer.plan.balance.pool_bands import bands_frame
 from kafka_rebalancer.plan.changes import load_after, partition_changes
 from kafka_rebalancer.plan.recheck import band_rows, claim_rows, recheck_plan
 from kafka_rebalancer.plan.summary import build_summary, planner_claim

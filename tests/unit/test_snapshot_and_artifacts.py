@@ -126,7 +126,7 @@ def test_bad_reassignment_json(text: str, field: str, message: str) -> None:
 def test_verify_judges_only_what_the_plan_balanced() -> None:
     import pandas as pd
 
-    from kafka_rebalancer.plan.balance.status import unbalanced_as_planned
+    from kafka_rebalancer.plan.balance.pool_bands import unbalanced_as_planned
 
     plan_bands = pd.DataFrame({"broker_pool": ["a", "a", "b"], "resource": ["disk", "cpu", "disk"],
                                "balanced": [True, False, False]})

@@ -25,7 +25,8 @@ from kafka_rebalancer.automation.watch import ClusterEvent
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import RunFolderError
 from kafka_rebalancer.kafka_admin import KafkaConnection
-from kafka_rebalancer.plan.balance.status import band_status, bands_frame, broker_load_frame
+from kafka_rebalancer.model.band_status import band_status, broker_load_frame
+from kafka_rebalancer.plan.balance.pool_bands import bands_frame
 from kafka_rebalancer.snapshot import capture
 
 POOL_OUT_OF_BAND, DISK_OVER_USE = "pool_out_of_band", "disk_over_use"

@@ -476,7 +476,8 @@ def _confirm(question: str) -> bool:
 def _status(config: RebalancerConfig, connection: KafkaConnection) -> None:
     from kafka_rebalancer.execute.cordon import cordon_report
     from kafka_rebalancer.kafka_admin import ClusterAdmin
-    from kafka_rebalancer.plan.balance.status import band_status, bands_frame, broker_load_frame
+    from kafka_rebalancer.model.band_status import band_status, broker_load_frame
+    from kafka_rebalancer.plan.balance.pool_bands import bands_frame
     from kafka_rebalancer.plan.balance.tables import band_table
     from kafka_rebalancer.runs import executions_in_progress
     from kafka_rebalancer.snapshot import capture

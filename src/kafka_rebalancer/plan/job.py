@@ -52,7 +52,7 @@ from kafka_rebalancer.plan.balance import per_broker
 from kafka_rebalancer.plan.balance.bands import Band
 from kafka_rebalancer.plan.balance.leadership import leadership_moves
 from kafka_rebalancer.plan.balance.planner import Budgets as PlannerBudgets
-from kafka_rebalancer.plan.balance.status import bands_frame, brokers_to_fix, placement_bands, precheck_pairs
+from kafka_rebalancer.plan.balance.pool_bands import bands_frame, brokers_to_fix, placement_bands, precheck_pairs
 from kafka_rebalancer.plan.balance.transforms import (
     PoolPlanningSettings,
     planner_replicas,

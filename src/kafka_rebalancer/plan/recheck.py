@@ -29,17 +29,12 @@ import numpy as np
 import pandas as pd
 
 from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.model.band_status import band_status, broker_load_frame
 from kafka_rebalancer.model.reassignment import Reassignment, leadership_only
 from kafka_rebalancer.model.resources import Resource
 from kafka_rebalancer.model.schemas import HARD
 from kafka_rebalancer.operations.request import PlanningScope
-from kafka_rebalancer.plan.balance.status import (
-    band_status,
-    bands_frame,
-    broker_load_frame,
-    placement_bands,
-    unbalanced_as_planned,
-)
+from kafka_rebalancer.plan.balance.pool_bands import bands_frame, placement_bands, unbalanced_as_planned
 from kafka_rebalancer.plan.changes import replicas_of_changes, role_loads_of
 from kafka_rebalancer.plan.recheck_bounds import BALANCE, DEAD, DRAINING, POOL_ISOLATION, balance_bounds
 from kafka_rebalancer.snapshot.build import SnapshotTables

@@ -9,10 +9,10 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from kafka_rebalancer.model.band_status import EPS
 from kafka_rebalancer.model.resources import Resource
 from kafka_rebalancer.plan.balance.bounds import fewest_bytes
 from kafka_rebalancer.plan.balance.lp_bound import FREE, LpBound, lp_lower_bound
-from kafka_rebalancer.plan.balance.status import EPS
 
 # Why a replica leaves its broker: forced (its broker is dead or being drained, or it is outside its topic's pool)
 # or a balance move.

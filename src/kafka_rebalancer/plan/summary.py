@@ -18,8 +18,8 @@ from typing import Any
 import pandas as pd
 
 from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.model.band_status import band_status, out_of_band
 from kafka_rebalancer.operations.request import PlanningScope
-from kafka_rebalancer.plan.balance.status import band_status, out_of_band
 from kafka_rebalancer.plan.recheck import Recheck, left_outside
 
 SKIPPED_LISTED = 1000  # the full list is in skipped.parquet

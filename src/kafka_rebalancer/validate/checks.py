@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 
 from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.model.band_status import band_status, broker_load_frame
 from kafka_rebalancer.model.reassignment import Reassignment
-from kafka_rebalancer.plan.balance.status import band_status, broker_load_frame
 from kafka_rebalancer.plan.recheck import replicas_after
 from kafka_rebalancer.snapshot.build import SnapshotTables
 

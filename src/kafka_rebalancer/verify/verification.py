@@ -11,11 +11,12 @@ import pandas as pd
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import PromiseNotKept
 from kafka_rebalancer.kafka_admin import KafkaConnection
+from kafka_rebalancer.model.band_status import band_status, broker_load_frame, out_of_band
 from kafka_rebalancer.model.reassignment import Reassignment, read_reassignment
 from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD, LOG_DIR_MOVES
 from kafka_rebalancer.operations.request import read_request
+from kafka_rebalancer.plan.balance.pool_bands import placement_bands
 from kafka_rebalancer.plan.balance.spread_violations import snapshot_violations
-from kafka_rebalancer.plan.balance.status import band_status, broker_load_frame, out_of_band, placement_bands
 from kafka_rebalancer.plan.balance.tables import band_table
 from kafka_rebalancer.plan.log_dir_plan import directory_bands
 from kafka_rebalancer.plan.promises import excuses_of_run, log_dir_promises, promise_lines, promise_rows, unkept

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from kafka_rebalancer.model.band_status import load_frame
 from kafka_rebalancer.model.resources import Resource
 from kafka_rebalancer.plan.balance.model import base_load_column
-from kafka_rebalancer.plan.balance.status import load_frame
 
 FRACTION_UNITS = 2**32  # the fraction part's unit is 2^-32 (transforms.load_parts)
 

@@ -1,7 +1,7 @@
 """The plan job's Spark transforms: DataFrame -> DataFrame, each output in the schema named in its docstring.
 
 The replicas' load is aggregated per broker and plan pool in one pass (`load_parts`); the driver adds those rows
-up to the per-broker tables, bands and brokers to fix (`balance.per_broker`, `balance.status`: a few rows per
+up to the per-broker tables, bands and brokers to fix (`balance.per_broker`, `balance.pool_bands`: a few rows per
 broker). The pre-check candidates are a plain DataFrame transform; the move selection, which is sequential within
 a pool, runs per pool in parallel with `mapInArrow`, one Spark partition per pool (`plan_pools`), or, for a small
 cluster, on the driver (`plans_on_driver`). A small cluster's tables are worked out on the driver too, by the

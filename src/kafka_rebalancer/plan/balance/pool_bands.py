@@ -1,8 +1,6 @@
-"""Band status with pandas, for the steps that run without Spark (validate, verify, status, reports).
-
-`broker_load_frame` gives the same table as the plan job's (`per_broker.broker_load`, from Spark's exact
-parts; a test holds them to that); `bands_frame` is the bands of every step, the plan job's too (per pool and
-resource the table is small); `band_status` marks each broker inside or outside its band.
+"""The bands of a placement per pool and resource (`bands_frame`; every step's, the plan job's too: per pool and
+resource the table is small), the brokers to fix and the pre-check's pairs, with pandas, for the steps that run
+without Spark. Whether a broker is inside its band: `model.band_status`.
 """
 
 from __future__ import annotations
@@ -11,36 +9,10 @@ import numpy as np
 import pandas as pd
 
 from kafka_rebalancer.config import RebalancerConfig
-from kafka_rebalancer.model.resources import Resource, resource
-from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD, BROKERS_TO_FIX
+from kafka_rebalancer.model.band_status import EPS, band_status, out_of_band
+from kafka_rebalancer.model.resources import resource
+from kafka_rebalancer.model.schemas import BANDS, BROKERS_TO_FIX
 from kafka_rebalancer.plan.balance.bands import band_for, widening_note
-
-EPS = 1e-9
-
-
-def broker_load_frame(brokers: pd.DataFrame, replicas: pd.DataFrame, resources: list[Resource]) -> pd.DataFrame:
-    """BROKER_LOAD of the snapshot's replicas (or of a placement after a plan)."""
-    loads = {}
-    for r in resources:
-        per_replica = replicas[r.replica_load_column].astype(float) if r.replica_load_column else 1.0
-        loads[r.name] = pd.Series(per_replica, index=replicas.index).groupby(replicas["broker_id"]).sum()
-    return load_frame(brokers, loads, resources)
-
-
-def load_frame(brokers: pd.DataFrame, loads: dict[str, pd.Series], resources: list[Resource]) -> pd.DataFrame:
-    """BROKER_LOAD: a row per pool broker and resource, with `loads[resource]` per broker id (0 where missing)."""
-    pool_brokers = brokers[brokers["broker_pool"].notna()].sort_values("broker_id")
-    frames = []
-    for r in resources:
-        capacity = pool_brokers[r.capacity_column].astype(float) if r.capacity_column else 1.0
-        frame = pd.DataFrame({
-            "broker_pool": pool_brokers["broker_pool"], "broker_id": pool_brokers["broker_id"],
-            "rack": pool_brokers["rack"], "alive": pool_brokers["alive"],
-            "eligible": pool_brokers["alive"] & ~pool_brokers["excluded"], "resource": r.name,
-            "load": pool_brokers["broker_id"].map(loads[r.name]).fillna(0.0).astype(float), "capacity": capacity})
-        frame["usage"] = np.where(frame["capacity"] > 0, frame["load"] / frame["capacity"], 0.0)
-        frames.append(frame)
-    return pd.concat(frames, ignore_index=True)[BROKER_LOAD.names]
 
 
 def bands_frame(load: pd.DataFrame, config: RebalancerConfig, incoming: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -79,25 +51,6 @@ def unbalanced_as_planned(placement_bands: pd.DataFrame, plan_bands: pd.DataFram
     keys = pd.Series(list(zip(placement_bands["broker_pool"], placement_bands["resource"], strict=True)),
                      index=placement_bands.index)
     return placement_bands.assign(balanced=placement_bands["balanced"].astype(bool) & ~keys.isin(left))
-
-
-def band_status(load: pd.DataFrame, bands: pd.DataFrame) -> pd.DataFrame:
-    """load + lower, upper (capped by the capacity threshold), inside, inside_target (the target band, capped the
-    same way), counted (eligible broker of a balanced resource: the rows whose band status matters)."""
-    b = bands[["broker_pool", "resource", "lower", "upper", "target_lower", "target_upper", "capacity_threshold",
-               "balanced"]]
-    out = load.merge(b, on=["broker_pool", "resource"], how="left")
-    cap = out["capacity_threshold"].astype(float)
-    out["upper"] = np.where(cap.notna(), np.minimum(out["upper"], cap), out["upper"])
-    target_upper = np.where(cap.notna(), np.minimum(out["target_upper"], cap), out["target_upper"])
-    out["inside"] = (out["usage"] >= out["lower"] - EPS) & (out["usage"] <= out["upper"] + EPS)
-    out["inside_target"] = (out["usage"] >= out["target_lower"] - EPS) & (out["usage"] <= target_upper + EPS)
-    out["counted"] = out["eligible"] & out["balanced"].fillna(False).astype(bool)
-    return out.drop(columns=["capacity_threshold", "balanced", "target_lower", "target_upper"])
-
-
-def out_of_band(status: pd.DataFrame) -> pd.DataFrame:
-    return status[status["counted"] & ~status["inside"]]
 
 
 def brokers_to_fix(load: pd.DataFrame, bands: pd.DataFrame) -> pd.DataFrame:
