@@ -463,6 +463,8 @@ class RebalancerConfig(_Strict):
                                                          # how Prometheus is reached, not what it is asked
                                                          "metrics": {"prometheus": {"url", "timeout_s", "auth", "tls",
                                                                                     "brokers_per_query"}}})
+        if self.topic_spread == TopicSpreadSettings():  # as before it could be set: plans stay approved
+            planning.pop("topic_spread")
         return hashlib.sha256(json.dumps(planning, sort_keys=True).encode()).hexdigest()
 
 
