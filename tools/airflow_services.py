@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,18 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from tools.airflow_run import REPO, VENV_BIN, airflow_env, connections, ensure_database
+from tools.ports import free_ports
 
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 DEFAULT_HOME = REPO / ".cache" / "airflow-services"
 USER = "approver"  # the one Airflow user (admin role); its password is in <home>/passwords.json
 FINISHED = {"success", "failed"}
 ANSWER_AFTER_S = 10.0  # see wait_for_input
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class AirflowError(RuntimeError):
@@ -48,7 +42,7 @@ class AirflowServices:
     def __init__(self, home: Path, config: Path, airflow_connections: dict[str, dict[str, Any]], *,
                  port: int | None = None, settings: dict[str, str] | None = None) -> None:
         self.home = Path(home)
-        self.port = port or free_port()
+        self.port = port or free_ports(1)[0]
         self.url = f"http://127.0.0.1:{self.port}"
         self.password_file = self.home / "passwords.json"
         self.pid_file = self.home / "services.json"
