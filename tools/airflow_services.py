@@ -40,8 +40,10 @@ class AirflowServices:
     """Start, drive and stop one local Airflow. Processes are stopped by their ids (process groups)."""
 
     def __init__(self, home: Path, config: Path, airflow_connections: dict[str, dict[str, Any]], *,
-                 port: int | None = None, settings: dict[str, str] | None = None) -> None:
+                 port: int | None = None, settings: dict[str, str] | None = None,
+                 database_template: Path | None = None) -> None:
         self.home = Path(home)
+        self.database_template = database_template  # see ensure_database
         self.port = port or free_ports(1)[0]
         self.url = f"http://127.0.0.1:{self.port}"
         self.password_file = self.home / "passwords.json"
@@ -69,7 +71,7 @@ class AirflowServices:
     def start(self, timeout_s: float = 180) -> AirflowServices:
         self.home.mkdir(parents=True, exist_ok=True)
         self.stop(quiet=True)  # services left behind by an interrupted run
-        ensure_database(self.env)
+        ensure_database(self.env, self.database_template)
         if not self.password_file.exists():
             self.password_file.write_text(json.dumps({USER: os.urandom(12).hex()}))
         pids = {}
@@ -174,7 +176,8 @@ class AirflowServices:
         return run["dag_run_id"]
 
     def runs(self, dag_id: str) -> list[dict[str, Any]]:
-        return self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns?order_by=-start_date")["dag_runs"]
+        # The API's largest page: a shared Airflow holds the runs of many tests.
+        return self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns?order_by=-start_date&limit=100")["dag_runs"]
 
     def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
         """task id (with [map index] for mapped tasks) -> state."""
