@@ -118,7 +118,7 @@ class AirflowServices:
             time.sleep(0.5)
         for pid in pids.values():
             _signal_group(pid, signal.SIGKILL)
-        self.pid_file.unlink()
+        self.pid_file.unlink(missing_ok=True)  # its folder may be gone (a test session's tmp folders removed)
         if not quiet:
             print(f"stopped Airflow ({', '.join(f'{name} {pid}' for name, pid in pids.items())})")
 
