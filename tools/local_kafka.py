@@ -54,7 +54,8 @@ RACKS = ("rack-a", "rack-b", "rack-c")
 ADMIN_USER = "admin"
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-# A (re)started broker on a loaded machine: a JVM start and, after a crash, its log recovery.
+# How long a broker (a new cluster's, one started again or added) may take to serve on a loaded machine: a JVM start
+# and, after a crash, its log recovery.
 BROKER_START_S = 300.0
 
 LOG4J2 = """\
@@ -306,7 +307,7 @@ class LocalKafkaCluster:
         ]
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def start(self, n_brokers: int = 6, timeout_s: float = 180.0, secured: bool = False,
+    def start(self, n_brokers: int = 6, timeout_s: float = BROKER_START_S, secured: bool = False,
               log_dirs: int = 1, broker_configs: dict[str, str] | None = None) -> ClusterState:
         """Start a fresh cluster (any previous data of this name is wiped) and wait until all brokers serve;
         `secured`: SASL/SCRAM and ACLs, see the module's doc; `log_dirs`: log directories per broker;

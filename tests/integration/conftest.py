@@ -65,15 +65,15 @@ def reassign_by_hand(connection: Any, targets: dict[tuple[str, int], list[int]],
             raise AssertionError(f"{exc}; not there (partition: its replicas now): {missing()}") from None
 
 
-def delete_topics(bootstrap: str, names: list[str], timeout_s: float = 60.0) -> None:
+def delete_topics(bootstrap: str, names: list[str], timeout_s: float = 180.0) -> None:
+    """Delete the topics and wait until the cluster lists none of them (the next test may create them again)."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.delete_topics(names, operation_timeout=30).values():
         future.result()
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and set(names) & set(admin.list_topics(timeout=10).topics):
-        time.sleep(0.3)
+    wait_until(lambda: not set(names) & set(admin.list_topics(timeout=10).topics), timeout_s,
+               f"topics {names} deleted")
 
 
 def assert_untouched_by_execution(bootstrap: str, topics: list[str]) -> None:
