@@ -30,6 +30,8 @@ DEFAULT_HOME = REPO / ".cache" / "airflow-services"
 USER = "approver"  # the one Airflow user (admin role); its password is in <home>/passwords.json
 FINISHED = {"success", "failed"}
 ANSWER_AFTER_S = 10.0  # see wait_for_input
+ANSWER_TIMEOUT_S = 120.0  # for one answer of the API server (see request_text)
+READ_RETRY_S = 300.0  # how long a read is asked again
 
 
 class AirflowError(RuntimeError):
@@ -44,7 +46,8 @@ class AirflowServices:
                  database_template: Path | None = None) -> None:
         self.home = Path(home)
         self.database_template = database_template  # see ensure_database
-        self.port = port or free_ports(1)[0]
+        free_port, worker_logs_port, trigger_logs_port = free_ports(3)  # distinct: held together while chosen
+        self.port = port or free_port
         self.url = f"http://127.0.0.1:{self.port}"
         self.password_file = self.home / "passwords.json"
         self.pid_file = self.home / "services.json"
@@ -53,6 +56,9 @@ class AirflowServices:
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__CORE__PARALLELISM": "4",
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+            # A task's calls to the API server (5 s by default): past it, and its retries, the task is killed; on a
+            # loaded machine the server's one worker answered later than that (a snapshot task killed in a test).
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
             "AIRFLOW__API__BASE_URL": self.url,
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__API__PORT": str(self.port),
@@ -61,6 +67,9 @@ class AirflowServices:
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.password_file),
             "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
+            # The log servers of the workers and the triggerer: another Airflow on the machine holds the defaults.
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(worker_logs_port),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(trigger_logs_port),
             **{f"AIRFLOW_CONN_{conn_id.upper()}": json.dumps(body) for conn_id, body in airflow_connections.items()},
             **(settings or {}),
         })
@@ -141,11 +150,20 @@ class AirflowServices:
             headers["Authorization"] = f"Bearer {self.token()}"
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(req, timeout=30) as response:
-                return response.read().decode()
-        except urllib.error.HTTPError as exc:
-            raise AirflowError(f"{method} {path}: HTTP {exc.code} {exc.read().decode()[:1000]}") from exc
+        # A read is asked again while the server does not answer or fails inside (its one worker and the sqlite
+        # database are slow on a loaded machine); a change is sent once, as asking twice may do it twice.
+        deadline = time.monotonic() + (READ_RETRY_S if method == "GET" else 0.0)
+        while True:
+            try:
+                with urllib.request.urlopen(req, timeout=ANSWER_TIMEOUT_S) as response:
+                    return response.read().decode()
+            except urllib.error.HTTPError as exc:
+                if exc.code < 500 or time.monotonic() >= deadline:
+                    raise AirflowError(f"{method} {path}: HTTP {exc.code} {exc.read().decode()[:1000]}") from exc
+            except OSError:  # no answer in time, or no connection
+                if time.monotonic() >= deadline:
+                    raise
+            time.sleep(2)
 
     def status_without_login(self, path: str) -> int:
         try:
