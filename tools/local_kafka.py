@@ -54,8 +54,7 @@ RACKS = ("rack-a", "rack-b", "rack-c")
 ADMIN_USER = "admin"
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-# How long a broker (a new cluster's, one started again or added) may take to serve on a loaded machine: a JVM start
-# and, after a crash, its log recovery.
+# A broker's start (a new cluster's, one started again or added) on a loaded machine, a crash's log recovery included.
 BROKER_START_S = 300.0
 
 LOG4J2 = """\
@@ -361,12 +360,20 @@ class LocalKafkaCluster:
                 main = [f"@{argfile}"]
             cmd = self._java_cmd(node, main)
             procs.append((node, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+        deadline = time.monotonic() + BROKER_START_S
         try:
             for node, proc in procs:
-                out, _ = proc.communicate(timeout=120)
+                try:
+                    out, _ = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    raise ClusterError(f"formatting {node.name} took over {BROKER_START_S:.0f}s") from None
                 if proc.returncode != 0:
                     raise ClusterError(f"formatting {node.name} failed:\n{out[-2000:]}")
         finally:
+            for _, proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
             for argfile in argfiles:
                 argfile.unlink(missing_ok=True)
 
@@ -472,8 +479,6 @@ class LocalKafkaCluster:
             except ClusterError as exc:
                 if "Address already in use" not in str(exc) or attempt == attempts:
                     raise
-                node.pid = None
-                self._save(state)
                 time.sleep(5)
 
     def add_broker(self, broker_id: int, rack: str, timeout_s: float = BROKER_START_S) -> None:
