@@ -36,6 +36,8 @@ PARTITIONS = 4
 # window as ten seconds long, so about ten seconds' worth passes unthrottled first: with 64 KiB/s a 1.5 MiB
 # partition still takes well over ten seconds to copy.
 THROTTLE = 64 * 1024
+# A partition copies for over a minute at this rate.
+CRAWL = 16 * 1024
 # For a rerun that only has to finish: nothing needs to stay in flight any more.
 UNHURRIED = 50 * 1024 * 1024
 
@@ -81,7 +83,9 @@ def started_per_partition(actions: list[dict[str, Any]]) -> Counter:
 
 
 def test_killed_executor_is_rerun_to_completion_without_repeats_or_leftovers(scenario: PlannedMoves) -> None:
-    first = subprocess.Popen(scenario.execute_cmd(throttle=THROTTLE), stdout=subprocess.DEVNULL,
+    # Crawling, so the moves are still in flight when the rerun (a new process, slow to start on a loaded machine)
+    # looks: at THROTTLE they finished first once, and the rerun had nothing to adopt.
+    first = subprocess.Popen(scenario.execute_cmd(throttle=CRAWL), stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)
     try:
         scenario.wait_for_action("started", first)
