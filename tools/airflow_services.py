@@ -10,6 +10,7 @@ leaves one running for a person to try the UI's required actions against the dem
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import json
 import os
@@ -63,7 +64,12 @@ class AirflowServices:
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__API__PORT": str(self.port),
             "AIRFLOW__API__WORKERS": "1",
-            "AIRFLOW__API_AUTH__JWT_SECRET": os.urandom(16).hex(),  # one secret for every process
+            # One set of secrets for every process: the four start at once, and each would write its own into the
+            # airflow.cfg it finds missing (a trigger's arguments encrypted by the DAG processor with one Fernet key
+            # could not be read by the triggerer, which died).
+            "AIRFLOW__API_AUTH__JWT_SECRET": os.urandom(16).hex(),
+            "AIRFLOW__API__SECRET_KEY": os.urandom(16).hex(),
+            "AIRFLOW__CORE__FERNET_KEY": base64.urlsafe_b64encode(os.urandom(32)).decode(),
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.password_file),
             "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
