@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import write_config
+from tests.helpers import running_cluster, write_config
 
 REPO = Path(__file__).resolve().parents[1]
 pytest_plugins = ["tests.sigterm"]
@@ -36,16 +36,11 @@ def spark() -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def kafka_cluster() -> Iterator[Any]:
-    from tools.local_kafka import LocalKafkaCluster
-
+    """The session's cluster of six brokers, shared by every test that can share it (the secured and the JBOD
+    clusters are their modules' own: they differ in how the brokers are started)."""
     # Another name lets two test sessions run side by side on one machine (each cluster has its own state folder).
-    cluster = LocalKafkaCluster(os.environ.get("KAFKA_REBALANCER_TEST_CLUSTER", "pytest"))
-    cluster.stop(quiet=True)  # a cluster left behind by an interrupted session
-    cluster.start()
-    try:
+    with running_cluster(os.environ.get("KAFKA_REBALANCER_TEST_CLUSTER", "pytest")) as cluster:
         yield cluster
-    finally:
-        cluster.stop(quiet=True)
 
 
 @pytest.fixture

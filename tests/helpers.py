@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -70,3 +72,18 @@ def write_validated_plan(run: Any, config: Any, snapshot_hash: str, moves: list[
     with run.stage(VALIDATION) as out:
         write_json(out / "report.json", {"success": validated, "plan_hash": digest})
     return digest
+
+
+@contextmanager
+def running_cluster(name: str, **start: Any) -> Iterator[Any]:
+    """A real local Kafka cluster of this name (tools.local_kafka; `start`: its start arguments), started fresh
+    (whatever an interrupted session left of it stopped first) and stopped by its pids afterwards."""
+    from tools.local_kafka import LocalKafkaCluster
+
+    cluster = LocalKafkaCluster(name)
+    cluster.stop(quiet=True)
+    cluster.start(**start)
+    try:
+        yield cluster
+    finally:
+        cluster.stop(quiet=True)

@@ -10,11 +10,11 @@ leaves one running for a person to try the UI's required actions against the dem
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,18 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from tools.airflow_run import REPO, VENV_BIN, airflow_env, connections, ensure_database
+from tools.ports import free_ports
 
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 DEFAULT_HOME = REPO / ".cache" / "airflow-services"
 USER = "approver"  # the one Airflow user (admin role); its password is in <home>/passwords.json
 FINISHED = {"success", "failed"}
 ANSWER_AFTER_S = 10.0  # see wait_for_input
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+ANSWER_TIMEOUT_S = 120.0  # for one answer of the API server (see request_text)
+READ_RETRY_S = 300.0  # how long a read is asked again
 
 
 class AirflowError(RuntimeError):
@@ -46,9 +43,12 @@ class AirflowServices:
     """Start, drive and stop one local Airflow. Processes are stopped by their ids (process groups)."""
 
     def __init__(self, home: Path, config: Path, airflow_connections: dict[str, dict[str, Any]], *,
-                 port: int | None = None, settings: dict[str, str] | None = None) -> None:
+                 port: int | None = None, settings: dict[str, str] | None = None,
+                 database_template: Path | None = None) -> None:
         self.home = Path(home)
-        self.port = port or free_port()
+        self.database_template = database_template  # see ensure_database
+        free_port, worker_logs_port, trigger_logs_port = free_ports(3)  # distinct: held together while chosen
+        self.port = port or free_port
         self.url = f"http://127.0.0.1:{self.port}"
         self.password_file = self.home / "passwords.json"
         self.pid_file = self.home / "services.json"
@@ -57,14 +57,25 @@ class AirflowServices:
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__CORE__PARALLELISM": "4",
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+            # A task's calls to the API server (5 s by default): past it, and its retries, the task is killed; on a
+            # loaded machine the server's one worker answered later than that (a snapshot task killed in a test).
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
             "AIRFLOW__API__BASE_URL": self.url,
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__API__PORT": str(self.port),
             "AIRFLOW__API__WORKERS": "1",
-            "AIRFLOW__API_AUTH__JWT_SECRET": os.urandom(16).hex(),  # one secret for every process
+            # One set of secrets for every process: the four start at once, and each would write its own into the
+            # airflow.cfg it finds missing (a trigger's arguments encrypted by the DAG processor with one Fernet key
+            # could not be read by the triggerer, which died).
+            "AIRFLOW__API_AUTH__JWT_SECRET": os.urandom(16).hex(),
+            "AIRFLOW__API__SECRET_KEY": os.urandom(16).hex(),
+            "AIRFLOW__CORE__FERNET_KEY": base64.urlsafe_b64encode(os.urandom(32)).decode(),
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.password_file),
             "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
+            # The log servers of the workers and the triggerer: another Airflow on the machine holds the defaults.
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(worker_logs_port),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(trigger_logs_port),
             **{f"AIRFLOW_CONN_{conn_id.upper()}": json.dumps(body) for conn_id, body in airflow_connections.items()},
             **(settings or {}),
         })
@@ -75,7 +86,7 @@ class AirflowServices:
     def start(self, timeout_s: float = 180) -> AirflowServices:
         self.home.mkdir(parents=True, exist_ok=True)
         self.stop(quiet=True)  # services left behind by an interrupted run
-        ensure_database(self.env)
+        ensure_database(self.env, self.database_template)
         if not self.password_file.exists():
             self.password_file.write_text(json.dumps({USER: os.urandom(12).hex()}))
         pids = {}
@@ -122,7 +133,7 @@ class AirflowServices:
             time.sleep(0.5)
         for pid in pids.values():
             _signal_group(pid, signal.SIGKILL)
-        self.pid_file.unlink()
+        self.pid_file.unlink(missing_ok=True)  # its folder may be gone (a test session's tmp folders removed)
         if not quiet:
             print(f"stopped Airflow ({', '.join(f'{name} {pid}' for name, pid in pids.items())})")
 
@@ -145,11 +156,20 @@ class AirflowServices:
             headers["Authorization"] = f"Bearer {self.token()}"
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(req, timeout=30) as response:
-                return response.read().decode()
-        except urllib.error.HTTPError as exc:
-            raise AirflowError(f"{method} {path}: HTTP {exc.code} {exc.read().decode()[:1000]}") from exc
+        # A read is asked again while the server does not answer or fails inside (its one worker and the sqlite
+        # database are slow on a loaded machine); a change is sent once, as asking twice may do it twice.
+        deadline = time.monotonic() + (READ_RETRY_S if method == "GET" else 0.0)
+        while True:
+            try:
+                with urllib.request.urlopen(req, timeout=ANSWER_TIMEOUT_S) as response:
+                    return response.read().decode()
+            except urllib.error.HTTPError as exc:
+                if exc.code < 500 or time.monotonic() >= deadline:
+                    raise AirflowError(f"{method} {path}: HTTP {exc.code} {exc.read().decode()[:1000]}") from exc
+            except OSError:  # no answer in time, or no connection
+                if time.monotonic() >= deadline:
+                    raise
+            time.sleep(2)
 
     def status_without_login(self, path: str) -> int:
         try:
@@ -180,7 +200,8 @@ class AirflowServices:
         return run["dag_run_id"]
 
     def runs(self, dag_id: str) -> list[dict[str, Any]]:
-        return self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns?order_by=-start_date")["dag_runs"]
+        # The API's largest page: a shared Airflow holds the runs of many tests.
+        return self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns?order_by=-start_date&limit=100")["dag_runs"]
 
     def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
         """task id (with [map index] for mapped tasks) -> state."""

@@ -33,13 +33,14 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from tools.ports import free_ports
 
 REPO = Path(__file__).resolve().parents[1]
 POM = REPO / "tools" / "kafka" / "pom.xml"
@@ -53,6 +54,8 @@ RACKS = ("rack-a", "rack-b", "rack-c")
 ADMIN_USER = "admin"
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+# A broker's start (a new cluster's, one started again or added) on a loaded machine, a crash's log recovery included.
+BROKER_START_S = 300.0
 
 LOG4J2 = """\
 status = warn
@@ -145,20 +148,6 @@ def fetch_exporter_agent() -> Path:
     if len(jars) != 1:
         raise ClusterError(f"expected one jmx_prometheus_javaagent jar in {EXPORTER_LIBS}, found {jars}")
     return jars[0]
-
-
-def free_ports(count: int) -> list[int]:
-    """Ports the OS reports free right now (all held open together so they are distinct)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def scram_client_config(username: str, password: str) -> dict[str, str]:
@@ -317,7 +306,7 @@ class LocalKafkaCluster:
         ]
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def start(self, n_brokers: int = 6, timeout_s: float = 180.0, secured: bool = False,
+    def start(self, n_brokers: int = 6, timeout_s: float = BROKER_START_S, secured: bool = False,
               log_dirs: int = 1, broker_configs: dict[str, str] | None = None) -> ClusterState:
         """Start a fresh cluster (any previous data of this name is wiped) and wait until all brokers serve;
         `secured`: SASL/SCRAM and ACLs, see the module's doc; `log_dirs`: log directories per broker;
@@ -371,12 +360,20 @@ class LocalKafkaCluster:
                 main = [f"@{argfile}"]
             cmd = self._java_cmd(node, main)
             procs.append((node, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+        deadline = time.monotonic() + BROKER_START_S
         try:
             for node, proc in procs:
-                out, _ = proc.communicate(timeout=120)
+                try:
+                    out, _ = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    raise ClusterError(f"formatting {node.name} took over {BROKER_START_S:.0f}s") from None
                 if proc.returncode != 0:
                     raise ClusterError(f"formatting {node.name} failed:\n{out[-2000:]}")
         finally:
+            for _, proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
             for argfile in argfiles:
                 argfile.unlink(missing_ok=True)
 
@@ -412,10 +409,11 @@ class LocalKafkaCluster:
         while time.monotonic() < deadline:
             for node in (n for n in state.nodes if n.pid is not None):  # None: stopped on purpose (stop_broker)
                 if not pid_alive(node.pid, str(self._config_path(node))):
-                    # stdout.log when there is no server.log: a JVM that died before logging (e.g. the exporter
-                    # agent could not bind its port) says why there.
-                    logs = [self._node_dir(node) / f for f in ("server.log", "stdout.log")]
-                    log = next((f for f in logs if f.exists() and f.stat().st_size), None)
+                    # The log written last: a JVM that died before logging (e.g. the exporter agent could not
+                    # bind its port) says why in stdout.log, beside a server.log of its earlier run.
+                    logs = [f for f in (self._node_dir(node) / n for n in ("server.log", "stdout.log"))
+                            if f.exists() and f.stat().st_size]
+                    log = max(logs, key=lambda f: f.stat().st_mtime, default=None)
                     tail = log.read_text(errors="replace")[-3000:] if log else "(no log)"
                     raise ClusterError(f"{node.name} (pid {node.pid}) exited during start; log tail:\n{tail}")
             try:
@@ -465,16 +463,25 @@ class LocalKafkaCluster:
         node.pid = None
         self._save(state)
 
-    def start_broker(self, broker_id: int, timeout_s: float = 120.0) -> None:
+    def start_broker(self, broker_id: int, timeout_s: float = BROKER_START_S, attempts: int = 3) -> None:
+        """Start a stopped broker again on its ports; a start that failed to bind one (held for a moment by
+        something else on the machine) is tried again, `attempts` in all."""
         state = self.load()
         node = next(n for n in state.brokers if n.node_id == broker_id)
         if pid_alive(node.pid, str(self._config_path(node))):
             return
-        self._launch(node)
-        self._save(state)
-        self.wait_ready(timeout_s, broker_ids=[broker_id])
+        for attempt in range(1, attempts + 1):
+            self._launch(node)
+            self._save(state)
+            try:
+                self.wait_ready(timeout_s, broker_ids=[broker_id])
+                return
+            except ClusterError as exc:
+                if "Address already in use" not in str(exc) or attempt == attempts:
+                    raise
+                time.sleep(5)
 
-    def add_broker(self, broker_id: int, rack: str, timeout_s: float = 120.0) -> None:
+    def add_broker(self, broker_id: int, rack: str, timeout_s: float = BROKER_START_S) -> None:
         """Start a new, empty broker in the running cluster (as an operator adds a machine)."""
         state = self.load()
         if any(n.node_id == broker_id for n in state.nodes):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pyspark
 
-from tools.local_kafka import free_ports
+from tools.ports import free_ports
 
 REPO = Path(__file__).resolve().parents[1]
 STATE_ROOT = REPO / ".state" / "spark"

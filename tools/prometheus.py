@@ -34,7 +34,8 @@ from typing import Any
 
 import yaml
 
-from tools.local_kafka import LocalKafkaCluster, free_ports, pid_alive
+from tools.local_kafka import LocalKafkaCluster, pid_alive
+from tools.ports import free_ports
 
 REPO = Path(__file__).resolve().parents[1]
 STATE_ROOT = REPO / ".state" / "prometheus"

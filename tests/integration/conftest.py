@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,15 +36,44 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, what: str, poll_
         time.sleep(poll_s)
 
 
-def delete_topics(bootstrap: str, names: list[str], timeout_s: float = 60.0) -> None:
+def reassign_by_hand(connection: Any, targets: dict[tuple[str, int], list[int]], timeout_s: float = 300.0) -> None:
+    """Reassign partitions as an operator would by hand, and wait until each has exactly its target replicas and
+    none is still moving. Refused targets fail here, with the controller's reason; the bound is generous (copies are
+    slow on a loaded machine) and its error names what had not arrived. `connection`: bootstrap servers or a
+    KafkaConnection."""
+    from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
+
+    if isinstance(connection, str):
+        connection = KafkaConnection(connection)
+    with ClusterAdmin(connection) as admin:
+        live = admin.live_broker_ids()
+        absent = {key: replicas for key, replicas in targets.items() if not set(replicas) <= live}
+        assert not absent, f"targets on brokers the cluster does not list ({sorted(live)}): {absent}"
+        refused = admin.alter_reassignments(targets)
+        assert refused == {}, f"the controller refused reassignments: {refused}"
+        topics = sorted({topic for topic, _ in targets})
+
+        def missing() -> dict[tuple[str, int], list[int]]:
+            moving = admin.list_reassignments()
+            now = {(p.topic, p.partition): p.replicas for p in admin.describe_partitions(topics)}
+            return {key: now.get(key, []) for key, replicas in targets.items() if now.get(key) != replicas
+                    or key in moving}
+
+        try:
+            wait_until(lambda: not missing(), timeout_s, f"hand-made reassignments to {targets}")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; not there (partition: its replicas now): {missing()}") from None
+
+
+def delete_topics(bootstrap: str, names: list[str], timeout_s: float = 180.0) -> None:
+    """Delete the topics and wait until the cluster lists none of them (the next test may create them again)."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.delete_topics(names, operation_timeout=30).values():
         future.result()
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and set(names) & set(admin.list_topics(timeout=10).topics):
-        time.sleep(0.3)
+    wait_until(lambda: not set(names) & set(admin.list_topics(timeout=10).topics), timeout_s,
+               f"topics {names} deleted")
 
 
 def assert_untouched_by_execution(bootstrap: str, topics: list[str]) -> None:
@@ -73,11 +105,62 @@ def demo_config(tmp_path: Path, **overrides: Any) -> Path:
     return write_config(tmp_path / "config.yaml", body)
 
 
-def planned_run(bootstrap: str, tmp_path: Path, run_id: str, moves: list[tuple[str, int, list[int], list[int]]],
-                execution: dict[str, Any]) -> tuple[Path, Any, Any]:
+@dataclass
+class PlannedMoves:
+    """A topic on a real cluster and a validated plan of exactly these moves of it (planned_run): what the executor
+    tests execute, in process or as the CLI, and look at afterwards."""
+
+    bootstrap: str
+    config_path: Path
+    config: Any  # RebalancerConfig
+    run: Any  # RunFolder
+    topic: str
+    moves: list[tuple[str, int, list[int], list[int]]]
+
+    def execute(self, throttle: int) -> dict[str, Any]:
+        from kafka_rebalancer.execute.executor import run_execute
+        from kafka_rebalancer.kafka_admin import KafkaConnection
+
+        return run_execute(self.config, KafkaConnection(self.bootstrap), self.run, "all", dry_run=False,
+                           throttle_bytes_per_s=throttle)
+
+    def cancel(self) -> dict[str, Any]:
+        from kafka_rebalancer.execute.cancel import run_cancel
+        from kafka_rebalancer.kafka_admin import KafkaConnection
+
+        return run_cancel(self.config, KafkaConnection(self.bootstrap), self.run, "all")
+
+    def execute_cmd(self, *extra: str, throttle: int, run: Any = None, bootstrap: str | None = None) -> list[str]:
+        """The CLI's execute of pool `all` of this run (or `run`), to start as a process of its own."""
+        return [sys.executable, "-m", "kafka_rebalancer.cli", "execute", "--config", str(self.config_path),
+                "--run-id", (run or self.run).path.name, "--pool", "all", "--apply",
+                "--bootstrap-servers", bootstrap or self.bootstrap, "--throttle-bytes-per-s", str(throttle), *extra]
+
+    def log_actions(self, run: Any = None) -> list[dict[str, Any]]:
+        return execution_log(run or self.run)
+
+    def wait_for_action(self, action: str, executor: subprocess.Popen, timeout_s: float = 120.0) -> None:
+        """Until the execution log has `action`; an executor that ended first fails the wait with its output."""
+        def seen() -> bool:
+            if executor.poll() is not None:
+                raise AssertionError(f"the executor ended (exit {executor.returncode}) before '{action}': "
+                                     f"{executor.stderr.read()[-3000:] if executor.stderr else ''}")
+            return any(e["action"] == action for e in self.log_actions())
+
+        wait_until(seen, timeout_s, f"'{action}' in the execution log")
+
+    def replicas(self) -> dict[int, list[int]]:
+        from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
+
+        with ClusterAdmin(KafkaConnection(self.bootstrap)) as admin:
+            return {p.partition: p.replicas for p in admin.describe_partitions([self.topic])}
+
+
+def planned_run(bootstrap: str, tmp_path: Path, run_id: str, topic: str,
+                moves: list[tuple[str, int, list[int], list[int]]], execution: dict[str, Any]) -> PlannedMoves:
     """For executor tests that need an exact plan: a config of one pool `all` of BROKERS taking every topic (with
     these execution settings), a real snapshot of the cluster now and a validated plan of exactly these moves
-    (topic, partition, old replicas, new replicas). Returns (config path, config, run folder)."""
+    (topic, partition, old replicas, new replicas) of the topic."""
     from kafka_rebalancer.config import load_config
     from kafka_rebalancer.kafka_admin import KafkaConnection
     from kafka_rebalancer.run_folder import RunFolder
@@ -92,7 +175,7 @@ def planned_run(bootstrap: str, tmp_path: Path, run_id: str, moves: list[tuple[s
     run = RunFolder(config.run_dir(run_id))
     manifest = take_snapshot(config, KafkaConnection(bootstrap), run)
     write_validated_plan(run, config, manifest["content_hash"], moves)
-    return config_path, config, run
+    return PlannedMoves(bootstrap, config_path, config, run, topic, moves)
 
 
 def execution_log(run: Any, pool: str = "all") -> list[dict[str, Any]]:
@@ -140,3 +223,28 @@ def prometheus(kafka_cluster: Any) -> Iterator[Any]:
         yield server
     finally:
         server.stop(quiet=True)
+
+
+@pytest.fixture(scope="session")
+def airflow_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An Airflow metadata database migrated once for the session: every Airflow home of the tests (the shared
+    services', each dag.test's) starts from a copy of it."""
+    from tools.airflow_run import DATABASE, airflow_env, ensure_database
+
+    home = tmp_path_factory.mktemp("airflow-database")
+    ensure_database(airflow_env(home, home / "unused-config.yaml"))
+    return home / DATABASE
+
+
+@pytest.fixture(scope="session")
+def shared_airflow(airflow_database: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The session's one real Airflow (tests/integration/shared_airflow.py), started for the first test that asks
+    for it and stopped by its pids at the end of the session (on SIGTERM too: tests/sigterm.py)."""
+    from tests.integration.shared_airflow import SharedAirflow
+
+    shared = SharedAirflow(tmp_path_factory.mktemp("shared-airflow"), airflow_database)
+    try:
+        shared.start()
+        yield shared
+    finally:
+        shared.stop()

@@ -6,7 +6,7 @@ through Airflow's REST API as an operator's script would, on the real local clus
 - a manual operation waits at the gate; approved through the REST API, it executes exactly the approved plan;
 - a manual pool change nobody answers times out: rejected, the cluster untouched, no pool override recorded;
 - the plugin's runs page lists the runs and serves their reports, to logged-in users only.
-The tests run in file order on one Airflow."""
+The tests run in file order on the session's Airflow (tests/integration/shared_airflow.py)."""
 
 from __future__ import annotations
 
@@ -24,16 +24,16 @@ from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
 from kafka_rebalancer.model.reassignment import read_reassignment
 from kafka_rebalancer.operations.overrides import OverrideStore
 from tests.integration.conftest import assert_untouched_by_execution, demo_config
-from tools.airflow_run import connections
+from tests.integration.shared_airflow import MANUAL, NIGHTLY, SharedAirflow
 from tools.airflow_services import AirflowServices
 
 pytestmark = [pytest.mark.kafka, pytest.mark.airflow]
-NIGHTLY, MANUAL = "kafka_rebalance_nightly", "kafka_rebalance_manual"
 TOPICS = ["orders", "payments", "clicks", "logs"]
 
 
 @pytest.fixture(scope="module")
-def airflow(demo_workload: tuple[str, dict], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def airflow(demo_workload: tuple[str, dict], shared_airflow: SharedAirflow,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     bootstrap, _ = demo_workload
     root = tmp_path_factory.mktemp("approval")
     # A window that does not hold the test's time of day, and a replica-move limit every demo plan passes.
@@ -41,18 +41,11 @@ def airflow(demo_workload: tuple[str, dict], tmp_path_factory: pytest.TempPathFa
     window = {"start": opens.strftime("%H:%M"), "end": (opens + timedelta(hours=1)).strftime("%H:%M"),
               "timezone": "UTC"}
     config_path = demo_config(root, approval={"auto_approve": {"max_replica_moves": 1}, "window": window})
-    config = load_config(config_path)
-    services = AirflowServices(root / "airflow", config_path,
-                               connections(config.cluster.airflow_connection_id, bootstrap),
-                               settings={"AIRFLOW__SCHEDULER__TRIGGER_TIMEOUT_CHECK_INTERVAL": "2"})
-    services.start()
+    services = shared_airflow.use(config_path, bootstrap, unpaused=(MANUAL,))
     try:
-        for dag_id in (NIGHTLY, MANUAL):
-            services.wait_for_dag(dag_id)
-        services.set_paused(MANUAL, False)
-        yield {"services": services, "config": config, "bootstrap": bootstrap}
+        yield {"services": services, "config": load_config(config_path), "bootstrap": bootstrap}
     finally:
-        services.stop()
+        shared_airflow.quiet()
 
 
 def cluster_assignment(bootstrap: str) -> dict[tuple[str, int], list[int]]:

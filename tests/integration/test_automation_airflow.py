@@ -9,8 +9,11 @@ real local cluster, with the events DAG unpaused (the watcher in the triggerer s
    the grace period, starts nothing;
 3. the person rejects their run: the pool is free, and at the retry the lost broker (still gone) starts one drain
    of it, which waits for a person (mode approve);
-4. (its own Airflow) two brokers of one pool lost seconds apart, each past the grace period on a different look, start
-   one drain of both.
+4. two brokers of one pool lost seconds apart, each past the grace period on a different look, start one drain of
+   both.
+Each test has a config (and run folders) of its own on the session's Airflow (tests/integration/shared_airflow.py),
+with both DAGs unpaused (the manual one, whose runs the events DAG starts, first); the runs of the tests before it
+are left out.
 """
 
 from __future__ import annotations
@@ -28,31 +31,15 @@ from kafka_rebalancer.cli import main
 from kafka_rebalancer.config import load_config
 from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
 from kafka_rebalancer.operations.request import run_config
-from tests.integration.conftest import delete_topics, demo_config, wait_until
-from tools.airflow_run import connections
+from tests.integration.conftest import delete_topics, demo_config, reassign_by_hand, wait_until
+from tests.integration.shared_airflow import EVENTS, MANUAL, SharedAirflow, run_ids
 from tools.airflow_services import AirflowServices
 from tools.demo_workload import TopicSpec, consume_and_check, create_topics, produce
 
 pytestmark = [pytest.mark.kafka, pytest.mark.airflow]
-EVENTS, MANUAL = "kafka_rebalance_events", "kafka_rebalance_manual"
 TOPIC, SKEW = "clicks-automation", "clicks-automation-skew"
 GRACE_S, COOLDOWN_S = 60, 30
 NEW = 8  # the broker started into the cluster (test_manual_operations adds 7)
-
-
-def _services(tmp_path: Path, config_path: Path, bootstrap: str) -> AirflowServices:
-    config = load_config(config_path)
-    return AirflowServices(tmp_path / "airflow", config_path, connections(config.cluster.airflow_connection_id,
-                                                                          bootstrap))
-
-
-def _automation_on(services: AirflowServices) -> None:
-    """Both DAGs unpaused once parsed: the manual one, whose runs the events DAG starts, then the events DAG (the
-    watcher starts with it)."""
-    for dag_id in (EVENTS, MANUAL):
-        services.wait_for_dag(dag_id)
-    services.set_paused(MANUAL, False)
-    services.set_paused(EVENTS, False)
 
 
 def _new_runs(services: AirflowServices, dag_id: str, known: set[str], timeout_s: float) -> list[dict[str, Any]]:
@@ -88,14 +75,11 @@ def _move_off(bootstrap: str, broker_id: int) -> None:
         targets = {(p.topic, p.partition): [b if b != broker_id else next(x for x in live if x not in p.replicas)
                                             for b in p.replicas]
                    for p in admin.describe_partitions() if broker_id in p.replicas}
-        if targets:
-            admin.alter_reassignments(targets)
-        wait_until(lambda: not admin.list_reassignments() and not any(
-            broker_id in p.replicas for p in admin.describe_partitions(sorted({t for t, _ in targets}))),
-            120, f"nothing left on broker {broker_id}", poll_s=1)
+    reassign_by_hand(bootstrap, targets)
 
 
-def test_brokers_added_and_lost_start_their_operations_one_per_pool(kafka_cluster: Any, tmp_path: Path,
+def test_brokers_added_and_lost_start_their_operations_one_per_pool(kafka_cluster: Any, shared_airflow: SharedAirflow,
+                                                                    tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     bootstrap = kafka_cluster.load().bootstrap_servers
     topic = TopicSpec(TOPIC, [[4, 5] if p % 2 else [5, 4] for p in range(8)], [1024] * 4 + [384] * 4)
@@ -111,15 +95,14 @@ def test_brokers_added_and_lost_start_their_operations_one_per_pool(kafka_cluste
                     "broker_added": {"mode": "execute", "settle_s": 4},
                     "broker_lost": {"mode": "approve", "grace_period_s": GRACE_S}})
     config = load_config(config_path)
-    services = _services(tmp_path, config_path, bootstrap)
     killed: list[int] = []
     started: list[int] = []
-    services.start()
+    services = shared_airflow.use(config_path, bootstrap, unpaused=(MANUAL, EVENTS))
+    before = run_ids(services, MANUAL)
     try:
-        _automation_on(services)
         kafka_cluster.add_broker(NEW, "rack-c")  # a new machine
         started.append(NEW)
-        (added,) = _new_runs(services, MANUAL, set(), 300)
+        (added,) = _new_runs(services, MANUAL, before, 300)
         conf = added["conf"]
         assert added["dag_run_id"].startswith("automatic__pool-b__"), added
         assert (conf["action"], conf["broker_pool"], conf["brokers"], conf["mode"]) == (
@@ -152,7 +135,7 @@ def test_brokers_added_and_lost_start_their_operations_one_per_pool(kafka_cluste
         assert services.wait_for_run(MANUAL, held_by, 300) in ("success", "failed")
 
         # The retry after the cooldown: broker 5 is still gone, so its drain starts, and waits for a person.
-        known = {added["dag_run_id"], held_by}
+        known = before | {added["dag_run_id"], held_by}
         (drain,) = _new_runs(services, MANUAL, known, COOLDOWN_S + 180)
         assert (drain["conf"]["action"], drain["conf"]["brokers"]) == ("drain-brokers", [5]), drain
         waiting = services.wait_for_input(MANUAL, drain["dag_run_id"])
@@ -165,7 +148,7 @@ def test_brokers_added_and_lost_start_their_operations_one_per_pool(kafka_cluste
         assert "events of the cluster's watcher" in page and f"held by run {held_by}" in page, page
         assert f'href="/kafka-rebalancer/report/{added["dag_run_id"]}"' in page
     finally:
-        services.stop()
+        shared_airflow.quiet()
         for broker_id in killed:
             kafka_cluster.start_broker(broker_id)
         delete_topics(bootstrap, created)  # before broker 8 goes: nothing of them left on it
@@ -184,7 +167,8 @@ def test_brokers_added_and_lost_start_their_operations_one_per_pool(kafka_cluste
         in listed, listed
 
 
-def test_a_pool_out_of_band_starts_a_rebalance_of_it(kafka_cluster: Any, tmp_path: Path) -> None:
+def test_a_pool_out_of_band_starts_a_rebalance_of_it(kafka_cluster: Any, shared_airflow: SharedAirflow,
+                                                     tmp_path: Path) -> None:
     # Pool-a's topic sits on brokers 1 and 2 only: at the first band check (due at the watcher's first look) the
     # events DAG's check_bands task finds pool-a out of band and its decision starts a rebalance-pool (dry run).
     bootstrap = kafka_cluster.load().bootstrap_servers
@@ -197,27 +181,28 @@ def test_a_pool_out_of_band_starts_a_rebalance_of_it(kafka_cluster: Any, tmp_pat
         automation={"poll_interval_s": 2, "out_of_band": {"mode": "dry-run", "share": 0.3, "sustained_s": 0,
                                                           "check_interval_s": 3600}})
     config = load_config(config_path)
-    services = _services(tmp_path, config_path, bootstrap)
-    services.start()
+    services = shared_airflow.use(config_path, bootstrap, unpaused=(MANUAL, EVENTS))
+    before, events_before = run_ids(services, MANUAL), run_ids(services, EVENTS)
     try:
-        _automation_on(services)
-        (rebalance,) = _new_runs(services, MANUAL, set(), 300)
+        (rebalance,) = _new_runs(services, MANUAL, before, 300)
         conf = rebalance["conf"]
         assert (conf["action"], conf["broker_pool"], conf["brokers"], conf["mode"]) == (
             "rebalance-pool", "pool-a", [], "dry-run"), conf
         assert "brokers of pool pool-a out of band" in conf["reason"], conf
         assert services.wait_for_run(MANUAL, rebalance["dag_run_id"], 600) == "success", \
             services.task_states(MANUAL, rebalance["dag_run_id"])
-        (event_run,) = [r for r in services.runs(EVENTS) if r["state"] == "success"][:1]
+        (event_run,) = [r for r in services.runs(EVENTS)
+                        if r["state"] == "success" and r["dag_run_id"] not in events_before][:1]
         assert services.task_states(EVENTS, event_run["dag_run_id"])["check_bands"] == "success"
     finally:
-        services.stop()
+        shared_airflow.quiet()
         delete_topics(bootstrap, [skewed.name])
     decided = [(e["kind"], e["decision"]) for e in read_events(config)]
     assert ("pool_out_of_band", "started") in decided and decided.count(("pool_out_of_band", "started")) == 1
 
 
-def test_two_brokers_of_a_pool_lost_a_few_looks_apart_make_one_drain(kafka_cluster: Any, tmp_path: Path) -> None:
+def test_two_brokers_of_a_pool_lost_a_few_looks_apart_make_one_drain(kafka_cluster: Any, shared_airflow: SharedAirflow,
+                                                                     tmp_path: Path) -> None:
     # Broker 5 crashes (unregistered once its session times out, ~9 s), broker 6 of the same pool is shut down 25 s
     # later: each passes the grace period on a look of its own, yet the first waits for the second (still inside its
     # grace period) and one drain takes both.
@@ -228,11 +213,10 @@ def test_two_brokers_of_a_pool_lost_a_few_looks_apart_make_one_drain(kafka_clust
         exclude={"topics": ["__*"], "brokers": []},
         automation={"poll_interval_s": 2, "cooldown_s": 30, "broker_lost": {"mode": "approve", "grace_period_s": 30}})
     config = load_config(config_path)
-    services = _services(tmp_path, config_path, bootstrap)
     killed: list[int] = []
-    services.start()
+    services = shared_airflow.use(config_path, bootstrap, unpaused=(MANUAL, EVENTS))
+    before = run_ids(services, MANUAL)
     try:
-        _automation_on(services)
         state = config.run_root / config.cluster.name / ".automation" / "watch_state.json"
         wait_until(state.exists, 180, "the watcher's first look", poll_s=1)
         kafka_cluster.stop_broker(5, hard=True)
@@ -240,12 +224,12 @@ def test_two_brokers_of_a_pool_lost_a_few_looks_apart_make_one_drain(kafka_clust
         time.sleep(25)
         kafka_cluster.stop_broker(6)
         killed.append(6)
-        (drain,) = _new_runs(services, MANUAL, set(), 240)
+        (drain,) = _new_runs(services, MANUAL, before, 240)
         assert (drain["conf"]["action"], drain["conf"]["brokers"]) == ("drain-brokers", [5, 6]), drain
         time.sleep(15)  # several more looks: nothing else starts
-        assert [r["dag_run_id"] for r in services.runs(MANUAL)] == [drain["dag_run_id"]]
+        assert run_ids(services, MANUAL) - before == {drain["dag_run_id"]}
     finally:
-        services.stop()
+        shared_airflow.quiet()
         for broker_id in killed:
             kafka_cluster.start_broker(broker_id)
 

@@ -15,7 +15,6 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +22,10 @@ import pytest
 import yaml
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.execute.executor import run_execute
 from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
 from kafka_rebalancer.run_folder import RunFolder
-from tests.integration.conftest import BROKERS, execution_log, planned_run, reset_cluster, wait_until
+from tests.integration.conftest import BROKERS, PlannedMoves, planned_run, reset_cluster, wait_until
 from tests.live_traffic import LiveTraffic
 from tools.demo_workload import TopicSpec, create_topics, produce
 
@@ -38,41 +36,10 @@ PARTITIONS = 4
 # window as ten seconds long, so about ten seconds' worth passes unthrottled first: with 64 KiB/s a 1.5 MiB
 # partition still takes well over ten seconds to copy.
 THROTTLE = 64 * 1024
+# A partition copies for over a minute at this rate.
+CRAWL = 16 * 1024
 # For a rerun that only has to finish: nothing needs to stay in flight any more.
 UNHURRIED = 50 * 1024 * 1024
-
-
-@dataclass
-class Scenario:
-    bootstrap: str
-    config_path: Path
-    config: RebalancerConfig
-    run: RunFolder
-    topic: str
-    moves: list[tuple[str, int, list[int], list[int]]]
-
-    def execute_cmd(self, *extra: str, run: RunFolder | None = None, bootstrap: str | None = None,
-                    throttle: int = THROTTLE) -> list[str]:
-        return [sys.executable, "-m", "kafka_rebalancer.cli", "execute", "--config", str(self.config_path),
-                "--run-id", (run or self.run).path.name, "--pool", "all", "--apply",
-                "--bootstrap-servers", bootstrap or self.bootstrap, "--throttle-bytes-per-s", str(throttle), *extra]
-
-    def log_actions(self, run: RunFolder | None = None) -> list[dict[str, Any]]:
-        return execution_log(run or self.run)
-
-    def wait_for_action(self, action: str, executor: subprocess.Popen, timeout_s: float = 60.0) -> None:
-        def seen() -> bool:
-            if executor.poll() is not None:
-                raise AssertionError(f"the executor ended (exit {executor.returncode}) before '{action}': "
-                                     f"{executor.stderr.read()[-3000:] if executor.stderr else ''}")
-            return any(e["action"] == action for e in self.log_actions())
-
-        wait_until(seen, timeout_s, f"'{action}' in the execution log")
-
-    def replicas(self) -> dict[int, list[int]]:
-        with ClusterAdmin(KafkaConnection(self.bootstrap)) as admin:
-            return {p.partition: p.replicas for p in admin.describe_partitions([self.topic])}
-
 
 
 def assert_clean(bootstrap: str, topic: str) -> None:
@@ -83,7 +50,7 @@ def assert_clean(bootstrap: str, topic: str) -> None:
 
 
 @pytest.fixture
-def scenario(kafka_cluster: Any, tmp_path: Path) -> Iterator[Scenario]:
+def scenario(kafka_cluster: Any, tmp_path: Path) -> Iterator[PlannedMoves]:
     bootstrap = kafka_cluster.load().bootstrap_servers
     topic = f"fault-{uuid.uuid4().hex[:8]}"
     # Partition p sits on three consecutive brokers; the plan swaps its last replica for the next broker and
@@ -94,10 +61,9 @@ def scenario(kafka_cluster: Any, tmp_path: Path) -> Iterator[Scenario]:
     produce(bootstrap, [TopicSpec(topic, assignment, [1536] * PARTITIONS)])
     moves = [(topic, p, old, [old[1], old[0], BROKERS[(p + 3) % 6]]) for p, old in enumerate(assignment)]
     try:
-        config_path, config, run = planned_run(
-            bootstrap, tmp_path, f"faults-{topic}", moves,
+        yield planned_run(
+            bootstrap, tmp_path, f"faults-{topic}", topic, moves,
             {"max_moves_per_broker": 5, "poll_interval_s": 0.5, "move_timeout_s": 45, "urp_wait_timeout_s": 60})
-        yield Scenario(bootstrap, config_path, config, run, topic, moves)
     finally:
         reset_cluster(bootstrap, [topic])
 
@@ -116,8 +82,11 @@ def started_per_partition(actions: list[dict[str, Any]]) -> Counter:
     return Counter(e["partition"] for e in actions if e["action"] == "started")
 
 
-def test_killed_executor_is_rerun_to_completion_without_repeats_or_leftovers(scenario: Scenario) -> None:
-    first = subprocess.Popen(scenario.execute_cmd(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+def test_killed_executor_is_rerun_to_completion_without_repeats_or_leftovers(scenario: PlannedMoves) -> None:
+    # Crawling, so the moves are still in flight when the rerun (a new process, slow to start on a loaded machine)
+    # looks: at THROTTLE they finished first once, and the rerun had nothing to adopt.
+    first = subprocess.Popen(scenario.execute_cmd(throttle=CRAWL), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
     try:
         scenario.wait_for_action("started", first)
         time.sleep(1.0)
@@ -139,12 +108,12 @@ def test_killed_executor_is_rerun_to_completion_without_repeats_or_leftovers(sce
 
 
 def test_stopped_target_broker_fails_the_run_naming_the_stuck_moves_then_cancel_and_rerun(
-        scenario: Scenario, kafka_cluster: Any) -> None:
+        scenario: PlannedMoves, kafka_cluster: Any) -> None:
     # Broker 4 is the one new replica of partition 0; partitions 2 and 3 keep a replica on it and gain one
     # elsewhere, so Kafka can finish those reassignments without it (but not get 4 back into their ISR).
     stopped = 4
-    execution = subprocess.Popen(scenario.execute_cmd(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                 text=True)
+    execution = subprocess.Popen(scenario.execute_cmd(throttle=THROTTLE), stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True)
     try:
         wait_until(lambda: len(started_per_partition(scenario.log_actions())) == PARTITIONS, 60, "all moves started")
         kafka_cluster.stop_broker(stopped, hard=True)
@@ -188,7 +157,7 @@ def test_stopped_target_broker_fails_the_run_naming_the_stuck_moves_then_cancel_
             return all(len(i.isr) == len(i.replicas) for i in admin.describe_partitions([scenario.topic]))
 
     wait_until(in_sync, 120, f"broker {stopped} back in every ISR")
-    refused = subprocess.run(scenario.execute_cmd(), capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(scenario.execute_cmd(throttle=THROTTLE), capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "--resume-cancelled" in refused.stderr  # a cancel is not undone silently
     rerun = subprocess.run(scenario.execute_cmd("--resume-cancelled", throttle=UNHURRIED), capture_output=True,
                            text=True, timeout=240)
@@ -197,7 +166,7 @@ def test_stopped_target_broker_fails_the_run_naming_the_stuck_moves_then_cancel_
     assert_clean(scenario.bootstrap, scenario.topic)
 
 
-def test_partition_reassigned_by_hand_after_planning_is_skipped_as_drifted(scenario: Scenario) -> None:
+def test_partition_reassigned_by_hand_after_planning_is_skipped_as_drifted(scenario: PlannedMoves) -> None:
     _, p, old, _ = scenario.moves[1]
     by_hand = [old[0], old[1], BROKERS[(p + 4) % 6]]
     with ClusterAdmin(KafkaConnection(scenario.bootstrap)) as admin:
@@ -215,7 +184,7 @@ def test_partition_reassigned_by_hand_after_planning_is_skipped_as_drifted(scena
     assert_clean(scenario.bootstrap, scenario.topic)
 
 
-def test_producers_and_consumers_lose_and_duplicate_nothing_during_execution(scenario: Scenario) -> None:
+def test_producers_and_consumers_lose_and_duplicate_nothing_during_execution(scenario: PlannedMoves) -> None:
     with LiveTraffic(scenario.bootstrap, {scenario.topic: PARTITIONS}) as traffic:
         result = run_execute(scenario.config, KafkaConnection(scenario.bootstrap), scenario.run, "all",
                              dry_run=False, throttle_bytes_per_s=THROTTLE)
@@ -226,15 +195,16 @@ def test_producers_and_consumers_lose_and_duplicate_nothing_during_execution(sce
     assert_clean(scenario.bootstrap, scenario.topic)
 
 
-def test_second_run_at_once_refuses_before_touching_the_cluster(scenario: Scenario) -> None:
+def test_second_run_at_once_refuses_before_touching_the_cluster(scenario: PlannedMoves) -> None:
     other = RunFolder(scenario.run.path.parent / f"{scenario.run.path.name}-again")
     shutil.copytree(scenario.run.path, other.path)
-    first = subprocess.Popen(scenario.execute_cmd(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(scenario.execute_cmd(throttle=THROTTLE), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
     try:
         scenario.wait_for_action("started", first)
         # An address nothing listens on: had the second run contacted the cluster, it would fail differently.
-        second = subprocess.run(scenario.execute_cmd(run=other, bootstrap="127.0.0.1:1"), capture_output=True,
-                                text=True, timeout=60)
+        second = subprocess.run(scenario.execute_cmd(run=other, bootstrap="127.0.0.1:1", throttle=THROTTLE),
+                                capture_output=True, text=True, timeout=60)
         assert second.returncode == 2
         assert "refusing to start: another execution for pool 'all'" in second.stderr, second.stderr[-2000:]
         assert scenario.log_actions(other) == []

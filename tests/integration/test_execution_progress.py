@@ -20,7 +20,6 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +28,13 @@ import pytest
 from bench.execute import produce_bulk, wait_in_sync
 from bench.execute_figures import estimate_errors, last_attempt, wall_span
 from kafka_rebalancer.cli import main as cli_main
-from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import ExecutionError
-from kafka_rebalancer.execute.cancel import run_cancel
-from kafka_rebalancer.execute.executor import run_execute
 from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
 from kafka_rebalancer.report.overview import list_runs
 from kafka_rebalancer.report.run_report import collect, write_report
-from kafka_rebalancer.run_folder import RunFolder
 from tests.integration.conftest import (
     BROKERS,
+    PlannedMoves,
     assert_untouched_by_execution,
     execution_log,
     planned_run,
@@ -63,26 +59,9 @@ STALL_BYTES, STALL_THROTTLE, STALL_AFTER_S, STALL_TIMEOUT_S = 8 * MiB, 1024, 3, 
 ESTIMATE_BOUND = 0.5
 
 
-@dataclass
-class Planned:
-    bootstrap: str
-    config_path: Path
-    config: RebalancerConfig
-    run: RunFolder
-    topic: str
-    moves: list[tuple[str, int, list[int], list[int]]]
-
-    def execute(self, throttle: int) -> dict[str, Any]:
-        return run_execute(self.config, KafkaConnection(self.bootstrap), self.run, "all", dry_run=False,
-                           throttle_bytes_per_s=throttle)
-
-    def cancel(self) -> dict[str, Any]:
-        return run_cancel(self.config, KafkaConnection(self.bootstrap), self.run, "all")
-
-
 @contextmanager
 def planned_moves(kafka_cluster: Any, tmp_path: Path, prefix: str, assignment: list[list[int]],
-                  targets: list[list[int]], partition_bytes: int, execution: dict[str, Any]) -> Iterator[Planned]:
+                  targets: list[list[int]], partition_bytes: int, execution: dict[str, Any]) -> Iterator[PlannedMoves]:
     """A topic with `assignment` filled with partition_bytes per partition (fast: acks=1, then every ISR complete),
     and a validated plan moving partition p to targets[p]; the topic and whatever the test left are removed after."""
     bootstrap = kafka_cluster.load().bootstrap_servers
@@ -93,14 +72,13 @@ def planned_moves(kafka_cluster: Any, tmp_path: Path, prefix: str, assignment: l
         with ClusterAdmin(KafkaConnection(bootstrap)) as admin:
             wait_in_sync(admin, timeout_s=120)
         moves = [(topic, p, old, new) for p, (old, new) in enumerate(zip(assignment, targets, strict=True))]
-        config_path, config, run = planned_run(bootstrap, tmp_path, f"{prefix}-{topic}", moves, execution)
-        yield Planned(bootstrap, config_path, config, run, topic, moves)
+        yield planned_run(bootstrap, tmp_path, f"{prefix}-{topic}", topic, moves, execution)
     finally:
         reset_cluster(bootstrap, [topic])
 
 
 @pytest.fixture
-def bulk(kafka_cluster: Any, tmp_path: Path) -> Iterator[Planned]:
+def bulk(kafka_cluster: Any, tmp_path: Path) -> Iterator[PlannedMoves]:
     # Partition p on brokers p+1 and the next of 1-5; its follower moves to RECEIVER, its leader serves the copy.
     assignment = [[p + 1, (p + 1) % 5 + 1] for p in range(PARTITIONS)]
     with planned_moves(kafka_cluster, tmp_path, "progress", assignment, [[old[0], RECEIVER] for old in assignment],
@@ -111,7 +89,7 @@ def bulk(kafka_cluster: Any, tmp_path: Path) -> Iterator[Planned]:
 
 @pytest.fixture
 def stalling(kafka_cluster: Any, tmp_path: Path,
-             caplog: pytest.LogCaptureFixture) -> Iterator[tuple[Planned, ExecutionError]]:
+             caplog: pytest.LogCaptureFixture) -> Iterator[tuple[PlannedMoves, ExecutionError]]:
     """A move stalled for real: the execution failed on the move timeout. Now and then a reassignment the executor
     starts under its 1 KiB/s throttle is not throttled at all (8 MiB, or 64 MiB, copied whole in under a second: 3
     runs in 20 here, once with every broker reporting the throttle before the move started); such a run leaves
@@ -132,19 +110,19 @@ def stalling(kafka_cluster: Any, tmp_path: Path,
         raise AssertionError("Kafka copied the move unthrottled 3 times in a row: no stall to observe")
 
 
-def in_background(planned: Planned, throttle: int) -> tuple[ThreadPoolExecutor, Future]:
+def in_background(planned: PlannedMoves, throttle: int) -> tuple[ThreadPoolExecutor, Future]:
     pool = ThreadPoolExecutor(1, thread_name_prefix="executor")
     return pool, pool.submit(planned.execute, throttle)
 
 
-def stop_background(planned: Planned, pool: ThreadPoolExecutor, future: Future) -> None:
+def stop_background(planned: PlannedMoves, pool: ThreadPoolExecutor, future: Future) -> None:
     """A test that failed while the executor runs: cancel it (it starts nothing more and exits) and wait for it."""
     if not future.done():
         planned.cancel()
     pool.shutdown(wait=True)
 
 
-def wait_for_estimate(planned: Planned, future: Future, fraction: float) -> None:
+def wait_for_estimate(planned: PlannedMoves, future: Future, fraction: float) -> None:
     def reached() -> bool:
         return any(e["action"] == "estimate" and e["done_fraction"] >= fraction for e in execution_log(planned.run))
 
@@ -152,7 +130,7 @@ def wait_for_estimate(planned: Planned, future: Future, fraction: float) -> None
     assert reached(), f"the execution ended with no estimate at {fraction:.0%} of the bytes: {future.result()}"
 
 
-def status_lines(planned: Planned, capsys: pytest.CaptureFixture[str]) -> list[str]:
+def status_lines(planned: PlannedMoves, capsys: pytest.CaptureFixture[str]) -> list[str]:
     """`kafka-rebalancer status`, in process (the CLI's entry point), its lines about executions in progress."""
     capsys.readouterr()
     code = cli_main(["status", "--config", str(planned.config_path), "--bootstrap-servers", planned.bootstrap])
@@ -161,18 +139,18 @@ def status_lines(planned: Planned, capsys: pytest.CaptureFixture[str]) -> list[s
     return [line for line in out.out.splitlines() if line.startswith("executing:")]
 
 
-def page_status(planned: Planned) -> str:
+def page_status(planned: PlannedMoves) -> str:
     """The run's cell in the runs page's status column (the CLI's `runs` too)."""
     return {r.run_id: r for r in list_runs(planned.config.run_root, planned.config.cluster.name)}[
         planned.run.path.name].status
 
 
-def recorded_percentages(planned: Planned) -> set[int]:
+def recorded_percentages(planned: PlannedMoves) -> set[int]:
     return {round(100 * e["done_fraction"]) for e in execution_log(planned.run) if e["action"] == "estimate"}
 
 
 def test_progress_is_shown_while_executing_and_the_estimates_predict_the_end(
-        bulk: Planned, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> None:
+        bulk: PlannedMoves, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> None:
     caplog.set_level(logging.INFO, logger="kafka_rebalancer")
     pool, future = in_background(bulk, THROTTLE)
     try:
@@ -214,7 +192,7 @@ def assert_progress_logged(caplog: pytest.LogCaptureFixture, total_bytes: int) -
 
 
 def test_a_stalled_move_is_named_in_the_log_the_timeout_and_the_report(
-        stalling: tuple[Planned, ExecutionError], caplog: pytest.LogCaptureFixture,
+        stalling: tuple[PlannedMoves, ExecutionError], caplog: pytest.LogCaptureFixture,
         capsys: pytest.CaptureFixture[str]) -> None:
     stalled_run, failure = stalling
     name = f"{stalled_run.topic}-0"

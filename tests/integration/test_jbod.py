@@ -21,7 +21,9 @@ from kafka_rebalancer.execute.log_dir_moves import LogDirExecution, LogDirLimits
 from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
 from kafka_rebalancer.run_folder import RunFolder
 from kafka_rebalancer.snapshot import read_snapshot, take_snapshot
+from tests.helpers import running_cluster
 from tests.integration.conftest import demo_config, wait_until
+from tests.integration.shared_airflow import MANUAL, SharedAirflow
 from tools.demo_workload import TopicSpec, create_topics
 
 pytestmark = [pytest.mark.kafka]
@@ -32,16 +34,9 @@ MIB = 2**20
 
 @pytest.fixture(scope="module")
 def jbod_cluster() -> Iterator[Any]:
-    """Three brokers with two log directories each; stopped by its pids at the end."""
-    from tools.local_kafka import LocalKafkaCluster
-
-    cluster = LocalKafkaCluster("pytest-jbod")
-    cluster.stop(quiet=True)
-    cluster.start(3, log_dirs=2)
-    try:
+    """Three brokers with two log directories each (the session's cluster has one): the module's own."""
+    with running_cluster("pytest-jbod", n_brokers=3, log_dirs=2) as cluster:
         yield cluster
-    finally:
-        cluster.stop(quiet=True)
 
 
 def _intra_broker_throttle(bootstrap: str, broker: int, rate: int | None) -> None:
@@ -362,17 +357,13 @@ def test_rebalance_pool_balances_an_overfull_directory_inside_its_broker(jbod_cl
 
 
 @pytest.mark.airflow
-def test_remove_disks_through_the_manual_dag_waits_for_a_person_then_empties_the_directory(jbod_cluster: Any,
-                                                                                             tmp_path: Path) -> None:
+def test_remove_disks_through_the_manual_dag_waits_for_a_person_then_empties_the_directory(
+        jbod_cluster: Any, shared_airflow: SharedAirflow, tmp_path: Path) -> None:
     """The manual DAG's remove-disks on a real Airflow: it plans, waits under Required Actions with the moves in
     the body (no replica changes broker, yet it is not "a plan that changes nothing"), and once approved empties
-    the directory."""
+    the directory. On the session's Airflow, its Kafka connection pointed at this module's cluster."""
     from collections import Counter
 
-    from tools.airflow_run import connections
-    from tools.airflow_services import AirflowServices
-
-    manual = "kafka_rebalance_manual"
     bootstrap = jbod_cluster.load().bootstrap_servers
     _topic_with_data(bootstrap, "jbod-dag", [[1, 2], [1, 3], [1, 2]], 2)
     with ClusterAdmin(KafkaConnection(bootstrap)) as admin:
@@ -382,20 +373,16 @@ def test_remove_disks_through_the_manual_dag_waits_for_a_person_then_empties_the
         topic_pools=[{"topics": "*", "pool": "all"}], execution={"poll_interval_s": 0.5},
         capacity={"cruise_control_file": str(_capacity_file(tmp_path / "capacity.json", jbod_cluster))})
     config = load_config(config_path)
-    services = AirflowServices(tmp_path / "airflow", config_path,
-                               connections(config.cluster.airflow_connection_id, bootstrap))
-    services.start()
+    services = shared_airflow.use(config_path, bootstrap, unpaused=(MANUAL,))
     try:
-        services.wait_for_dag(manual)
-        services.set_paused(manual, False)
-        run_id = services.trigger(manual, {"action": "remove-disks", "log_dirs": [f"1:{removed}"],
+        run_id = services.trigger(MANUAL, {"action": "remove-disks", "log_dirs": [f"1:{removed}"],
                                            "reason": "disk failing", "mode": "execute"})
-        waiting = services.wait_for_input(manual, run_id)
+        waiting = services.wait_for_input(MANUAL, run_id)
         assert "Moves between a broker's log dirs (remove-disks)" in waiting["body"], waiting["body"]
-        services.respond(manual, run_id, "approve", ["Approve"])
-        assert services.wait_for_run(manual, run_id) == "success", services.task_states(manual, run_id)
+        services.respond(MANUAL, run_id, "approve", ["Approve"])
+        assert services.wait_for_run(MANUAL, run_id) == "success", services.task_states(MANUAL, run_id)
     finally:
-        services.stop()
+        shared_airflow.quiet()
     with ClusterAdmin(KafkaConnection(bootstrap)) as admin:
         after = admin.describe_log_dirs([1])[1]
         assert removed not in after["replica_dirs"].values() and not after["future_dirs"], after["replica_dirs"]

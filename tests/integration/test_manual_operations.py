@@ -9,7 +9,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ import yaml
 from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
 from kafka_rebalancer.model.reassignment import read_reassignment
 from tests.helpers import REPO, write_config
-from tests.integration.conftest import assert_untouched_by_execution, delete_topics
+from tests.integration.conftest import assert_untouched_by_execution, delete_topics, reassign_by_hand, wait_until
 from tests.live_traffic import LiveTraffic
 from tools.demo_workload import TopicSpec, create_topics, produce
 
@@ -78,11 +77,7 @@ def keep_off(env: dict, brokers: set[int]) -> None:
         if topic.startswith("__") and brokers & set(p.replicas):
             free = iter(b for b in spare if b not in brokers and b not in p.replicas)
             targets[(topic, partition)] = [b if b not in brokers else next(free) for b in p.replicas]
-    with ClusterAdmin(KafkaConnection(env["bootstrap"])) as admin:
-        admin.alter_reassignments(targets)
-        deadline = time.monotonic() + 60
-        while admin.list_reassignments() and time.monotonic() < deadline:
-            time.sleep(0.5)
+    reassign_by_hand(env["bootstrap"], targets)
 
 
 def run_folder(output: str) -> Path:
@@ -104,14 +99,11 @@ def partitions(env: dict) -> dict[tuple[str, int], Any]:
 
 
 def put_on(env: dict, topic: str, partition: int, broker: int) -> None:
-    """Move one replica of a partition onto `broker` by hand (as Kafka's own placement may have done)."""
-    with ClusterAdmin(KafkaConnection(env["bootstrap"])) as admin:
-        current = next(p for p in admin.describe_partitions([topic]) if p.partition == partition)
-        admin.alter_reassignments({(topic, partition): [*current.replicas[:-1], broker]})
-        deadline = time.monotonic() + 60
-        while admin.list_reassignments() and time.monotonic() < deadline:
-            time.sleep(0.5)
-    assert broker in partitions(env)[(topic, partition)].replicas
+    """Move one replica of a partition onto `broker` by hand (as Kafka's own placement may have done): its last
+    replica is replaced, and the move waited for until the broker holds it."""
+    current = partitions(env)[(topic, partition)].replicas
+    assert broker not in current, f"{topic}-{partition} already has a replica on broker {broker}: {current}"
+    reassign_by_hand(env["bootstrap"], {(topic, partition): [*current[:-1], broker]})
 
 
 def nightly_plan(env: dict, run_id: str) -> list[tuple[str, int, list[int], list[int]]]:
@@ -181,11 +173,7 @@ def test_execute_reviewed_skips_a_partition_changed_by_hand_and_executes_the_res
     # An operator moves one of its replicas elsewhere by hand: neither what the plan started from nor its target.
     by_hand = next(replicas for b in (1, 2, 3, 5, 6) if b not in old
                    for replicas in ([b, *old[1:]],) if replicas != new)
-    with ClusterAdmin(KafkaConnection(env["bootstrap"])) as admin:
-        admin.alter_reassignments({(topic, partition): by_hand})
-        deadline = time.monotonic() + 120
-        while admin.list_reassignments() and time.monotonic() < deadline:
-            time.sleep(0.5)
+    reassign_by_hand(env["bootstrap"], {(topic, partition): by_hand})
     result = cli(env, "execute-reviewed", "--run-id", reviewed.name, "--apply", "--yes")
     run = run_folder(result.stdout)
     assert (run / "plan" / "plan.json").read_text() == (reviewed / "plan" / "plan.json").read_text()
@@ -234,15 +222,12 @@ def test_demote_broker_moves_leadership_off_it_without_data_moves(env: dict) -> 
     # An internal topic led by broker 1: excluded topics are demoted too.
     internal = next(p for (topic, _), p in sorted(partitions(env).items()) if topic.startswith("__")
                     and 1 in p.replicas)
+    key = (internal.topic, internal.partition)
+    reassign_by_hand(env["bootstrap"], {key: [1, *[b for b in internal.replicas if b != 1]]})
     with ClusterAdmin(KafkaConnection(env["bootstrap"])) as admin:
-        key = (internal.topic, internal.partition)
-        admin.alter_reassignments({key: [1, *[b for b in internal.replicas if b != 1]]})
-        deadline = time.monotonic() + 60
-        while admin.list_reassignments() and time.monotonic() < deadline:
-            time.sleep(0.5)
         admin.elect_preferred_leaders([key])
+    wait_until(lambda: partitions(env)[key].leader == 1, 60, f"broker 1 elected leader of {key}")
     before = partitions(env)
-    assert before[key].leader == 1
     cli(env, "demote", "--brokers", "1", "--apply", "--yes")
     after = partitions(env)
     assert [k for k, p in after.items() if p.leader == 1] == []
@@ -256,11 +241,7 @@ def test_elect_leaders_makes_every_preferred_replica_lead_without_data_moves(env
     reordered = {k: list(reversed(p.replicas)) for k, p in sorted(before.items())
                  if len(p.replicas) > 1 and p.leader == p.replicas[0]}
     reordered = dict(list(reordered.items())[:4])
-    with ClusterAdmin(KafkaConnection(env["bootstrap"])) as admin:
-        admin.alter_reassignments(reordered)
-        deadline = time.monotonic() + 60
-        while admin.list_reassignments() and time.monotonic() < deadline:
-            time.sleep(0.5)
+    reassign_by_hand(env["bootstrap"], reordered)
     off = partitions(env)
     assert any(off[k].leader != off[k].replicas[0] for k in reordered)
     cli(env, "elect-leaders", "--apply", "--yes")

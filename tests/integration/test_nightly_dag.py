@@ -24,13 +24,14 @@ pytestmark = [pytest.mark.kafka, pytest.mark.airflow]
 
 
 @pytest.fixture(scope="module")
-def dag_run(demo_workload: tuple[str, dict], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def dag_run(demo_workload: tuple[str, dict], airflow_database: Path,
+            tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     bootstrap, manifest = demo_workload
     root = tmp_path_factory.mktemp("nightly")
     config_path = demo_config(root)
     config = load_config(config_path)
     env = airflow_env(root / "airflow", config_path)
-    ensure_database(env)
+    ensure_database(env, airflow_database)
     connections = write_connections(root / "connections.json", config.cluster.airflow_connection_id, bootstrap)
     result = run_dag(env, connections, {"mode": "execute"}, root / "dag-run.log")
     log = (root / "dag-run.log").read_text()

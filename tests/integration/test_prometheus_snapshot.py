@@ -27,7 +27,7 @@ from kafka_rebalancer.snapshot import read_snapshot, take_snapshot
 from tests.integration.conftest import delete_topics, demo_config
 from tools.demo import SteadyTraffic
 from tools.demo_workload import TopicSpec, create_topics
-from tools.local_kafka import free_ports
+from tools.ports import free_ports
 
 pytestmark = [pytest.mark.kafka, pytest.mark.prometheus, pytest.mark.spark]
 BROKERS = [1, 2, 3, 4, 5, 6]

@@ -23,8 +23,8 @@ import yaml
 
 from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
 from kafka_rebalancer.model.reassignment import read_reassignment
-from tests.helpers import REPO, write_config
-from tools.local_kafka import LocalKafkaCluster
+from tests.helpers import REPO, running_cluster, write_config
+from tests.integration.conftest import reassign_by_hand, wait_until
 
 pytestmark = [pytest.mark.kafka]
 TOPIC = "orders"
@@ -59,12 +59,12 @@ def _create_and_fill_topic(admin_config: dict[str, str]) -> None:
     for future in admin.create_topics([NewTopic(TOPIC, num_partitions=len(ASSIGNMENT),
                                                 replica_assignment=ASSIGNMENT)]).values():
         future.result()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def led() -> bool:
         partitions = admin.list_topics(timeout=10).topics.get(TOPIC)
-        if partitions is not None and all(p.leader >= 0 for p in partitions.partitions.values()):
-            break
-        time.sleep(0.2)
+        return partitions is not None and all(p.leader >= 0 for p in partitions.partitions.values())
+
+    wait_until(led, 120, f"a leader for every partition of {TOPIC}", poll_s=0.2)
     producer = Producer({**admin_config, "acks": "all", "linger.ms": 5, "log_level": 3})
     for partition, kib in enumerate(SIZES_KIB):
         for _ in range(kib):
@@ -75,20 +75,16 @@ def _create_and_fill_topic(admin_config: dict[str, str]) -> None:
 
 def _wait_for_acls(connection: KafkaConnection, expected: set[str]) -> None:
     """Each broker applies new ACLs from the metadata log on its own; wait until the cluster grants them."""
-    deadline = time.monotonic() + 30
     with ClusterAdmin(connection) as admin:
-        while not expected <= (admin.authorized_operations([])[0] or set()) and time.monotonic() < deadline:
-            time.sleep(0.3)
+        wait_until(lambda: expected <= (admin.authorized_operations([])[0] or set()), 120,
+                   f"the cluster to grant {sorted(expected)} to {connection.client_config.get('sasl.username')}")
 
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     from confluent_kafka.admin import AdminClient
 
-    cluster = LocalKafkaCluster("pytest-secured")
-    cluster.stop(quiet=True)  # a cluster left behind by an interrupted session
-    cluster.start(3, secured=True)
-    try:
+    with running_cluster("pytest-secured", n_brokers=3, secured=True) as cluster:
         admin_config = cluster.admin_config()
         bootstrap = admin_config["bootstrap.servers"]
         _create_and_fill_topic(admin_config)
@@ -119,8 +115,6 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         yield {"cluster": cluster, "bootstrap": bootstrap, "root": root, "passwords": passwords,
                "config_path": write_config(root / "config.yaml", body),
                "admin": KafkaConnection.from_settings(admin_config), "cmdline_leaks": [], "outputs": 0}
-    finally:
-        cluster.stop(quiet=True)
 
 
 def _cmdlines_holding(needles: list[bytes]) -> list[str]:
@@ -249,23 +243,20 @@ def test_the_pipeline_runs_with_exactly_the_documented_acls(secured: dict[str, A
 
 
 def test_the_nightly_dag_runs_as_the_least_privileged_user_through_the_connection_extra(
-        secured: dict[str, Any]) -> None:
+        secured: dict[str, Any], airflow_database: Path) -> None:
     """The same pipeline from Airflow (dag.test): the credentials only in the Kafka connection's extra (an
     environment connection), the config holding none; Airflow's database, logs and the run folder are under the
     module's root, so the password test below searches them too."""
     from tools.airflow_run import airflow_env, connections, ensure_database, run_dag
 
-    with ClusterAdmin(secured["admin"]) as admin:  # skew the topic again, as admin
-        admin.alter_reassignments({(TOPIC, p): replicas for p, replicas in enumerate(ASSIGNMENT)})
-        deadline = time.monotonic() + 120
-        while admin.list_reassignments() and time.monotonic() < deadline:
-            time.sleep(0.5)
+    # Skew the topic again, as admin.
+    reassign_by_hand(secured["admin"], {(TOPIC, p): replicas for p, replicas in enumerate(ASSIGNMENT)})
     root = secured["root"]
     body = yaml.safe_load(Path(secured["config_path"]).read_text())
     body["cluster"] = {"name": "secured", "airflow_connection_id": "kafka_secured"}  # no client_config at all
     config_path = write_config(root / "dag-config.yaml", body)
     env = airflow_env(root / "airflow", config_path)
-    ensure_database(env)
+    ensure_database(env, airflow_database)
     extra = {"bootstrap.servers": secured["bootstrap"], "security.protocol": "SASL_PLAINTEXT",
              "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "rebalancer",
              "sasl.password": secured["passwords"]["rebalancer"]}
