@@ -46,7 +46,8 @@ class SharedAirflow:
         """The Airflow, quiet, for a test of this config on the cluster at `bootstrap`, with these DAGs unpaused
         (in this order: the manual DAG before the events DAG, whose runs start the manual one's)."""
         self.quiet()
-        self._put_kafka_connection(load_config(config_path).cluster.airflow_connection_id, bootstrap)
+        self.put_connection(load_config(config_path).cluster.airflow_connection_id,
+                            {"conn_type": "kafka", "extra": json.dumps({"bootstrap.servers": bootstrap})})
         for dag_id in unpaused:
             self.services.set_paused(dag_id, False)
         # The config last: a watcher still running from an earlier test (a paused DAG's watcher stops only when
@@ -66,9 +67,9 @@ class SharedAirflow:
                                           {"state": "failed"})
         self.config_link.unlink(missing_ok=True)
 
-    def _put_kafka_connection(self, connection_id: str, bootstrap: str) -> None:
-        body = {"connection_id": connection_id, "conn_type": "kafka",
-                "extra": json.dumps({"bootstrap.servers": bootstrap})}
+    def put_connection(self, connection_id: str, fields: dict[str, object]) -> None:
+        """Store (or replace) an Airflow connection through the REST API."""
+        body = {"connection_id": connection_id, **fields}
         try:
             self.services.request("PATCH", f"/api/v2/connections/{connection_id}", body)
         except AirflowError as exc:

@@ -16,17 +16,16 @@ import pytest
 from kafka_rebalancer.config import load_config
 from kafka_rebalancer.notify.outbox import RECORD_FILE, read_sends
 from tests.integration.conftest import demo_config
+from tests.integration.shared_airflow import MANUAL, SharedAirflow
 from tests.unit.test_notifications import Receiver
-from tools.airflow_run import connections
-from tools.airflow_services import AirflowServices, free_port
+from tools.airflow_services import free_port
 
 pytestmark = [pytest.mark.kafka, pytest.mark.airflow]
-MANUAL = "kafka_rebalance_manual"
 
 
 @pytest.fixture(scope="module")
-def notified_airflow(demo_workload: tuple[str, dict], tmp_path_factory: pytest.TempPathFactory
-                     ) -> Iterator[dict[str, Any]]:
+def notified_airflow(demo_workload: tuple[str, dict], shared_airflow: SharedAirflow,
+                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     bootstrap, _ = demo_workload
     root = tmp_path_factory.mktemp("notifications")
     receiver = Receiver()
@@ -38,19 +37,15 @@ def notified_airflow(demo_workload: tuple[str, dict], tmp_path_factory: pytest.T
         "routes": [{"kinds": ["approval_waiting", "run_failed"], "channels": ["pager", "refused"]}]}
     config_path = demo_config(root, notifications=notifications)
     config = load_config(config_path)
-    airflow_connections = {
-        **connections(config.cluster.airflow_connection_id, bootstrap),
-        "notify_hook": {"conn_type": "http", "host": host, "port": port, "schema": "http"},
-        "notify_refused": {"conn_type": "slackwebhook", "host": f"http://127.0.0.1:{free_port()}",
-                           "password": "T0/B0/refusedsecret"}}
-    services = AirflowServices(root / "airflow", config_path, airflow_connections)
-    services.start()
+    services = shared_airflow.use(config_path, bootstrap, unpaused=(MANUAL,))
+    shared_airflow.put_connection("notify_hook", {"conn_type": "http", "host": host, "port": port, "schema": "http"})
+    shared_airflow.put_connection("notify_refused", {"conn_type": "slackwebhook",
+                                                     "host": f"http://127.0.0.1:{free_port()}",
+                                                     "password": "T0/B0/refusedsecret"})
     try:
-        services.wait_for_dag(MANUAL)
-        services.set_paused(MANUAL, False)
         yield {"services": services, "config": config, "receiver": receiver}
     finally:
-        services.stop()
+        shared_airflow.quiet()
         receiver.shutdown()
         receiver.server_close()
 
