@@ -18,7 +18,7 @@ from kafka_rebalancer.notify.outbox import RECORD_FILE, read_sends
 from tests.integration.conftest import demo_config
 from tests.integration.shared_airflow import MANUAL, SharedAirflow
 from tests.unit.test_notifications import Receiver
-from tools.airflow_services import free_port
+from tools.ports import free_ports
 
 pytestmark = [pytest.mark.kafka, pytest.mark.airflow]
 
@@ -40,7 +40,7 @@ def notified_airflow(demo_workload: tuple[str, dict], shared_airflow: SharedAirf
     services = shared_airflow.use(config_path, bootstrap, unpaused=(MANUAL,))
     shared_airflow.put_connection("notify_hook", {"conn_type": "http", "host": host, "port": port, "schema": "http"})
     shared_airflow.put_connection("notify_refused", {"conn_type": "slackwebhook",
-                                                     "host": f"http://127.0.0.1:{free_port()}",
+                                                     "host": f"http://127.0.0.1:{free_ports(1)[0]}",
                                                      "password": "T0/B0/refusedsecret"})
     try:
         yield {"services": services, "config": config, "receiver": receiver}

@@ -30,6 +30,7 @@ from kafka_rebalancer.notify.messages import (
     run_failed_notice,
 )
 from kafka_rebalancer.notify.outbox import MAX_RETRIES, deliver, read_sends
+from tools.ports import free_ports
 
 SLACK_TOKEN = "T0NOTIFY/B0NOTIFY/slacksecrettoken42"
 WEBHOOK_PASSWORD = "webhook-secret-password-42"
@@ -92,10 +93,8 @@ def smtp_inbox() -> Iterator[tuple[_Inbox, int]]:
 
 
 def _free_port() -> int:
-    """A port nothing listens on: connections to it are refused."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing listens on (connections to it are refused), below the ephemeral range (tools/ports.py)."""
+    return free_ports(1)[0]
 
 
 def _connections(monkeypatch: pytest.MonkeyPatch, http_url: str, smtp_port: int) -> None:
