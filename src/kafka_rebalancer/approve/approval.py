@@ -18,7 +18,7 @@ import pandas as pd
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import ExecutionError
 from kafka_rebalancer.model.copy_time import CopyBytes
-from kafka_rebalancer.model.units import human_bytes
+from kafka_rebalancer.model.units import human_bytes, human_duration
 from kafka_rebalancer.operations.overrides import now_iso
 from kafka_rebalancer.operations.request import read_request
 from kafka_rebalancer.plan.promises import validation_promise_lines
@@ -51,13 +51,6 @@ class _Copy:
 
 def _ids(brokers: Any) -> list[int]:
     return [int(b) for b in brokers]
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "unknown (unthrottled)"
-    hours, rest = divmod(round(seconds), 3600)
-    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
 @dataclass(frozen=True)
@@ -100,8 +93,8 @@ def limits_passed(config: RebalancerConfig, facts: PlanFacts) -> list[str]:
         if facts.duration_s is None:
             passed.append("duration unknown (no throttle) while max_duration is set")
         elif facts.duration_s > limits.max_duration_s:
-            passed.append(f"estimated {_duration(facts.duration_s)} at the throttle, over max_duration "
-                          f"{_duration(limits.max_duration_s)}")
+            passed.append(f"estimated {human_duration(facts.duration_s)} at the throttle, over max_duration "
+                          f"{human_duration(limits.max_duration_s)}")
     return passed
 
 
@@ -137,7 +130,7 @@ def approval_body(config: RebalancerConfig, run: RunFolder, facts: PlanFacts, wa
         lines += ["Waiting for a person because:", *[f"- {why}" for why in waiting_because], ""]
     lines += [f"{totals['replica_moves']} replica moves ({human_bytes(totals['moved_bytes'])}), "
               f"{totals['partitions_changed']} partitions change; estimated "
-              f"{_duration(facts.duration_s)} at {human_bytes(facts.throttle_bytes_per_s or 0)}/s per broker.", "",
+              f"{human_duration(facts.duration_s)} at {human_bytes(facts.throttle_bytes_per_s or 0)}/s per broker.", "",
               "| pool | replica moves | preferred leader changes | leadership only | bytes (forced; balance) "
               "| out of band before → after |",
               "|---|---|---|---|---|---|"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka_rebalancer.model.units import human_bytes
+from kafka_rebalancer.model.units import human_bytes, human_duration
 
 NO_BASE_URL = "no link: Airflow's [api] base_url is not set (a dag.test() run has none)"
 
@@ -109,13 +109,6 @@ def run_failed_notice(cluster: str, run_id: str, task_id: str, error: str, repor
                   cluster=cluster, run_id=run_id, pool=pool, facts={"task": task_id}, links={"report": report})
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "unknown (unthrottled)"
-    hours, rest = divmod(round(seconds), 3600)
-    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
-
-
 @dataclass(frozen=True)
 class WaitingPlan:
     """What the approval step knows of the plan a person is asked to approve."""
@@ -134,7 +127,7 @@ class WaitingPlan:
 def approval_waiting_notice(plan: WaitingPlan, approval_link: str, report: str, timeout: str) -> Notice:
     facts = {"action": plan.action, "reason": plan.reason or "(none given)",
              "moves": f"{plan.replica_moves} replica moves", "bytes": human_bytes(plan.moved_bytes),
-             "estimated duration": _duration(plan.duration_s), "waits at most": timeout}
+             "estimated duration": human_duration(plan.duration_s), "waits at most": timeout}
     return Notice(kind="approval_waiting", state="waiting", title=f"Approval waiting: {plan.action} on {plan.cluster}",
                   happened=f"Run {plan.run_id} planned {plan.replica_moves} replica moves "
                            f"({human_bytes(plan.moved_bytes)}) and waits for a person: " + "; ".join(plan.why_asked),
