@@ -32,6 +32,8 @@ class CheckTables:
     log_dir_moves: pd.DataFrame = field(default_factory=pd.DataFrame)
     # one row per replica whose log directory plan.json names (validate.log_dir_checks)
     arrival_dirs: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # one row per (topic, broker, kind) the plan changes or leaves above its topic spread's cap (`spread_rows`)
+    topic_spread: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _distance(status: pd.DataFrame) -> pd.Series:
@@ -146,3 +148,10 @@ def excuse_forced_receivers(broker_rows: pd.DataFrame, left: pd.DataFrame, plan:
                         for b, res in zip(broker_rows["broker_id"], broker_rows["resource"], strict=True)],
                        index=broker_rows.index, dtype=bool)
     return broker_rows.assign(forced_receiver=forced, inside_or_closer=broker_rows["inside_or_closer"] | forced)
+
+
+def spread_rows(cells: pd.DataFrame) -> pd.DataFrame:
+    """Of the re-check's topic spread cells (`Recheck.spread`), those the plan changes or leaves above their cap,
+    with `within_cap`: the plan leaves the broker holding no more of the topic than its cap."""
+    rows = cells[(cells["held"] != cells["held_before"]) | (cells["held"] > cells["cap"])]
+    return rows.assign(within_cap=rows["held"] <= rows["cap"]).reset_index(drop=True)
