@@ -11,6 +11,7 @@ import pytest
 
 from kafka_rebalancer.config import load_config
 from kafka_rebalancer.errors import ConfigError
+from kafka_rebalancer.model.reassignment import Reassignment
 from kafka_rebalancer.model.resources import DISK, LEADER_COUNT, REPLICA_COUNT
 from kafka_rebalancer.model.topic_spread import NO_CAP, TopicSpreadSettings, spread_caps
 from kafka_rebalancer.plan.balance.model import PoolModel
@@ -229,15 +230,20 @@ def test_the_check_between_two_snapshots_reads_pools_and_leaders_from_them() -> 
     pool = str(tables.brokers["broker_pool"].iloc[0])
     config = RebalancerConfig.model_validate({"cluster": {"name": "c"}, "pools": {pool: {
         "brokers": tables.brokers["broker_id"].astype(int).tolist()}}, "topic_spread": {"enabled": True}})
-    assert snapshot_violations(config, tables, tables).empty
+    assert snapshot_violations(config, tables, tables, []).empty
     after_parts = tables.partitions.copy()
     b = int(tables.brokers["broker_id"].iloc[0])
     after_parts["replicas"] = [[b, *[x for x in r if x != b][:2]] for r in after_parts["replicas"]]
     after_parts["leader"] = b
     after = type(tables)(**{**vars(tables), "partitions": after_parts})
-    rows = snapshot_violations(config, tables, after)
+    plan = [Reassignment(t, int(p), [int(x) for x in r]) for t, p, r in zip(
+        after_parts["topic"], after_parts["partition"], after_parts["replicas"], strict=True)]
+    rows = snapshot_violations(config, tables, after, plan)
     assert set(zip(rows["broker_id"], rows["kind"], strict=True)) == {(b, "replicas"), (b, "leaders")}
-    assert rows.set_index("kind").loc["leaders", "held"] == 8
+    assert rows.set_index("kind").loc["leaders", "held"] == 8 and rows["by_plan"].all()
+    # The same cluster reached without this plan (another tool's reassignment, Kafka's own elections): recorded,
+    # not the plan's doing.
+    assert not snapshot_violations(config, tables, after, [])["by_plan"].any()
 
 
 def test_the_exact_polish_places_within_the_caps() -> None:
