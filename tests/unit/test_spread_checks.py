@@ -20,13 +20,14 @@ from kafka_rebalancer.model.topic_spread import TopicSpreadSettings
 from kafka_rebalancer.plan.balance.spread_violations import (
     executed_spread,
     planned_placement,
+    skewed_cells,
     spread_cells,
     spread_figures,
 )
 from kafka_rebalancer.plan.balance.tables import spread_table
 from kafka_rebalancer.plan.recheck import recheck_plan, replicas_after
 from kafka_rebalancer.report.run_report import collect, render
-from kafka_rebalancer.run_folder import PLAN, VALIDATION, VERIFY, read_json
+from kafka_rebalancer.run_folder import PLAN, VALIDATION, VERIFY, read_json, read_table, write_table
 from kafka_rebalancer.snapshot.build import SnapshotTables
 from kafka_rebalancer.validate.checks import CheckTables, spread_rows
 from kafka_rebalancer.validate.suite import _config_expectations, run_suite, validate_plan
@@ -75,6 +76,16 @@ def test_cells_carry_target_and_cap_and_the_figures_name_the_worst() -> None:
     text = spread_table(spread_figures(cells, ["a"]))
     assert "a     replicas  0 -> 1" in text and "t on 1: 4 (target 3)" in text
     assert spread_cells(before, after, {"a": [1, 2, 3, 4]}, TopicSpreadSettings()).empty  # off
+
+
+def test_the_plan_stage_table_holds_the_cells_over_target_before_or_after(tmp_path: Path) -> None:
+    before = _placement(("t", 0, [1, 2], 1), ("t", 1, [2, 3], 2), ("t", 2, [3, 4], 3), ("t", 3, [4, 1], 4))
+    cells = spread_cells(before, planned_placement(before, PILED), {"a": [1, 2, 3, 4]},
+                         TopicSpreadSettings(enabled=True))
+    skewed = skewed_cells(cells)
+    assert set(zip(skewed["broker_id"], skewed["kind"], strict=True)) == {(1, "replicas"), (1, "leaders")}
+    write_table(tmp_path, schemas.TOPIC_SPREAD, skewed)
+    assert read_table(tmp_path, schemas.TOPIC_SPREAD)["held"].tolist() == skewed["held"].tolist()
 
 
 def test_an_excluded_topic_has_no_cells() -> None:

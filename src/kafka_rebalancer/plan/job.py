@@ -54,6 +54,7 @@ from kafka_rebalancer.plan.balance.bands import Band
 from kafka_rebalancer.plan.balance.leadership import leadership_moves
 from kafka_rebalancer.plan.balance.planner import Budgets as PlannerBudgets
 from kafka_rebalancer.plan.balance.pool_bands import bands_frame, brokers_to_fix, placement_bands, precheck_pairs
+from kafka_rebalancer.plan.balance.spread_violations import skewed_cells
 from kafka_rebalancer.plan.balance.tables import spread_table
 from kafka_rebalancer.plan.balance.transforms import (
     PoolPlanningSettings,
@@ -418,8 +419,7 @@ def _write_plan(job: _Job, inputs: _Inputs, planned: _Planned, changes: _Changes
             write_table(out, schema, frame)
         write_table(out, BROKER_LOAD_AFTER, changes.after_pdf)
         if config.topic_spread.enabled:
-            spread = recheck.spread
-            write_table(out, TOPIC_SPREAD, spread[(spread[["held_before", "held"]].max(axis=1) > spread["target"])])
+            write_table(out, TOPIC_SPREAD, skewed_cells(recheck.spread))
         (out / "plan.json").write_text(changes.plan_text)
         (out / "rollback.json").write_text(changes.rollback_text)
         if changes.log_dirs is not None and changes.log_dir_text is not None:

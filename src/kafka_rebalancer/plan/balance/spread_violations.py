@@ -74,6 +74,12 @@ def spread_violations(before: pd.DataFrame, after: pd.DataFrame, brokers_taking:
     return cells.loc[cells["held"] > cells["cap"], VIOLATION_COLUMNS].reset_index(drop=True)
 
 
+def skewed_cells(cells: pd.DataFrame) -> pd.DataFrame:
+    """The cells of `spread_cells` worth an operator's reading: held above the topic's target before or after the
+    plan (the plan stage's `topic_spread` table)."""
+    return cells[cells[["held_before", "held"]].max(axis=1) > cells["target"]].reset_index(drop=True)
+
+
 def _held(rows: pd.DataFrame, weight: str | None) -> pd.Series:
     """Per (topic, broker_pool, broker_id): the rows (or those where `weight` is true)."""
     rows = rows if weight is None else rows[rows[weight]]
