@@ -19,6 +19,7 @@ from kafka_rebalancer.model.reassignment import Reassignment, read_reassignment
 from kafka_rebalancer.model.topic_spread import TopicSpreadSettings
 from kafka_rebalancer.plan.balance.spread_violations import (
     executed_spread,
+    forced_receivers,
     planned_placement,
     skewed_cells,
     spread_cells,
@@ -101,7 +102,7 @@ def test_a_plan_piling_a_topic_on_one_broker_fails_validation(config_factory: Ca
     config = config_factory({**CONFIG, **ON})
     tables = snapshot(config, T, dead=set())
     recheck = recheck_plan(config, tables, plan, current_bands(config, tables))
-    rows = spread_rows(recheck.spread)
+    rows = spread_rows(recheck.spread, set())
     assert len(rows) and bool(rows["within_cap"].all()) is passes  # the cells the plan changes are checked either way
     empty = pd.DataFrame()
     success, failures, _ = run_suite(CheckTables(empty, empty, empty, topic_spread=rows), config)
@@ -120,7 +121,7 @@ def test_with_the_spread_off_there_is_no_expectation_and_no_cells(config_factory
     assert not any(e[0] == "topic_spread" for e in _config_expectations(config))
     tables = snapshot(config, T, dead=set())
     recheck = recheck_plan(config, tables, PILED, current_bands(config, tables))
-    assert recheck.spread.empty and spread_rows(recheck.spread).empty
+    assert recheck.spread.empty and spread_rows(recheck.spread, set()).empty
     broken = pd.DataFrame([{"topic": "t", "broker_id": 1, "kind": "replicas", "held_before": 2, "held": 4, "cap": 3,
                             "within_cap": False}])
     empty = pd.DataFrame()
@@ -236,3 +237,24 @@ def test_executed_spread_judges_leaders_on_the_planned_first_replica(config_fact
     elected = _executed(tables, [], leader_moved_to=2)
     cells = executed_spread(config, tables, elected, [])
     assert not (cells["held"] > cells["cap"]).any()  # unplanned partitions keep their leaders as planned
+
+
+def test_a_replica_that_must_leave_a_dead_broker_may_land_above_a_cap(config_factory: Callable[..., Any]) -> None:
+    """Broker 4 is dead: its replica of t-4 must move, and the planner puts it above a cap where no broker under it
+    keeps the placement rules. Margin 0: 10 replicas over brokers 1-3, target 4; broker 1 holds 4 and takes a fifth.
+    The same move of a replica that need not leave breaks the cap."""
+    config = config_factory({**CONFIG, "topic_spread": {"enabled": True, "margin": 0}})
+    parts = [("t", 0, [1, 2], 100), ("t", 1, [1, 3], 100), ("t", 2, [1, 2], 100), ("t", 3, [1, 3], 100),
+             ("t", 4, [4, 2], 100), ("u0", 0, [5, 6], 10)]
+    tables = snapshot(config, parts, dead={4})
+    for plan, forced in (([Reassignment("t", 4, [2, 1])], True), ([Reassignment("t", 4, [4, 1])], False)):
+        if not forced:
+            tables = snapshot(config, [*parts[:4], ("t", 4, [4, 2], 100), parts[5]], dead=set())
+        recheck = recheck_plan(config, tables, plan, current_bands(config, tables))
+        receivers = forced_receivers(config, tables, plan)
+        rows = spread_rows(recheck.spread, receivers)
+        over = rows[rows["held"] > rows["cap"]]
+        assert over[["broker_id", "kind"]].values.tolist() == [[1, "replicas"]]
+        assert bool(over["within_cap"].all()) is forced and bool(over["forced_receiver"].all()) is forced
+        cells = executed_spread(config, tables, _executed(tables, plan), plan)
+        assert bool(cells.loc[cells["held"] > cells["cap"], "forced"].all()) is forced

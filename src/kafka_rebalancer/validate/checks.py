@@ -150,8 +150,13 @@ def excuse_forced_receivers(broker_rows: pd.DataFrame, left: pd.DataFrame, plan:
     return broker_rows.assign(forced_receiver=forced, inside_or_closer=broker_rows["inside_or_closer"] | forced)
 
 
-def spread_rows(cells: pd.DataFrame) -> pd.DataFrame:
+def spread_rows(cells: pd.DataFrame, forced: set[tuple[str, int]]) -> pd.DataFrame:
     """Of the re-check's topic spread cells (`Recheck.spread`), those the plan changes or leaves above their cap,
-    with `within_cap`: the plan leaves the broker holding no more of the topic than its cap."""
+    with `forced_receiver`: the plan gives the broker a replica of the topic that must leave its broker (`forced`:
+    `spread_violations.forced_receivers`; the planner places one above a cap where no broker under it keeps the
+    placement rules), and `within_cap`: the broker holds no more of the topic than its cap, or is such a receiver."""
     rows = cells[(cells["held"] != cells["held_before"]) | (cells["held"] > cells["cap"])]
-    return rows.assign(within_cap=rows["held"] <= rows["cap"]).reset_index(drop=True)
+    received = pd.Series([(t, int(b)) in forced for t, b in zip(rows["topic"], rows["broker_id"], strict=True)],
+                         index=rows.index, dtype=bool)
+    return rows.assign(forced_receiver=received, within_cap=(rows["held"] <= rows["cap"]) | received
+                       ).reset_index(drop=True)

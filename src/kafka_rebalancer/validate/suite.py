@@ -16,6 +16,7 @@ from kafka_rebalancer.errors import RunFolderError, ValidationFailed
 from kafka_rebalancer.model.reassignment import parse_reassignment, plan_folder_hash
 from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD_AFTER, INFEASIBLE, LOG_DIR_MOVES, PLANNER_NOTES
 from kafka_rebalancer.operations.request import read_request, scope_of
+from kafka_rebalancer.plan.balance.spread_violations import forced_receivers
 from kafka_rebalancer.plan.promises import (
     VALID_VERDICTS,
     excuses_of_run,
@@ -121,7 +122,8 @@ def _config_expectations(config: RebalancerConfig) -> list[tuple[str, str, dict[
     spread = config.topic_spread
     caps = [("topic_spread", "ExpectColumnValuesToBeInSet", {"column": "within_cap", **_TRUE},
              f"no broker holds more of a topic than max(what it held before, ceil(share) + {spread.margin}) replicas, "
-             "nor leaders (the first replica of a planned partition leads) (topic_spread)")] if spread.enabled else []
+             "nor leaders (the first replica of a planned partition leads), but where it receives a replica that must "
+             "leave a dead, drained or other pool's broker (topic_spread)")] if spread.enabled else []
     return _budget_expectations(config) + caps
 
 
@@ -215,7 +217,8 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
     checks.promises = promise_rows(request, config, placement_after(snapshot.partitions, plan), recheck.after, alive,
                                    excuses)
     checks.arrival_dirs = arrival_check_rows(snapshot, plan, rollback, scope_of(request).removed_log_dirs)
-    checks.topic_spread = spread_rows(recheck.spread)
+    checks.topic_spread = spread_rows(recheck.spread, forced_receivers(config, snapshot, plan, draining)
+                                      if config.topic_spread.enabled else set())
     moves_file = plan_dir / f"{LOG_DIR_MOVES.name}.parquet"
     if moves_file.exists():
         moves, removed = read_table(plan_dir, LOG_DIR_MOVES), scope_of(request).removed_log_dirs

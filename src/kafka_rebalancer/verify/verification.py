@@ -15,7 +15,7 @@ from kafka_rebalancer.kafka_admin import KafkaConnection
 from kafka_rebalancer.model.band_status import band_status, broker_load_frame, out_of_band
 from kafka_rebalancer.model.reassignment import Reassignment, read_reassignment
 from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD, LOG_DIR_MOVES
-from kafka_rebalancer.operations.request import read_request
+from kafka_rebalancer.operations.request import read_request, scope_of
 from kafka_rebalancer.plan.balance.pool_bands import placement_bands
 from kafka_rebalancer.plan.balance.spread_violations import VIOLATION_COLUMNS, executed_spread, spread_figures
 from kafka_rebalancer.plan.balance.tables import band_table, spread_table
@@ -60,8 +60,9 @@ def verify_run(config: RebalancerConfig, connection: KafkaConnection, run: RunFo
             for res in sorted(before["resource"].unique())}
     promises = _promises_after(config, run, after_tables, after)
     # The topic spread after execution (issue 52), judged on the cells the plan added to (`executed_spread`).
-    spread = executed_spread(config, read_snapshot(run)[0], after_tables, plan)
-    over_cap = spread.loc[spread["held"] > spread["cap"], [*VIOLATION_COLUMNS, "by_plan"]]
+    spread = executed_spread(config, read_snapshot(run)[0], after_tables, plan, scope_of(read_request(run)).drained)
+    over_cap = spread.loc[spread["held"] > spread["cap"], [*VIOLATION_COLUMNS, "by_plan", "forced"]]
+    broken = over_cap[over_cap["by_plan"] & ~over_cap["forced"]]
     figures = spread_figures(spread, sorted(before["broker_pool"].unique()))
     text = band_table(before, after) + (f"\n{spread_table(figures)}" if config.topic_spread.enabled else "")
     summary = {"plan_hash": read_json(plan_dir / "summary.json")["plan_hash"],
@@ -70,8 +71,7 @@ def verify_run(config: RebalancerConfig, connection: KafkaConnection, run: RunFo
                "promises_kept": unkept(promises).empty,
                "log_dirs": _log_dirs_after(config, read_snapshot(run)[0], after_tables, plan),
                "topic_spread_violations": len(over_cap),
-               **({"topic_spread": {"kept": not over_cap["by_plan"].any(),
-                                    "over_cap_by_plan": int(over_cap["by_plan"].sum()), "pools": figures}}
+               **({"topic_spread": {"kept": broken.empty, "over_cap_by_plan": len(broken), "pools": figures}}
                   if config.topic_spread.enabled else {}),
                "promises": promises.astype(object).where(promises.notna(), None).to_dict("records")}
     with run.stage(VERIFY) as out:
@@ -86,7 +86,7 @@ def verify_run(config: RebalancerConfig, connection: KafkaConnection, run: RunFo
     log.info("verified plan %s: %d of %d planned partitions at their planned replicas; brokers out of band %d -> "
              "%d; fresh snapshot and summary in %s", summary["plan_hash"][:12], len(plan) - len(not_applied),
              len(plan), summary["out_of_band_before"], summary["out_of_band_after"], run.stage_path(VERIFY))
-    _judge(promises, over_cap[over_cap["by_plan"]], run)
+    _judge(promises, broken, run)
     return summary
 
 

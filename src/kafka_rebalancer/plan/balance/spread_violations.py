@@ -129,36 +129,53 @@ def planned_spread(config: RebalancerConfig, snapshot: SnapshotTables, plan: lis
 
 
 def executed_spread(config: RebalancerConfig, before: SnapshotTables, after: SnapshotTables,
-                    plan: list[Reassignment]) -> pd.DataFrame:
+                    plan: list[Reassignment], drained: Collection[int] = ()) -> pd.DataFrame:
     """`spread_cells` from the run's snapshot to one after execution (verify), with `by_plan`: whether the plan gave
     that broker a replica of the topic (kind replicas) or made it the preferred leader of one of the topic's
-    partitions it did not lead (kind leaders), so a cell above its cap is the plan's doing. Leaders after are the
-    planned partitions' first replicas (what the executor's election asks for) and the others' leaders as in the run's
-    snapshot while they keep their replica there: a leader Kafka moved on its own is not the plan's doing."""
+    partitions it did not lead (kind leaders), so a cell above its cap is the plan's doing; and `forced`: the plan
+    gave it a replica that had to move there (`forced_receivers`; `drained`: the run's drained brokers). Leaders
+    after are the planned partitions' first replicas (what the executor's election asks for) and the others' leaders
+    as in the run's snapshot while they keep their replica there: a leader Kafka moved on its own is not the plan's
+    doing."""
     if not config.topic_spread.enabled:
-        return _empty(CELL_COLUMNS).assign(by_plan=pd.Series(dtype=bool))
+        return _empty(CELL_COLUMNS).assign(by_plan=pd.Series(dtype=bool), forced=pd.Series(dtype=bool))
     old = placement_of(before.partitions)
-    now = placement_of(after.partitions).set_index(["topic", "partition"])
-    keys = list(zip(old["topic"], old["partition"].astype(int), strict=True))
+    now_parts = placement_of(after.partitions)
+    now = {(t, int(p)): ([int(b) for b in r], int(led)) for t, p, r, led in zip(
+        now_parts["topic"], now_parts["partition"], now_parts["replicas"], now_parts["leader"], strict=True)}
     planned = {(r.topic, r.partition) for r in plan}
-    replicas = [list(now.at[k, "replicas"]) if k in now.index else list(r) for k, r in zip(keys, old["replicas"],
-                                                                                          strict=True)]
-    leader = [(r[0] if r else -1) if k in planned else int(led) if led in r else
-              (int(now.at[k, "leader"]) if k in now.index else -1)
-              for k, r, led in zip(keys, replicas, old["leader"], strict=True)]
+    replicas, leader = [], []
+    for t, p, was, led in zip(old["topic"], old["partition"], old["replicas"], old["leader"], strict=True):
+        ids, now_leader = now.get((t, int(p)), ([int(b) for b in was], int(led)))
+        replicas.append(ids)
+        leader.append((ids[0] if ids else -1) if (t, int(p)) in planned else int(led) if led in ids else now_leader)
     cells = spread_cells(old, old.assign(replicas=replicas, leader=leader), brokers_taking(config, before.brokers),
                          config.topic_spread)
-    gained = _gained(old, plan)
-    by_plan = [(t, int(b), k) in gained for t, b, k in zip(cells["topic"], cells["broker_id"], cells["kind"],
-                                                            strict=True)]
-    return cells.assign(by_plan=pd.Series(by_plan, index=cells.index, dtype=bool))
+    gained, forced = _gained(old, plan), forced_receivers(config, before, plan, drained)
+    keys = list(zip(cells["topic"], cells["broker_id"].astype(int), strict=True))
+    return cells.assign(
+        by_plan=pd.Series([(t, b, k) in gained for (t, b), k in zip(keys, cells["kind"], strict=True)],
+                          index=cells.index, dtype=bool),
+        forced=pd.Series([key in forced for key in keys], index=cells.index, dtype=bool))
 
 
-def snapshot_violations(config: RebalancerConfig, before: SnapshotTables, after: SnapshotTables,
-                        plan: list[Reassignment]) -> pd.DataFrame:
-    """The cells of `executed_spread` above their cap: VIOLATION_COLUMNS and by_plan."""
-    cells = executed_spread(config, before, after, plan)
-    return cells.loc[cells["held"] > cells["cap"], [*VIOLATION_COLUMNS, "by_plan"]].reset_index(drop=True)
+def forced_receivers(config: RebalancerConfig, snapshot: SnapshotTables, plan: Iterable[Reassignment],
+                     drained: Collection[int] = ()) -> set[tuple[str, int]]:
+    """(topic, broker) the plan gives a replica of the topic in a partition it takes off a broker the replica must
+    leave (dead, drained, or outside the topic's pool): the planner places such a replica above a cap when no broker
+    under it keeps the placement rules, so a cell it lands in is not held to its cap."""
+    known = snapshot.brokers.drop_duplicates("broker_id")
+    gone = set(known.loc[~known["alive"].astype(bool), "broker_id"].astype(int)) | {int(b) for b in drained}
+    members = {pool: set(settings.brokers) for pool, settings in config.pools.items()}
+    parts = placement_of(snapshot.partitions)
+    old = {(t, int(p)): (pool, {int(b) for b in r}) for t, p, pool, r in zip(
+        parts["topic"], parts["partition"], parts["broker_pool"], parts["replicas"], strict=True)}
+    out: set[tuple[str, int]] = set()
+    for r in plan:
+        pool, was = old.get((r.topic, r.partition), (None, set()))
+        if any(b in gone or b not in members.get(str(pool), set()) for b in was - set(r.replicas)):
+            out |= {(r.topic, int(b)) for b in set(r.replicas) - was}
+    return out
 
 
 def _gained(before: pd.DataFrame, plan: Iterable[Reassignment]) -> set[tuple[str, int, str]]:
