@@ -75,7 +75,7 @@ def test_cells_carry_target_and_cap_and_the_figures_name_the_worst() -> None:
         "worst_after": {"topic": "t", "broker_id": 1, "held": 4, "target": 3, "cap": 3}}
     assert figures["leaders"]["over_cap_after"] == 1 and figures["leaders"]["worst_after"]["held"] == 3
     text = spread_table(spread_figures(cells, ["a"]))
-    assert "a     replicas  0 -> 1" in text and "t on 1: 4 (target 3)" in text
+    assert "a     replicas  0 -> 1" in text and "t on broker 1: 4 (target 3)" in text
     assert spread_cells(before, after, {"a": [1, 2, 3, 4]}, TopicSpreadSettings()).empty  # off
 
 

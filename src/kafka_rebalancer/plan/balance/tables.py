@@ -78,11 +78,11 @@ SPREAD_HEADER = ["pool", "kind", "over target before -> after", "over cap after"
 
 def spread_cells_text(kind_figures: dict[str, Any]) -> list[str]:
     """One pool's figures of one kind (`spread_violations.spread_figures`) as the cells after the pool and kind of
-    SPREAD_HEADER: the worst (topic, broker) as "topic on broker: held (target t)"."""
+    SPREAD_HEADER: the worst (topic, broker) as "topic on broker b: held (target t)"."""
     def worst(cell: dict[str, Any] | None) -> str:
         if cell is None:
             return "-"
-        return f"{cell['topic']} on {cell['broker_id']}: {cell['held']} (target {cell['target']})"
+        return f"{cell['topic']} on broker {cell['broker_id']}: {cell['held']} (target {cell['target']})"
 
     f = kind_figures
     return [f"{f['over_target_before']} -> {f['over_target_after']}", str(f["over_cap_after"]),
