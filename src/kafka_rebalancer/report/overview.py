@@ -100,8 +100,11 @@ def run_status(run: RunFolder) -> str:
     if not run.has(VERIFY):
         return "executed"
     verified = _json(run, f"{VERIFY}/summary.json") or {}
-    # A verify that found the action's promise not kept (a drained broker still holding replicas) is no verdict.
-    return "verified" if verified.get("promises_kept", True) else "promise not kept"
+    # A verify that found the action's promise not kept (a drained broker still holding replicas), or a broker the
+    # plan left above a topic's spread cap, is no verdict.
+    if not verified.get("promises_kept", True):
+        return "promise not kept"
+    return "verified" if (verified.get("topic_spread") or {}).get("kept", True) else "topic spread not kept"
 
 
 def list_runs(run_root: Path, cluster: str | None = None) -> list[RunOverview]:

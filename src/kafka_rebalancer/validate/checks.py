@@ -32,6 +32,8 @@ class CheckTables:
     log_dir_moves: pd.DataFrame = field(default_factory=pd.DataFrame)
     # one row per replica whose log directory plan.json names (validate.log_dir_checks)
     arrival_dirs: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # one row per (topic, broker, kind) the plan changes or leaves above its topic spread's cap (`spread_rows`)
+    topic_spread: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _distance(status: pd.DataFrame) -> pd.Series:
@@ -146,3 +148,15 @@ def excuse_forced_receivers(broker_rows: pd.DataFrame, left: pd.DataFrame, plan:
                         for b, res in zip(broker_rows["broker_id"], broker_rows["resource"], strict=True)],
                        index=broker_rows.index, dtype=bool)
     return broker_rows.assign(forced_receiver=forced, inside_or_closer=broker_rows["inside_or_closer"] | forced)
+
+
+def spread_rows(cells: pd.DataFrame, forced: set[tuple[str, int]]) -> pd.DataFrame:
+    """Of the re-check's topic spread cells (`Recheck.spread`), those the plan changes or leaves above their cap,
+    with `forced_receiver`: the plan gives the broker a replica of the topic that must leave its broker (`forced`:
+    `spread_violations.forced_receivers`; the planner places one above a cap where no broker under it keeps the
+    placement rules), and `within_cap`: the broker holds no more of the topic than its cap, or is such a receiver."""
+    rows = cells[(cells["held"] != cells["held_before"]) | (cells["held"] > cells["cap"])]
+    received = pd.Series([(t, int(b)) in forced for t, b in zip(rows["topic"], rows["broker_id"], strict=True)],
+                         index=rows.index, dtype=bool)
+    return rows.assign(forced_receiver=received, within_cap=(rows["held"] <= rows["cap"]) | received
+                       ).reset_index(drop=True)

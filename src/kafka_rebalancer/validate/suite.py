@@ -16,6 +16,7 @@ from kafka_rebalancer.errors import RunFolderError, ValidationFailed
 from kafka_rebalancer.model.reassignment import parse_reassignment, plan_folder_hash
 from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD_AFTER, INFEASIBLE, LOG_DIR_MOVES, PLANNER_NOTES
 from kafka_rebalancer.operations.request import read_request, scope_of
+from kafka_rebalancer.plan.balance.spread_violations import forced_receivers
 from kafka_rebalancer.plan.promises import (
     VALID_VERDICTS,
     excuses_of_run,
@@ -27,7 +28,7 @@ from kafka_rebalancer.plan.promises import (
 from kafka_rebalancer.plan.recheck import band_rows, claim_rows, left_outside, recheck_plan
 from kafka_rebalancer.run_folder import PLAN, VALIDATION, RunFolder, read_json, read_table, write_json
 from kafka_rebalancer.snapshot.store import cordoned_brokers, read_snapshot
-from kafka_rebalancer.validate.checks import CheckTables, build_checks, excuse_forced_receivers
+from kafka_rebalancer.validate.checks import CheckTables, build_checks, excuse_forced_receivers, spread_rows
 from kafka_rebalancer.validate.log_dir_checks import arrival_check_rows, log_dir_check_rows, replica_dirs_after
 
 log = logging.getLogger(__name__)
@@ -110,8 +111,20 @@ _INDEX = {"partitions": ["topic", "partition"], "brokers": ["broker_id", "resour
           "promises": ["action", "broker_id", "topic", "partition", "detail"],
           "log_dir_moves": ["topic", "partition", "broker_id", "source_dir", "target_dir"],
           "arrival_dirs": ["topic", "partition", "broker_id", "target_dir"],
+          "topic_spread": ["topic", "broker_id", "kind", "held_before", "held", "cap"],
           "bands": ["broker_pool", "resource", "balanced_planned", "balanced_rechecked", "mean_planned",
                     "mean_rechecked", "lower_planned", "lower_rechecked", "upper_planned", "upper_rechecked"]}
+
+
+def _config_expectations(config: RebalancerConfig) -> list[tuple[str, str, dict[str, Any], str]]:
+    """The expectations the config sets: its budgets, and the topic spread's caps when it is on (off, there is no
+    expectation: the suite and its report stay as they were)."""
+    spread = config.topic_spread
+    caps = [("topic_spread", "ExpectColumnValuesToBeInSet", {"column": "within_cap", **_TRUE},
+             f"no broker holds more of a topic than max(what it held before, ceil(share) + {spread.margin}) replicas, "
+             "nor leaders (the first replica of a planned partition leads), but where it receives a replica that must "
+             "leave a dead, drained or other pool's broker (topic_spread)")] if spread.enabled else []
+    return _budget_expectations(config) + caps
 
 
 def _budget_expectations(config: RebalancerConfig) -> list[tuple[str, str, dict[str, Any], str]]:
@@ -142,11 +155,11 @@ def run_suite(checks: CheckTables, config: RebalancerConfig) -> tuple[bool, list
     frames = {"partitions": checks.partitions, "brokers": checks.brokers, "totals": checks.totals,
               "claims": checks.claims, "left_outside": checks.left_outside, "bands": checks.bands,
               "promises": checks.promises, "log_dir_moves": checks.log_dir_moves,
-              "arrival_dirs": checks.arrival_dirs}
+              "arrival_dirs": checks.arrival_dirs, "topic_spread": checks.topic_spread}
     failures: list[dict[str, Any]] = []
     raw: list[dict] = []
     for table, frame in frames.items():
-        entries = [e for e in [*SUITE, *_budget_expectations(config)] if e[0] == table]
+        entries = [e for e in [*SUITE, *_config_expectations(config)] if e[0] == table]
         suite = context.suites.add(gx.ExpectationSuite(name=f"plan_{table}"))
         for _, kind, kwargs, description in entries:
             suite.add_expectation(getattr(gx.expectations, kind)(**kwargs, meta={"description": description}))
@@ -204,6 +217,8 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
     checks.promises = promise_rows(request, config, placement_after(snapshot.partitions, plan), recheck.after, alive,
                                    excuses)
     checks.arrival_dirs = arrival_check_rows(snapshot, plan, rollback, scope_of(request).removed_log_dirs)
+    checks.topic_spread = spread_rows(recheck.spread, forced_receivers(config, snapshot, plan, draining)
+                                      if config.topic_spread.enabled else set())
     moves_file = plan_dir / f"{LOG_DIR_MOVES.name}.parquet"
     if moves_file.exists():
         moves, removed = read_table(plan_dir, LOG_DIR_MOVES), scope_of(request).removed_log_dirs
@@ -218,7 +233,7 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
               # Those on an empty table (no promises of the nightly run, no claims of a leadership-only plan) hold
               # vacuously and are counted apart.
               "expectations": sum(len(r.get("results", [])) for r in raw),
-              "expectations_vacuous": len(SUITE) + len(_budget_expectations(config))
+              "expectations_vacuous": len(SUITE) + len(_config_expectations(config))
               - sum(len(r.get("results", [])) for r in raw), "failures": failures}
     with run.stage(VALIDATION) as out:
         write_json(out / "report.json", report)
@@ -231,6 +246,8 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
         checks.promises.to_csv(out / "promises.csv", index=False)
         checks.log_dir_moves.to_csv(out / "log_dir_move_checks.csv", index=False)
         checks.arrival_dirs.to_csv(out / "arrival_dir_checks.csv", index=False)
+        if config.topic_spread.enabled:
+            checks.topic_spread.to_csv(out / "topic_spread_checks.csv", index=False)
     if not success:
         lines = [f"- {f['description']} ({f['expectation']} on {f['table']}): {f['unexpected_count']} row(s), "
                  f"e.g. {f['rows'][:5]}" for f in failures]
