@@ -298,3 +298,25 @@ def test_notification_channel_failures_on_the_runs_page_and_the_runs_table(
     monkeypatch.setenv("KAFKA_REBALANCER_CONFIG", str(config))
     page = runs_page()
     assert "<th>notifications failed</th>" in page and "refused &lt;x&gt; (2 tries)" in page
+
+
+def test_notification_of_the_events_dags_decision_once_per_event(
+        monkeypatch: pytest.MonkeyPatch, receiver: Receiver, tmp_path: Path) -> None:
+    """As decide_task calls it: the automation folder beside the runs, re-armed after twice the cooldown."""
+    from kafka_rebalancer.airflow.notifications import notify_automation_events
+    from kafka_rebalancer.automation.events_log import automation_dir
+    from kafka_rebalancer.config import load_config
+
+    config = load_config(_configured(tmp_path, monkeypatch, receiver, ["automation_event"]))
+    cooldown = config.automation.cooldown_s
+    started = _record("started", 100.0, run_id="automatic__pool-a__1", mode="approve", why="drain of [3]")
+    notify_automation_events(config, [started])
+    held = _record("suppressed", 200.0, why="pool pool-a is held by run automatic__pool-a__1", retry_at=200 + cooldown)
+    notify_automation_events(config, [held])
+    notify_automation_events(config, [{**held, "decided_at": 200.0 + cooldown}])  # raised again: not told again
+    first, second = _bodies(receiver)
+    assert first["facts"]["outcome"] == "started" and first["links"]["report"] == \
+        "http://airflow.example:8080/kafka-rebalancer/report/automatic__pool-a__1"
+    assert second["facts"]["outcome"] == "held back"
+    assert set(read_sends(automation_dir(config) / RECORD_FILE)) == {
+        "automation_event:started:automatic__pool-a__1", "automation_event:broker_lost:3:held back@200"}

@@ -154,9 +154,9 @@ def verify_failed_notice(cluster: str, run_id: str, not_kept: list[str], error: 
     return Notice(kind="verify_failed", state="not kept", title=f"Promise not kept by run {run_id} on {cluster}",
                   happened=f"Run {run_id} executed its plan, but verify found {len(items)} promise(s) or topic spread "
                            f"cell(s) not kept on the cluster:\n{_listed(items)}",
-                  to_do="read verify's promises.csv and topic_spread.csv (the report links them): a broker that "
-                        "died or a reassignment made by someone else meanwhile explains most; run the action again "
-                        "or rebalance the pool once the cause is gone.",
+                  to_do="read promises.csv and topic_spread.csv in the run folder's verify/ and the report: a "
+                        "broker that died or a reassignment made by someone else meanwhile explains most; run the "
+                        "action again or rebalance the pool once the cause is gone.",
                   cluster=cluster, run_id=run_id, pool=pool, facts={"not kept": str(len(items))},
                   links={"report": report})
 
