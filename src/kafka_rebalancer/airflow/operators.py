@@ -86,6 +86,8 @@ class PlanApprovalOperator(ApprovalOperator):
         self.waiting: dict[str, Any] = {}  # what the decision says of the plan waiting, for the notifier
 
     def execute(self, context: Context) -> Any:
+        from airflow.sdk.exceptions import TaskAwaitingInput
+
         from kafka_rebalancer.airflow.tasks import approval_decision
 
         decision = approval_decision(context, self.run_dir)
@@ -97,8 +99,6 @@ class PlanApprovalOperator(ApprovalOperator):
         self.subject = decision["subject"]
         self.response_timeout = decision["response_timeout"]
         self.waiting = decision["waiting"]
-        from airflow.sdk.exceptions import TaskAwaitingInput
-
         try:
             return super().execute(context)  # which calls the notifiers once the approval is waiting
         except TaskAwaitingInput:  # parked: until the reminder's time, else the response timeout
