@@ -101,12 +101,15 @@ def _judge(promises: pd.DataFrame, spread_broken: pd.DataFrame, run: RunFolder) 
     for line in spread_lines:
         log.error("topic spread not kept: %s", line)
     folder = run.stage_path(VERIFY)
+    not_kept = lines + [f"topic spread: {line}" for line in spread_lines]  # the notification lists them
     if not unkept(promises).empty:
         raise PromiseNotKept(f"the run is not verified: {len(unkept(promises))} promise(s) of its action not kept "
-                             f"on the cluster, e.g. {lines[0]} (all in {folder / 'promises.csv'})")
+                             f"on the cluster, e.g. {lines[0]} (all in {folder / 'promises.csv'})",
+                             not_kept=not_kept)
     if spread_lines:
         raise PromiseNotKept(f"the run is not verified: the plan left {len(spread_lines)} (topic, broker) above their "
-                             f"topic spread cap, e.g. {spread_lines[0]} (all in {folder / 'topic_spread.csv'})")
+                             f"topic spread cap, e.g. {spread_lines[0]} (all in {folder / 'topic_spread.csv'})",
+                             not_kept=not_kept)
 
 
 def _log_dirs_after(config: RebalancerConfig, before: SnapshotTables, after: SnapshotTables,
