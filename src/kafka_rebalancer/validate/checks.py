@@ -114,14 +114,19 @@ def build_checks(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[
         "racks_after", "racks_required", "racks_kept", "isr_safe", "has_leader", "topic_not_excluded",
         "no_excluded_broker", "moved_bytes", "replica_moves"])
 
-    broker_rows = _broker_rows(config, snapshot, plan, bands, forced_out)
+    return CheckTables(partitions, _broker_rows(config, snapshot, plan, bands, forced_out),
+                       _totals(partitions, plan, old_by_key))
+
+
+def _totals(partitions: pd.DataFrame, plan: list[Reassignment], old_by_key: dict[tuple[str, int], list[int]]
+            ) -> pd.DataFrame:
+    """One row: the plan's replica moves, bytes and most moves touching one broker, against the budgets."""
     per_broker = pd.Series([b for r in plan for b in set(r.replicas) ^ set(old_by_key.get((r.topic, r.partition), []))],
                            dtype="int64").value_counts()
-    totals = pd.DataFrame([{
+    return pd.DataFrame([{
         "plan": "plan.json", "replica_moves": int(partitions["replica_moves"].sum()),
         "moved_bytes": int(partitions["moved_bytes"].sum()),
         "max_moves_per_broker": int(per_broker.max()) if len(per_broker) else 0}])
-    return CheckTables(partitions, broker_rows, totals)
 
 
 def _broker_rows(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[Reassignment],
