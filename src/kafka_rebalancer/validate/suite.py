@@ -14,7 +14,7 @@ import pandas as pd
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import RunFolderError, ValidationFailed
 from kafka_rebalancer.model.reassignment import parse_reassignment, plan_folder_hash
-from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD_AFTER, INFEASIBLE, LOG_DIR_MOVES, PLANNER_NOTES
+from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD_AFTER, HARD, INFEASIBLE, LOG_DIR_MOVES, PLANNER_NOTES
 from kafka_rebalancer.operations.request import read_request, scope_of
 from kafka_rebalancer.plan.balance.spread_violations import forced_receivers
 from kafka_rebalancer.plan.promises import (
@@ -44,7 +44,8 @@ SUITE: list[tuple[str, str, dict[str, Any], str]] = [
      "no broker twice in a partition"),
     ("partitions", "ExpectColumnValuesToBeInSet", {"column": "targets_in_pool", **_TRUE},
      "every replica on a broker of the topic's pool (one already outside it may stay only in an under-replicated "
-     "partition, which the plan may not move but to replace a dead broker's replica)"),
+     "partition, which the plan may not move but to replace a dead broker's replica, or where the planner says why "
+     "it could not bring it home)"),
     ("partitions", "ExpectColumnValuesToBeInSet", {"column": "targets_alive", **_TRUE},
      "no replica moved to a dead, unknown or cordoned broker"),
     ("partitions", "ExpectColumnValuesToBeInSet", {"column": "racks_kept", **_TRUE},
@@ -61,8 +62,9 @@ SUITE: list[tuple[str, str, dict[str, Any], str]] = [
     ("partitions", "ExpectColumnValuesToBeInSet", {"column": "no_excluded_broker", **_TRUE},
      "excluded brokers untouched"),
     ("brokers", "ExpectColumnValuesToBeInSet", {"column": "inside_or_closer", **_TRUE},
-     "every broker inside its band, or closer to it, for every balanced resource (or receiving replicas that must "
-     "leave a drained or dead broker, with the planner's reason for leaving it outside)"),
+     "every broker inside its band, or closer to it than before or than once the replicas the plan takes off it by "
+     "force have left, for every balanced resource (or receiving replicas that must leave a dead, drained or other "
+     "pool's broker, with the planner's reason for leaving it outside)"),
     ("claims", "ExpectColumnValuesToBeInSet", {"column": "agrees", **_TRUE},
      "the planner's predicted load and band verdict per broker (broker_load_after) match the re-check of plan.json"),
     ("bands", "ExpectColumnValuesToBeInSet", {"column": "agrees", **_TRUE},
@@ -202,23 +204,24 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
     bands = read_table(plan_dir, BANDS)
     request = read_request(run)
     draining = frozenset(scope_of(request).drained)
+    recheck = recheck_plan(config, snapshot, plan, bands, draining)
+    left = left_outside(recheck, read_table(plan_dir, PLANNER_NOTES), read_table(plan_dir, INFEASIBLE),
+                        scope_of(request))
+    kept_explained = frozenset(int(b) for b in left.loc[(left["resource"] == HARD) & left["explained"], "broker_id"])
     checks = build_checks(config, snapshot, plan, rollback, bands, draining,
                           demoting=bool(scope_of(request).demoted),
-                          cordoned=cordoned_brokers(manifest))
-    recheck = recheck_plan(config, snapshot, plan, bands, draining)
+                          cordoned=cordoned_brokers(manifest), kept_explained=kept_explained)
     checks.claims = claim_rows(read_table(plan_dir, BROKER_LOAD_AFTER), recheck, bands)
     checks.bands = band_rows(recheck, bands)
-    checks.left_outside = left_outside(recheck, read_table(plan_dir, PLANNER_NOTES), read_table(plan_dir, INFEASIBLE),
-                                       scope_of(request))
+    checks.left_outside = left
     excuses = excuses_of_run(run, snapshot, request)
     alive = snapshot.brokers.loc[snapshot.brokers["alive"].astype(bool), "broker_id"]
-    dead = frozenset(int(b) for b in snapshot.brokers["broker_id"]) - frozenset(int(b) for b in alive)
-    checks.brokers = excuse_forced_receivers(checks.brokers, checks.left_outside, plan, rollback, draining | dead)
+    forced = forced_receivers(config, snapshot, plan, draining)
+    checks.brokers = excuse_forced_receivers(checks.brokers, left, {b for _, b in forced})
     checks.promises = promise_rows(request, config, placement_after(snapshot.partitions, plan), recheck.after, alive,
                                    excuses)
     checks.arrival_dirs = arrival_check_rows(snapshot, plan, rollback, scope_of(request).removed_log_dirs)
-    checks.topic_spread = spread_rows(recheck.spread, forced_receivers(config, snapshot, plan, draining)
-                                      if config.topic_spread.enabled else set())
+    checks.topic_spread = spread_rows(recheck.spread, forced if config.topic_spread.enabled else set())
     moves_file = plan_dir / f"{LOG_DIR_MOVES.name}.parquet"
     if moves_file.exists():
         moves, removed = read_table(plan_dir, LOG_DIR_MOVES), scope_of(request).removed_log_dirs
