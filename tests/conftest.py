@@ -25,15 +25,26 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not getattr(config.option, "loadgroup", False):  # a worker of --dist loadgroup; else nothing to group
+        return
+    from _pytest.nodeid import coerce_node_id
+
     # A module stays whole: one of its tests on the session's services takes the module along (test_jbod's own
     # cluster would otherwise start in both workers).
     on_services = {item.path for item in items if SESSION_SERVICES & set(getattr(item, "fixturenames", ()))}
     for item in items:
         if item.path in on_services:
-            item.add_marker(pytest.mark.xdist_group("session-services"))
+            group = "session-services"
         elif item.path.parent.name in ("integration", "spark", "dags"):
-            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+            group = item.path.stem
+        else:
+            continue
+        # The "@group" suffix of the test's id is what xdist's loadgroup schedules by. xdist 3.8 writes it into
+        # item._nodeid (from an xdist_group mark), which pytest 9's nodeid no longer reads: the groups were ignored
+        # and both workers started the session's cluster under one name.
+        item._id = coerce_node_id(f"{item.nodeid}@{group}")
 
 
 @pytest.fixture(scope="session")

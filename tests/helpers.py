@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -80,7 +81,8 @@ def running_cluster(name: str, **start: Any) -> Iterator[Any]:
     (whatever an interrupted session left of it stopped first) and stopped by its pids afterwards."""
     from tools.local_kafka import LocalKafkaCluster
 
-    cluster = LocalKafkaCluster(name)
+    # Each pytest-xdist worker its own: starting a cluster stops whatever was left under its name.
+    cluster = LocalKafkaCluster(name + os.environ.get("PYTEST_XDIST_WORKER", ""))
     cluster.stop(quiet=True)
     cluster.start(**start)
     try:
