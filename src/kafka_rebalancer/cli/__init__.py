@@ -474,6 +474,7 @@ def _confirm(question: str) -> bool:
 
 
 def _status(config: RebalancerConfig, connection: KafkaConnection) -> None:
+    from kafka_rebalancer.cli.operations import fenced_brokers
     from kafka_rebalancer.execute.cordon import cordon_report
     from kafka_rebalancer.kafka_admin import ClusterAdmin
     from kafka_rebalancer.model.band_status import band_status, broker_load_frame
@@ -494,6 +495,7 @@ def _status(config: RebalancerConfig, connection: KafkaConnection) -> None:
     for line in executions_in_progress(config):
         print(line)
     print(cordons)
+    print(fenced_brokers(config, lambda _: connection))
 
 
 if __name__ == "__main__":

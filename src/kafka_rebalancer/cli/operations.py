@@ -32,6 +32,7 @@ def operate(args: argparse.Namespace, connect: Callable[[RebalancerConfig], Any]
     from kafka_rebalancer.operations.request import record_override
     from kafka_rebalancer.snapshot.start import start_run
     from kafka_rebalancer.validate.suite import validate_plan
+    from kafka_rebalancer.verify.unregister import unregister_drained
     from kafka_rebalancer.verify.verification import verify_run
 
     if args.throttle_bytes_per_s is not None and args.throttle_bytes_per_s < 1:
@@ -72,6 +73,9 @@ def operate(args: argparse.Namespace, connect: Callable[[RebalancerConfig], Any]
         print(f"{pool}: {result['completed']}/{result['moves']} moves complete, {len(result['skipped'])} skipped")
     summary = verify_run(config, connection, run)
     print(f"out of band: {summary['out_of_band_before']} before, {summary['out_of_band_after']} after")
+    unregistered = unregister_drained(config, connection, run)
+    for broker, outcome in (unregistered or {}).get("brokers", {}).items():
+        print(f"broker {broker}: {outcome}")
     return 0
 
 
@@ -116,7 +120,18 @@ def pools_command(args: argparse.Namespace, connect: Callable[[RebalancerConfig]
     for b, source in sorted(result.drained.items()):
         print(f"drained: broker {b} ({source}; in no pool)")
     print(_on_cluster(base, connect, cordon_report, "cordoned brokers: not shown"))
+    print(fenced_brokers(base, connect))
     return 0
+
+
+def fenced_brokers(config: RebalancerConfig, connect: Callable[[RebalancerConfig], Any]) -> str:
+    """The fenced brokers that hold nothing, for `pools` and `status` (Kafka's ClusterTool lists fenced brokers:
+    the Python clients cannot); one line saying why not where they cannot be listed."""
+    from kafka_rebalancer.kafka_cluster_tool import ClusterTool
+    from kafka_rebalancer.verify.unregister import fenced_report
+
+    return _on_cluster(config, connect, lambda admin: fenced_report(
+        admin, ClusterTool(admin.connection, config.cluster.kafka_libs)), "fenced brokers: not shown")
 
 
 def _on_cluster(config: RebalancerConfig, connect: Callable[[RebalancerConfig], Any],
