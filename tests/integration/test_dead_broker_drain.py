@@ -4,6 +4,8 @@ pool's other brokers and every partition regains its replication factor, losing 
 
 The config keeps the default exclusion of Kafka's internal topics (`__*`): a drain moves them anyway (the broker
 is going away), and the check covers every topic of the cluster that had a replica on the dead broker.
+
+A drain of a dead broker with `--unregister` ends by unregistering it from the KRaft controller (`-k unregister`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import yaml
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection, PartitionInfo
+from kafka_rebalancer.kafka_cluster_tool import ClusterTool, Registration
 from tests.helpers import REPO
 from tests.integration.conftest import assert_untouched_by_execution, delete_topics, demo_config, wait_until
 from tests.live_traffic import LiveTraffic
@@ -111,3 +114,43 @@ def test_draining_a_dead_broker_restores_every_partition_it_held_under_live_traf
     finally:
         kafka_cluster.start_broker(DEAD)
         delete_topics(bootstrap, names)
+
+
+def kafka_rebalancer(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(Path(sys.executable).parent / "kafka-rebalancer"), *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_a_dead_broker_drained_with_unregister_is_forgotten_by_the_controller(
+        kafka_cluster: Any, tmp_path: Path) -> None:
+    """`drain --unregister`: refused (exit code 2) while the broker runs; once it is dead, drained and verified, the
+    KRaft controller no longer lists it, not even as fenced. Restarted, the broker registers again: the session's
+    cluster is whole for the next tests."""
+    bootstrap = kafka_cluster.load().bootstrap_servers
+    topic = TopicSpec(f"unregister-{uuid.uuid4().hex[:8]}", rack_spread(4), [64] * 4)
+    cluster = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())["cluster"] | {
+        "request_timeout_s": 10, "kafka_libs": str(REPO / ".cache" / "kafka-libs")}
+    config_path = demo_config(tmp_path, cluster=cluster, pools={"all": {"brokers": BROKERS}},
+                              topic_pools=[{"topics": "*", "pool": "all"}],
+                              resources={"replica_count": {"threshold": 3.0}}, priority=["replica_count"],
+                              execution={"poll_interval_s": 0.5, "move_timeout_s": 60, "urp_wait_timeout_s": 30})
+    drain = ["drain", "--config", str(config_path), "--bootstrap-servers", bootstrap, "--brokers", str(DEAD),
+             "--reason", "machine died", "--unregister", "--apply", "--yes"]
+    tool = ClusterTool(KafkaConnection(bootstrap), REPO / ".cache" / "kafka-libs")
+    create_topics(bootstrap, [topic])
+    try:
+        alive = kafka_rebalancer(*drain)
+        assert alive.returncode == 2 and f"broker(s) [{DEAD}] are running" in alive.stderr, alive.stderr[-2000:]
+        kafka_cluster.stop_broker(DEAD, hard=True)
+        wait_until(lambda: Registration(DEAD, fenced=True) in tool.registrations(), 60, f"broker {DEAD} fenced")
+        done = kafka_rebalancer(*drain)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-4000:]
+        assert f"broker {DEAD}: unregistered" in done.stdout, done.stdout[-3000:]
+        assert DEAD not in {r.broker_id for r in tool.registrations()}
+        assert [k for k, p in all_partitions(bootstrap).items() if DEAD in p.replicas] == []
+        pools = kafka_rebalancer("pools", "--config", str(config_path), "--bootstrap-servers", bootstrap)
+        assert pools.returncode == 0 and "fenced brokers holding nothing: none" in pools.stdout, pools.stdout
+    finally:
+        kafka_cluster.start_broker(DEAD)
+        wait_until(lambda: Registration(DEAD, fenced=False) in tool.registrations(), 60, f"broker {DEAD} back")
+        delete_topics(bootstrap, [topic.name])
