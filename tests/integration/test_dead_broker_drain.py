@@ -27,6 +27,7 @@ from tests.helpers import REPO
 from tests.integration.conftest import assert_untouched_by_execution, delete_topics, demo_config, wait_until
 from tests.live_traffic import LiveTraffic
 from tools.demo_workload import TopicSpec, create_topics, produce
+from tools.local_kafka import LIBS
 
 pytestmark = [pytest.mark.kafka]
 
@@ -129,14 +130,14 @@ def test_a_dead_broker_drained_with_unregister_is_forgotten_by_the_controller(
     bootstrap = kafka_cluster.load().bootstrap_servers
     topic = TopicSpec(f"unregister-{uuid.uuid4().hex[:8]}", rack_spread(4), [64] * 4)
     cluster = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())["cluster"] | {
-        "request_timeout_s": 10, "kafka_libs": str(REPO / ".cache" / "kafka-libs")}
+        "request_timeout_s": 10, "kafka_libs": str(LIBS)}
     config_path = demo_config(tmp_path, cluster=cluster, pools={"all": {"brokers": BROKERS}},
                               topic_pools=[{"topics": "*", "pool": "all"}],
                               resources={"replica_count": {"threshold": 3.0}}, priority=["replica_count"],
                               execution={"poll_interval_s": 0.5, "move_timeout_s": 60, "urp_wait_timeout_s": 30})
     drain = ["drain", "--config", str(config_path), "--bootstrap-servers", bootstrap, "--brokers", str(DEAD),
              "--reason", "machine died", "--unregister", "--apply", "--yes"]
-    tool = ClusterTool(KafkaConnection(bootstrap), REPO / ".cache" / "kafka-libs")
+    tool = ClusterTool(KafkaConnection(bootstrap), LIBS)
     create_topics(bootstrap, [topic])
     try:
         alive = kafka_rebalancer(*drain)
