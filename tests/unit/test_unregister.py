@@ -226,3 +226,14 @@ def test_fenced_brokers_holding_nothing_are_listed() -> None:
     assert fenced_report(cluster, cluster).startswith("fenced brokers holding nothing: 3 (")  # type: ignore[arg-type]
     assert fenced_report(FakeCluster({1}, {1: False}, {}), FakeCluster({1}, {1: False}, {})) \
         == "fenced brokers holding nothing: none"  # type: ignore[arg-type]
+
+
+def test_execute_reviewed_of_a_drain_keeps_its_unregister(config_path: Path) -> None:
+    from kafka_rebalancer.snapshot.reviewed import adopted_request
+
+    config = run_config(config_path)
+    reviewed = make_request(config, action="execute-reviewed", reviewed_run_id="dry")
+    drain = make_request(config, action="drain-brokers", brokers=[3], reason="dead", unregister=True)
+    adopted = adopted_request(reviewed, drain)
+    assert adopted.unregister and adopted.scope.drained == {3: "a"} and adopted.override == drain.override
+    assert not adopted_request(reviewed, None).unregister  # a nightly run's plan
