@@ -1,6 +1,6 @@
 """Manual operations on one Kafka cluster, each planned, validated and approved before it touches the cluster.
 
-snapshot -> plan (Spark) -> validate (great-expectations) -> approve -> execute[pool] -> verify
+snapshot -> plan (Spark) -> validate (great-expectations) -> approve -> execute[pool] -> verify -> unregister
 
 The action's parameters are checked before the snapshot (a missing or wrong one fails the run, naming it). In
 `dry-run` mode (the default) the run stops after the summary; its plan can later be executed with the action
@@ -49,6 +49,9 @@ with DAG(
         "run_id": Param(None, type=["null", "string"],
                         description=f"{taking('reviewed_run_id')}: the run id of the reviewed dry run (nightly or "
                                     "manual)"),
+        "unregister": Param(False, type="boolean",
+                            description=f"{taking('unregister')}: once executed and verified, unregister the drained "
+                                        "brokers from the KRaft controller (dead brokers holding nothing only)"),
         "reason": Param("", type="string",
                         description=f"Why (required for {POOL_CHANGING_ACTIONS}; recorded with the pool override)"),
         **execution_params(),

@@ -1,11 +1,13 @@
 """The rebalancing pipeline's tasks, wired once for every DAG that runs it (nightly and manual):
 
-    snapshot -> plan (Spark) -> validate (great-expectations) -> approve -> execute[pool] -> verify -> report
+    snapshot -> plan (Spark) -> validate (great-expectations) -> approve -> execute[pool] -> verify -> unregister
+    -> report
 
 The tasks' bodies, the approval operator and the hook are kafka_rebalancer.airflow's; this module wires them, with
 where this checkout keeps the plan job, Spark's log config and the package zip. `approve` decides first (a dry run
 stops there, a scheduled run within the limits goes on unattended, anything else waits for a person); `report`
-runs last whatever happened and writes the run's report/index.html.
+runs last whatever happened and writes the run's report/index.html. `unregister` does something only for a drain
+that asked for it (its own stage in the run folder, after a verified run).
 
 Light at parse time: the task bodies (and with them the package's heavy imports) are imported inside the tasks.
 """
@@ -104,6 +106,12 @@ def rebalance_tasks() -> None:
 
         return verify_task(get_current_context(), run_dir)
 
+    @task
+    def unregister(run_dir: str) -> dict | None:
+        from kafka_rebalancer.airflow.tasks import unregister_task
+
+        return unregister_task(get_current_context(), run_dir)
+
     @task(trigger_rule="all_done", retries=0)  # whatever happened upstream: it reports what exists
     def report() -> str | None:
         from kafka_rebalancer.airflow.tasks import report_task
@@ -113,7 +121,8 @@ def rebalance_tasks() -> None:
     run_dir = snapshot()
     pools = validate(run_dir)
     run_dir >> plan >> pools >> approve
-    approve >> execute.partial(run_dir=run_dir).expand(broker_pool=pools) >> verify(run_dir) >> report()
+    approve >> execute.partial(run_dir=run_dir).expand(broker_pool=pools) >> verify(run_dir) >> unregister(run_dir) \
+        >> report()
 
 
 MANUAL_DAG = "kafka_rebalance_manual"

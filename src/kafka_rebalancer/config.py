@@ -47,6 +47,9 @@ class ClusterSettings(_Strict):
     airflow_connection_id: str = "kafka_default"
     client_config: dict[str, str | int | float | bool] = Field(default_factory=dict)
     request_timeout_s: float = Field(default=30.0, gt=0)
+    # The directory of Kafka's jars (a Kafka 4.x distribution's libs/): Kafka's ClusterTool runs from it to list
+    # fenced brokers and unregister drained ones (kafka_cluster_tool). Checked when it is used, not on load.
+    kafka_libs: Path | None = None
 
 
 class BrokerCapacity(_Strict):
@@ -459,7 +462,7 @@ class RebalancerConfig(_Strict):
                                                          "notifications": True, "pools": {"__all__": {"claim"}},
                                                          "cluster": {"bootstrap_servers", "client_config",
                                                                      "airflow_connection_id",
-                                                                     "request_timeout_s"},
+                                                                     "request_timeout_s", "kafka_libs"},
                                                          # how Prometheus is reached, not what it is asked
                                                          "metrics": {"prometheus": {"url", "timeout_s", "auth", "tls",
                                                                                     "brokers_per_query"}}})
@@ -522,6 +525,9 @@ def load_config(path: str | Path) -> RebalancerConfig:
         if not metrics_file.exists():
             raise ConfigError(file, "metrics.file", f"file not found: {metrics_file}")
         updates["metrics"] = config.metrics.model_copy(update={"file": metrics_file})
+    if config.cluster.kafka_libs is not None:
+        updates["cluster"] = config.cluster.model_copy(
+            update={"kafka_libs": (base / config.cluster.kafka_libs).resolve()})
     prometheus = config.metrics.prometheus
     if prometheus is not None and prometheus.tls.ca_file is not None:
         ca_file = (base / prometheus.tls.ca_file).resolve()

@@ -120,18 +120,20 @@ def test_cancel_dag_is_manual_only_and_never_retries(facts: dict) -> None:
 
 def test_tasks_wiring_and_retries(facts: dict) -> None:
     tasks = facts["tasks"]
-    assert set(tasks) == {"snapshot", "plan", "validate", "approve", "execute", "verify", "report"}
+    assert set(tasks) == {"snapshot", "plan", "validate", "approve", "execute", "verify", "unregister", "report"}
     assert tasks["plan"]["type"] == "SparkSubmitOperator" and tasks["plan"]["conn_id"] == "spark_rebalancer"
-    assert tasks["snapshot"]["downstream"] == ["execute", "plan", "validate", "verify"]
+    assert tasks["snapshot"]["downstream"] == ["execute", "plan", "unregister", "validate", "verify"]
     assert tasks["plan"]["downstream"] == ["validate"]
     assert tasks["validate"]["downstream"] == ["approve", "execute"]
     assert tasks["approve"]["downstream"] == ["execute"] and tasks["execute"]["downstream"] == ["verify"]
     # The report runs last whatever happened upstream (a failed, rejected or dry run is reported too).
-    assert tasks["verify"]["downstream"] == ["report"] and tasks["report"]["downstream"] == []
+    # A verified drain that asked for it unregisters its brokers (a no-op for any other run).
+    assert tasks["verify"]["downstream"] == ["unregister"] and tasks["unregister"]["downstream"] == ["report"]
+    assert tasks["report"]["downstream"] == []
     assert tasks["report"]["trigger_rule"] == "all_done" and tasks["report"]["retries"] == 0
     assert "ApprovalOperator" in tasks["approve"]["bases"] and tasks["approve"]["retries"] == 0
     assert tasks["execute"]["map_index_template"] == "{{ broker_pool }}"
-    for idempotent in ("snapshot", "plan", "execute", "verify"):
+    for idempotent in ("snapshot", "plan", "execute", "verify", "unregister"):
         assert tasks[idempotent]["retries"] >= 1, idempotent
     assert tasks["validate"]["retries"] == 0  # deterministic: a retry cannot pass a failed expectation
 
@@ -147,7 +149,8 @@ def test_manual_dag_shares_the_wiring_and_validates_its_params(facts: dict) -> N
     assert params["action"]["enum"] == list(ACTION_NAMES)
     assert params["brokers"]["items"]["type"] == "integer" and params["topics"]["type"] == "array"
     assert params["throttle_bytes_per_s"]["minimum"] == 1
-    for name in ("action", "mode", "broker_pool", "brokers", "topics", "run_id", "reason"):
+    assert params["unregister"]["type"] == "boolean" and defaults["unregister"] is False
+    for name in ("action", "mode", "broker_pool", "brokers", "topics", "run_id", "reason", "unregister"):
         assert params[name].get("description"), name
 
 

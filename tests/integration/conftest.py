@@ -101,6 +101,7 @@ def demo_config(tmp_path: Path, **overrides: Any) -> Path:
     demo's Prometheus is not there: a test that wants one passes the `prometheus` fixture's URL)."""
     body = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
     body["capacity"]["cruise_control_file"] = str(REPO / "config" / "demo-capacity.json")
+    body["cluster"]["kafka_libs"] = str(REPO / ".cache" / "kafka-libs")
     body.update({"run_root": str(tmp_path / "runs"), "metrics": {"source": "none"}, **overrides})
     return write_config(tmp_path / "config.yaml", body)
 

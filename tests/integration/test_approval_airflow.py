@@ -105,6 +105,9 @@ def test_manual_operation_waits_for_approval_then_executes_exactly_the_approved_
     assert services.task_states(MANUAL, run_id)["approve"] == "awaiting_input"
     services.respond(MANUAL, run_id, "approve", ["Approve"])
     assert services.wait_for_run(MANUAL, run_id) == "success", services.task_states(MANUAL, run_id)
+    # After verify: a run that did not ask to unregister brokers (only a drain may) leaves no unregister stage.
+    assert services.task_states(MANUAL, run_id)["unregister"] == "success"
+    assert not (config.run_dir(run_id) / "unregister").exists()
     answer = decision(config, run_id)
     assert (answer["state"], answer["plan_hash"], answer["by"]) == ("approved", digest, "approver")
     run_dir: Path = config.run_dir(run_id)

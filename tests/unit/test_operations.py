@@ -110,7 +110,8 @@ def test_the_brokers_a_request_names_are_checked_against_the_snapshot(config_pat
 
 @pytest.mark.parametrize("action", MANUAL_ACTIONS, ids=ACTION_NAMES)
 def test_a_field_the_action_does_not_take_is_refused(config_path: Path, action: RunAction) -> None:
-    for field, value in {"broker_pool": "a", "brokers": [1], "topics": ["t"], "reviewed_run_id": "r"}.items():
+    for field, value in {"broker_pool": "a", "brokers": [1], "topics": ["t"], "reviewed_run_id": "r",
+                         "unregister": True}.items():
         if field not in action.fields:
             with pytest.raises(RequestError, match=re_escape(f"'{field}': not used by {action.name}")):
                 make_request(run_config(config_path), action=action.name, **{field: value})
@@ -161,6 +162,9 @@ def test_every_manual_action_is_defined_once_in_its_table() -> None:
         argv = ["--config", "c.yaml"]
         expected: dict[str, Any] = {"action": action.name}
         for field in action.fields:
+            if OPTIONS[field].switch:  # a flag without a value
+                argv, expected[field] = [*argv, f"--{OPTIONS[field].flag}"], True
+                continue
             text, expected[field] = typed.get(field, ("x", "x"))
             argv += [f"--{OPTIONS[field].flag}", text]
         assert request_params(action, sub.choices[action.command].parse_args(argv)) == expected

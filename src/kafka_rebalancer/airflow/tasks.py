@@ -64,6 +64,7 @@ def snapshot_task(context: Context) -> str:
         request_params = {"action": params["action"], "broker_pool": params.get("broker_pool"),
                           "brokers": params.get("brokers"), "topics": params.get("topics"),
                           "reviewed_run_id": params.get("run_id"), "log_dirs": params.get("log_dirs"),
+                          "unregister": params.get("unregister"),
                           "reason": params.get("reason"),
                           "requested_by": "automation" if automatic else _user(context)}
     return str(start_run(params["config_path"], context["run_id"], request_params, _connection).path)
@@ -343,6 +344,15 @@ def verify_task(context: Context, run_dir: str) -> dict[str, Any]:
     config = run_config_of(context, run_dir)
     summary = verify_run(config, _connection(config), RunFolder(run_dir))
     return {k: summary[k] for k in ("plan_hash", "out_of_band_before", "out_of_band_after")}
+
+
+def unregister_task(context: Context, run_dir: str) -> dict[str, Any] | None:
+    """A verified drain's brokers unregistered, if its request asked for it (verify/unregister)."""
+    from kafka_rebalancer.run_folder import RunFolder
+    from kafka_rebalancer.verify.unregister import unregister_drained
+
+    config = run_config_of(context, run_dir)
+    return unregister_drained(config, _connection(config), RunFolder(run_dir))
 
 
 def _triggering_events(context: Context) -> list[ClusterEvent]:

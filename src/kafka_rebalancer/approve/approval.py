@@ -160,6 +160,9 @@ def approval_body(config: RebalancerConfig, run: RunFolder, facts: PlanFacts, wa
     if request is not None and request.override is not None:
         lines += ["", f"Records pool override: {request.override.describe().split(' ', 1)[1]} "
                   "(lasts until reverted: `kafka-rebalancer overrides revert ID`)"]
+    if request is not None and request.unregister:
+        lines += ["", f"Then, once verified, unregisters broker(s) {_ids(sorted(request.scope.drained))} from the "
+                  "KRaft controller (refused if one is running or still holds a replica)"]
     lines += ["", f"Plan hash: `{facts.plan_hash}` (approving executes this plan and no other)",
               f"Artifacts: `{run.path}` (plan/plan.json, plan/summary.json, validation/report.json)"]
     return "\n".join(lines)

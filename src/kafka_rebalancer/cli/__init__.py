@@ -7,9 +7,10 @@
                               [--resume-cancelled]         dry-run unless --apply is given
     kafka-rebalancer cancel   --config C [--run-id ID] [--pool P]
                                                            stop the run's reassignments, clear throttles
-    kafka-rebalancer verify   --config C [--run-id ID]     fresh snapshot, band status before/after
+    kafka-rebalancer verify   --config C [--run-id ID]     fresh snapshot, band status before/after (a drain
+                                                           with --unregister: then unregisters its brokers)
     kafka-rebalancer status   --config C                   band status of the cluster now, reassignments,
-                                                           cordoned brokers
+                                                           cordoned brokers, fenced brokers holding nothing
     kafka-rebalancer runs     --config C [--limit N]       the cluster's runs (CLI and Airflow), newest first
     kafka-rebalancer show     --config C [RUN]             a run's summary: bands, largest moves, validation, execution
     kafka-rebalancer report   --config C [RUN]             (re)build the run's report/index.html, print its path
@@ -28,7 +29,8 @@ confirming on the terminal or with --yes):
     kafka-rebalancer execute-reviewed --config C --run-id ID  the plan of an earlier dry run
     kafka-rebalancer overrides      --config C list | revert ID
     kafka-rebalancer pools          --config C             effective pools, and where each broker and rule
-                                                           comes from (config or an override); cordoned brokers
+                                                           comes from (config or an override); cordoned brokers,
+                                                           fenced brokers holding nothing
 
 Without --run-id, every step after `snapshot` works on the cluster's latest run whose snapshot completed; `cancel`
 works on the runs whose reassignments are in flight (else the run that executed last, for its throttles).
@@ -358,10 +360,9 @@ def _run_step(args: argparse.Namespace, config: RebalancerConfig) -> int:
                 print(f"{pool}: {result['completed']}/{result['moves']} moves complete, "
                       f"{len(result['skipped'])} skipped")
     else:  # verify
-        from kafka_rebalancer.verify.verification import verify_run
+        from kafka_rebalancer.cli.operations import verify_and_unregister
 
-        summary = verify_run(config, connection_for(config, args.bootstrap_servers), run)
-        print(f"out of band: {summary['out_of_band_before']} before, {summary['out_of_band_after']} after")
+        verify_and_unregister(config, connection_for(config, args.bootstrap_servers), run)
     return 0
 
 
@@ -474,6 +475,7 @@ def _confirm(question: str) -> bool:
 
 
 def _status(config: RebalancerConfig, connection: KafkaConnection) -> None:
+    from kafka_rebalancer.cli.operations import fenced_brokers
     from kafka_rebalancer.execute.cordon import cordon_report
     from kafka_rebalancer.kafka_admin import ClusterAdmin
     from kafka_rebalancer.model.band_status import band_status, broker_load_frame
@@ -494,6 +496,7 @@ def _status(config: RebalancerConfig, connection: KafkaConnection) -> None:
     for line in executions_in_progress(config):
         print(line)
     print(cordons)
+    print(fenced_brokers(config, lambda _: connection))
 
 
 if __name__ == "__main__":

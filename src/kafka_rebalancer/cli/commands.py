@@ -34,6 +34,7 @@ class Option:
     help: str
     type: Callable[[str], Any] = str
     required: bool = False  # by every command taking it; what each action needs is the request's check
+    switch: bool = False  # a flag without a value: the field is true when given
 
     @property
     def dest(self) -> str:
@@ -49,6 +50,9 @@ OPTIONS: dict[str, Option] = {
     "reviewed_run_id": Option("run-id", "the dry run whose plan is executed", required=True),
     "log_dirs": Option("log-dirs", "broker:path of each log dir to empty, comma-separated (e.g. "
                                    "3:/data/d2,4:/data/d2)", _names),
+    "unregister": Option("unregister", "once the drain is executed and verified, unregister its brokers from the "
+                                       "KRaft controller (refused while one is running or holds a replica)",
+                         switch=True),
 }
 
 
@@ -70,7 +74,10 @@ def add_parsers(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> 
         common(p)
         for field in action.fields:
             option = OPTIONS[field]
-            p.add_argument(f"--{option.flag}", type=option.type, required=option.required, help=option.help)
+            if option.switch:
+                p.add_argument(f"--{option.flag}", action="store_true", help=option.help)
+            else:
+                p.add_argument(f"--{option.flag}", type=option.type, required=option.required, help=option.help)
         _apply_flags(p)
     p = sub.add_parser("overrides", help="list or revert pool overrides")
     p.add_argument("--config", required=True, type=Path)

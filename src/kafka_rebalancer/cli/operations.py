@@ -32,7 +32,6 @@ def operate(args: argparse.Namespace, connect: Callable[[RebalancerConfig], Any]
     from kafka_rebalancer.operations.request import record_override
     from kafka_rebalancer.snapshot.start import start_run
     from kafka_rebalancer.validate.suite import validate_plan
-    from kafka_rebalancer.verify.verification import verify_run
 
     if args.throttle_bytes_per_s is not None and args.throttle_bytes_per_s < 1:
         raise RebalancerError(f"--throttle-bytes-per-s must be a positive number of bytes, got "
@@ -70,9 +69,21 @@ def operate(args: argparse.Namespace, connect: Callable[[RebalancerConfig], Any]
         result = run_execute(config, connection, run, pool, dry_run=False,
                              throttle_bytes_per_s=args.throttle_bytes_per_s, require_approval=True)
         print(f"{pool}: {result['completed']}/{result['moves']} moves complete, {len(result['skipped'])} skipped")
+    verify_and_unregister(config, connection, run)
+    return 0
+
+
+def verify_and_unregister(config: RebalancerConfig, connection: Any, run: RunFolder) -> None:
+    """The run's verify, then, for a drain that asked for it, its brokers unregistered (`verify --run-id` of such a
+    drain tries that again after a refusal)."""
+    from kafka_rebalancer.verify.unregister import unregister_drained
+    from kafka_rebalancer.verify.verification import verify_run
+
     summary = verify_run(config, connection, run)
     print(f"out of band: {summary['out_of_band_before']} before, {summary['out_of_band_after']} after")
-    return 0
+    unregistered = unregister_drained(config, connection, run)
+    for broker, outcome in (unregistered or {}).get("brokers", {}).items():
+        print(f"broker {broker}: {outcome}")
 
 
 def overrides_command(args: argparse.Namespace, connect: Callable[[RebalancerConfig], Any]) -> int:
@@ -116,7 +127,18 @@ def pools_command(args: argparse.Namespace, connect: Callable[[RebalancerConfig]
     for b, source in sorted(result.drained.items()):
         print(f"drained: broker {b} ({source}; in no pool)")
     print(_on_cluster(base, connect, cordon_report, "cordoned brokers: not shown"))
+    print(fenced_brokers(base, connect))
     return 0
+
+
+def fenced_brokers(config: RebalancerConfig, connect: Callable[[RebalancerConfig], Any]) -> str:
+    """The fenced brokers that hold nothing, for `pools` and `status` (Kafka's ClusterTool lists fenced brokers:
+    the Python clients cannot); one line saying why not where they cannot be listed."""
+    from kafka_rebalancer.kafka_cluster_tool import ClusterTool
+    from kafka_rebalancer.verify.unregister import fenced_report
+
+    return _on_cluster(config, connect, lambda admin: fenced_report(
+        admin, ClusterTool(admin.connection, config.cluster.kafka_libs)), "fenced brokers: not shown")
 
 
 def _on_cluster(config: RebalancerConfig, connect: Callable[[RebalancerConfig], Any],

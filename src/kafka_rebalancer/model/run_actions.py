@@ -67,7 +67,8 @@ MANUAL_ACTIONS: tuple[RunAction, ...] = (
     RunAction(Action.ISOLATE_TOPICS, "isolate", ("topics", "broker_pool", "brokers", "reason"),
               "topics into broker_pool (new pool: with brokers)", changes_pools=True, receivers_must_run=True,
               promises=True),
-    RunAction(Action.DRAIN_BROKERS, "drain", ("brokers", "reason"), "brokers give away every replica",
+    RunAction(Action.DRAIN_BROKERS, "drain", ("brokers", "reason", "unregister"),
+              "brokers give away every replica (unregister: dead ones are then unregistered, KRaft)",
               changes_pools=True, drains=True, promises=True,
               automatic_precedence=0),  # a lost broker's partitions are short of a replica until it runs
     RunAction(Action.ADD_BROKERS, "add-brokers", ("brokers", "broker_pool", "reason"),

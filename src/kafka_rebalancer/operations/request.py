@@ -76,6 +76,8 @@ class ManualRequest(BaseModel):
     topics: list[str] = Field(default_factory=list)
     reviewed_run_id: str | None = None  # execute-reviewed: the dry run whose plan is executed
     log_dirs: list[str] = Field(default_factory=list)  # remove-disks: "broker:path", the path as in log.dirs
+    # drain-brokers: once verified, the drained brokers (dead, holding nothing) are unregistered (verify/unregister)
+    unregister: bool = False
     reason: str = ""
     requested_by: str = Field(default_factory=current_user)
     requested_at: str = Field(default_factory=now_iso)
@@ -137,7 +139,7 @@ def _decisions(record: RunAction, override: PoolOverride | None) -> dict[str, An
 
 
 def _unused(request: ManualRequest, allowed: tuple[str, ...]) -> None:
-    for name in ("broker_pool", "brokers", "topics", "reviewed_run_id", "log_dirs"):
+    for name in ("broker_pool", "brokers", "topics", "reviewed_run_id", "log_dirs", "unregister"):
         if name not in allowed and getattr(request, name):
             raise _fail(request.action, name, f"not used by {request.action}; leave it empty")
 
@@ -295,6 +297,11 @@ def check_brokers_in_cluster(request: ManualRequest, brokers: pd.DataFrame) -> N
         what = "not running" if running else "unknown (not running, in no pool, holding no replica)"
         raise _fail(request.action, "brokers", f"broker(s) {missing} {what}; running brokers: "
                     f"{', '.join(map(str, sorted(alive))) or 'none'}")
+    # Unregistering is for brokers that are gone: a running one would register again at once (verify/unregister).
+    running_now = sorted(set(request.brokers) & alive)
+    if request.unregister and running_now:
+        raise _fail(request.action, "unregister", f"broker(s) {running_now} are running: only a dead broker is "
+                    "unregistered (stop it first, or drain without unregister)")
 
 
 def scope_of(request: ManualRequest | None) -> PlanningScope:
@@ -308,7 +315,7 @@ def write_request(run: RunFolder, request: ManualRequest) -> None:
     path = run.path / REQUEST_FILE
     if path.exists():
         existing = read_request(run)
-        same = {"action", "broker_pool", "brokers", "topics", "reviewed_run_id", "log_dirs", "reason"}
+        same = {"action", "broker_pool", "brokers", "topics", "reviewed_run_id", "log_dirs", "unregister", "reason"}
         if existing is not None and existing.model_dump(include=same) != request.model_dump(include=same):
             raise RunFolderError(f"{path} already holds another request ({existing.action}); use a new run")
         return

@@ -55,11 +55,7 @@ def adopt_reviewed_plan(config: RebalancerConfig, run: RunFolder, request: Manua
         raise RebalancerError(f"execute-reviewed: the plan of run {request.reviewed_run_id!r} is "
                               f"{age / 3600:.1f} h old, older than execution.max_plan_age "
                               f"{config.execution.max_plan_age / 3600:.1f} h; plan again")
-    reviewed_request = read_request(source)
-    # Its scope too: what the reviewed plan was planned for (a drain's brokers, a demotion's) decides which pool
-    # executes its moves of partitions no pool balances (snapshot.evacuation).
-    adopted = request.model_copy(update={"override": reviewed_request.override if reviewed_request else None,
-                                         "scope": reviewed_request.scope if reviewed_request else request.scope})
+    adopted = adopted_request(request, read_request(source))
     for stage in (SNAPSHOT, PLAN, VALIDATION):
         if not run.has(stage):
             with run.stage(stage) as out:
@@ -75,6 +71,16 @@ def adopt_reviewed_plan(config: RebalancerConfig, run: RunFolder, request: Manua
     log.info("execute-reviewed: plan of run %s (%.1f h old), %d partition(s) changed since", request.reviewed_run_id,
              age / 3600, len(drift))
     return adopted
+
+
+def adopted_request(request: ManualRequest, reviewed: ManualRequest | None) -> ManualRequest:
+    """An execute-reviewed request as it executes the reviewed run's plan: with that run's pool override, its scope
+    (what the plan was planned for, a drain's brokers, a demotion's, decides which pool executes its moves of
+    partitions no pool balances: snapshot.evacuation) and a drain's unregister (the person read it in the summary)."""
+    if reviewed is None:  # a nightly run's plan
+        return request.model_copy(update={"override": None})
+    return request.model_copy(update={"override": reviewed.override, "scope": reviewed.scope,
+                                      "unregister": reviewed.unregister})
 
 
 def drifted_partitions(source: RunFolder, current_partitions: Any) -> list[dict[str, Any]]:
