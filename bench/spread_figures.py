@@ -36,7 +36,7 @@ def spread_figures(snapshot: SnapshotTables, run_folder: RunFolder) -> dict[str,
 def _after(before: pd.DataFrame, plan: list[Any]) -> pd.DataFrame:
     moved = pd.DataFrame({"topic": [r.topic for r in plan], "partition": [r.partition for r in plan],
                           "new_replicas": [list(r.replicas) for r in plan]})
-    after = before.merge(moved, on=["topic", "partition"], how="left")
+    after = before.merge(moved, on=["topic", "partition"], how="left").astype({"leader": np.int64})
     changed = after["new_replicas"].notna()
     after.loc[changed, "replicas"] = after.loc[changed, "new_replicas"]
     after.loc[changed, "leader"] = after.loc[changed, "new_replicas"].map(lambda ids: ids[0])
