@@ -29,6 +29,8 @@ class SpreadRule:
         # operation's roles (only new brokers receive) do not change where the topic should end up.
         self.replica_cap, self.replica_target = spread_caps(replicas, model.eligible, settings.margin, excluded)
         self.leader_cap, self.leader_target = spread_caps(leaders, model.eligible, settings.margin, excluded)
+        # Column-major as the counters (`PoolModel.track_topics`): a broker's column is read whole.
+        self.replica_cap, self.leader_cap = np.asfortranarray(self.replica_cap), np.asfortranarray(self.leader_cap)
         self.topic = model.r_topic_index
 
     # -- replica moves ---------------------------------------------------------------------------------
