@@ -391,8 +391,9 @@ class ReplicaMove(Action):
         the giver's replicas, one per partition, and moving one changes no other partition's brokers."""
         m = self.model
         candidates = candidates[: self.batch - 1]
-        candidates = candidates[self.placement.allows_many(candidates, t)]
-        if self.topic_caps is not None:  # a batch to one broker: the topic's cap counts the batch's earlier replicas
+        # The caps are the batch's (each alone is not enough: the topic's cap counts the batch's earlier replicas).
+        candidates = candidates[self.placement.allows_many(candidates, t, capped=False)]
+        if self.topic_caps is not None:
             candidates = candidates[self.topic_caps.allows_together(candidates, t)]
         if not len(candidates):
             return
