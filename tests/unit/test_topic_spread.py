@@ -262,8 +262,9 @@ def test_the_exact_polish_places_within_the_caps() -> None:
 
 def test_a_taker_at_its_cap_of_the_givers_over_target_topic_takes_another_topic_from_it() -> None:
     """Broker 1 holds 5 of 'a' (target 3, margin 0) and 2 of 'b' (at its target); broker 2 holds 3 of 'a', its cap.
-    Ranked alone, broker 1's 'a' replicas come first (the repair) and fill a candidate list of 2, none of which
-    broker 2 may take: the giver's replicas are held to the taker's caps before they are ranked, so it gets a 'b'."""
+    Ranked alone, broker 1's 'a' replicas come first (equal scores: by row) and fill a candidate list of 2, none of
+    which broker 2 may take: the giver's replicas are held to the taker's caps before they are ranked, so it gets a
+    'b'."""
     brokers = pd.DataFrame([{"broker_id": b, "rack": "r", "alive": True, "excluded": False,
                              "disk_capacity_bytes": 10_000.0} for b in (1, 2, 3)])
     held = {("a", 1): 5, ("a", 2): 3, ("b", 1): 2, ("b", 3): 4}
