@@ -14,6 +14,9 @@ export KAFKA_REBALANCER_JVM_ARCHIVE := $(abspath .cache/jvm/plan-driver.jsa)
 .PHONY: help venv kafka-jars jvm-archive browser prometheus demo test test-unit lint bench bench-optimum bench-vs bench-shapes bench-execute cluster-up cluster-down airflow-up airflow-down cluster-status spark-up spark-down \
 	clean distclean
 PACKAGE_ZIP := dist/kafka_rebalancer.zip
+# pytest workers (pytest-xdist): the session's Kafka and Airflow tests in one, everything else in the other
+# (tests/conftest.py groups them); 0 runs the suite in one process.
+TEST_WORKERS ?= 2
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -49,10 +52,10 @@ test: $(STAMP) $(PACKAGE_ZIP) kafka-jars jvm-archive browser prometheus ## the w
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 test-unit: $(STAMP) ## only the tests that need neither Kafka, Airflow nor a browser
-	$(PY) -m pytest -m "not kafka and not airflow and not browser"
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not kafka and not airflow and not browser"
 
 lint: $(STAMP) ## ruff, the layers of the package (import-linter) and its types (mypy)
 	$(VENV)/bin/ruff check .

@@ -15,8 +15,25 @@ from tests.helpers import running_cluster, write_config
 
 REPO = Path(__file__).resolve().parents[1]
 pytest_plugins = ["tests.sigterm"]
+# The tests on the session's services (its Kafka cluster, its Airflow) run in one worker of `make test`'s two
+# (pytest-xdist, --dist loadgroup), one after another as without workers; the other worker takes the rest, a
+# module of the integration and Spark tests at a time (each starts its module's own cluster, Spark session or
+# services once). Most of the services' tests wait on the cluster (grace periods, copies, looks) while the unit
+# tests use the CPU: side by side they take about the longer of the two.
+SESSION_SERVICES = frozenset({"kafka_cluster", "shared_airflow"})
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # A module stays whole: one of its tests on the session's services takes the module along (test_jbod's own
+    # cluster would otherwise start in both workers).
+    on_services = {item.path for item in items if SESSION_SERVICES & set(getattr(item, "fixturenames", ()))}
+    for item in items:
+        if item.path in on_services:
+            item.add_marker(pytest.mark.xdist_group("session-services"))
+        elif item.path.parent.name in ("integration", "spark", "dags"):
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
 
 
 @pytest.fixture(scope="session")

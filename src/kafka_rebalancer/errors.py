@@ -43,6 +43,19 @@ class ExecutionError(RebalancerError):
 class ExecutionCancelled(ExecutionError):
     """An operator cancelled the pool's execution; retrying must not undo that."""
 
+    def __init__(self, message: str, pool: str | None = None) -> None:
+        super().__init__(message)
+        self.pool = pool  # for the notification: which pool's execution
+
+
+class ExecutionTimedOut(ExecutionError):
+    """A pool's execution reached its run timeout or a move its move timeout (stalled moves named): a rerun
+    continues from the execution log."""
+
+    def __init__(self, message: str, pool: str | None = None) -> None:
+        super().__init__(message)
+        self.pool = pool
+
 
 class PermissionDenied(RebalancerError):
     """The Kafka user lacks an ACL a step needs; the message names it and how to grant it."""
@@ -64,4 +77,9 @@ def one_line(exc: BaseException) -> str:
 
 class PromiseNotKept(RebalancerError):
     """After execution, the cluster does not show what the run's action promised (a drained broker still holds
-    replicas, ...): the run is not verified."""
+    replicas, ...): the run is not verified. `not_kept`: every promise or topic spread cell not kept, in words (the
+    message names the first; the notification lists them)."""
+
+    def __init__(self, message: str, not_kept: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.not_kept = list(not_kept or [])

@@ -37,6 +37,7 @@ _PRODUCED_BY = {SNAPSHOT: "snapshot", PLAN: "plan", VALIDATION: "validate", VERI
                 REPORT: "report", "after_snapshot": "verify", "current": run_action(Action.EXECUTE_REVIEWED).command,
                 "review": run_action(Action.EXECUTE_REVIEWED).command}
 FILES_RECORD = "files.json"  # the integrity record of a stage: every file's size and sha256, written last
+NOTIFICATIONS_RECORD = "notifications.json"  # what the run's messages did per channel (notify.outbox)
 # What to do about a stage whose files changed since they were written: the step that writes it again.
 _REMEDY = {SNAPSHOT: "take a new snapshot (a new run: `kafka-rebalancer snapshot`, or trigger the DAG again)",
            PLAN: "plan again (`kafka-rebalancer plan --run-id <run>`), then validate",

@@ -10,7 +10,13 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from kafka_rebalancer.errors import ExecutionCancelled, ExecutionError, RunFolderError, ValidationFailed
+from kafka_rebalancer.errors import (
+    ExecutionCancelled,
+    ExecutionError,
+    ExecutionTimedOut,
+    RunFolderError,
+    ValidationFailed,
+)
 from kafka_rebalancer.execute.cancel import cancel_pool
 from kafka_rebalancer.execute.executor import execute_pool
 from kafka_rebalancer.execute.log import ExecutionLog
@@ -287,8 +293,10 @@ def test_a_move_whose_replicas_gain_no_bytes_is_named_stalled_and_the_timeout_na
     cluster = FakeCluster({(t, p): old for t, p, old, _ in MOVES}, polls=10**6)  # copies that never end
     cluster.on_list = lambda c: setattr(c, "frozen", c.copied.get(("t", 0), 0) >= 30)  # t-0 stops at 30 bytes
     sleep, clock = no_sleep()
-    with pytest.raises(ExecutionError, match=r"stalled \(no bytes copied for 8s\): \['t-0', 't-1'"):
-        execute_pool(config, cluster, run, "a", sleep=sleep, clock=clock)
+    told: list[list[str]] = []  # what the notification is told: the moves stalled, each time one more stalls
+    with pytest.raises(ExecutionTimedOut, match=r"stalled \(no bytes copied for 8s\): \['t-0', 't-1'") as error:
+        execute_pool(config, cluster, run, "a", sleep=sleep, clock=clock, on_stalled=told.append)
+    assert error.value.pool == "a"
     log = ExecutionLog(run.stage_path("execute/a") / "execution_log.jsonl", "a", "").read()
     stalled = [e for e in log if e["action"] == "stalled"]
     # Every move in flight stopped with t-0 (the fake freezes them all): each named once, with its bytes.
@@ -297,6 +305,7 @@ def test_a_move_whose_replicas_gain_no_bytes_is_named_stalled_and_the_timeout_na
     assert stalled[0]["copied_bytes"] == 30 and stalled[0]["since_s"] >= 8
     assert stalled[0]["receiving"] == sorted(set(MOVES[0][3]) - set(MOVES[0][2]))
     assert next(e for e in log if e["action"] == "timeout")["stalled"] == sorted(names)
+    assert told and told[0][0] == "t-0" and told[-1] == sorted(names)
 
 
 def test_the_stall_watch_forgets_finished_moves_and_says_when_a_stall_ends() -> None:

@@ -50,9 +50,10 @@ def test_resources_are_fixed_in_priority_order(priority: list[str]) -> None:
     assert model.load.tolist() == [[50, 4], [50, 4]]
 
 
-def dead_broker_4(disk_capacity: float = 100.0) -> PoolModel:
-    # Broker 4 is dead with two replicas; brokers 1..3 are out of balance (70 / 20 / 10).
-    frame = pd.DataFrame([{"broker_id": b, "rack": rack, "alive": b != 4, "excluded": False,
+def dead_broker_4(disk_capacity: float = 100.0, guest: bool = False) -> PoolModel:
+    # Broker 4 is dead with two replicas (`guest`: alive, another pool's, as the pool's model holds it: excluded);
+    # brokers 1..3 are out of balance (70 / 20 / 10).
+    frame = pd.DataFrame([{"broker_id": b, "rack": rack, "alive": b != 4 or guest, "excluded": guest and b == 4,
                            "disk_capacity_bytes": disk_capacity} for b, rack in zip(range(1, 5), "abcd", strict=True)])
     rows = [("t", i, 1, 0, 10) for i in range(7)] + [("u", 0, 2, 0, 20), ("v", 0, 3, 0, 10),
                                                       ("w", 0, 4, 0, 5), ("w", 1, 4, 0, 15)]
@@ -83,6 +84,15 @@ def test_a_forced_replica_left_in_place_names_why(budgets: Budgets, disk_capacit
     plan = Planner(model, bands_of(model, capacity_threshold=1.0), ["disk"], budgets).run()
     hard = [(broker, text) for resource, broker, text in plan.notes if resource == HARD]
     assert hard and hard[-1] == (4, f"w-0: its replica on a dead broker could not be placed ({reason})")
+
+
+def test_a_replica_left_on_another_pools_broker_is_named_so() -> None:
+    # Broker 4 is alive but of another pool: its replicas must go home, and the note does not call it dead.
+    model = dead_broker_4(12.0, guest=True)
+    plan = Planner(model, bands_of(model, capacity_threshold=1.0), ["disk"], Budgets(100)).run()
+    hard = [(broker, text) for resource, broker, text in plan.notes if resource == HARD]
+    assert hard and hard[-1] == (4, "w-0: its replica on a broker outside its topic's pool could not be placed (no "
+                                    "broker keeps the placement rules with room under the capacity thresholds)")
 
 
 def test_a_leadership_transfer_is_tried_before_any_replica_move() -> None:

@@ -4,12 +4,14 @@ validation expectation that holds the planner's claim to it."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
 
-from kafka_rebalancer.config import Budgets
+from kafka_rebalancer.config import Budgets, load_config
+from kafka_rebalancer.errors import ValidationFailed
 from kafka_rebalancer.execute.moves import PartitionMove
 from kafka_rebalancer.kafka_admin import BrokerInfo, PartitionInfo
 from kafka_rebalancer.model import schemas
@@ -28,9 +30,12 @@ from kafka_rebalancer.plan.recheck import (
     left_outside,
     recheck_plan,
 )
+from kafka_rebalancer.run_folder import VALIDATION, RunFolder, read_json
+from kafka_rebalancer.snapshot import write_snapshot
 from kafka_rebalancer.snapshot.build import SnapshotTables, build_snapshot_tables
 from kafka_rebalancer.validate.checks import CheckTables, build_checks
-from kafka_rebalancer.validate.suite import run_suite
+from kafka_rebalancer.validate.suite import run_suite, validate_plan
+from tests.helpers import write_config
 
 # Pool a: brokers 1, 2, 3 and the dead broker 4; pool b: 5 and 6. Disk only, 1000 bytes each, band ±20%.
 CONFIG = {"cluster": {"name": "c1"}, "pools": {"a": {"brokers": [1, 2, 3, 4]}, "b": {"brokers": [5, 6]}},
@@ -381,3 +386,41 @@ def test_a_brokers_window_starts_from_what_it_keeps_once_forced_replicas_have_le
     assert recheck.taken_outside_target_band() == []
     edges = end_edges(recheck.before, recheck.bands_after, recheck.must_leave).set_index("broker_id")
     assert edges.loc[1, "end_lower"] == pytest.approx(0.243)
+
+
+def test_replicas_going_home_to_their_pool_pass_validation_where_the_planner_says_why(tmp_path: Path) -> None:
+    """Pool a's broker 1 (below its band) holds u0 of pool b, which goes home to broker 6 (above pool b's band), the
+    only broker that takes it here; t3's replica on broker 5 (pool b) finds no room at home and stays, while its
+    other replica moves inside pool a. Each is forced, and the planner says why each broker stays outside: broker 1
+    is judged once u0 has left it, broker 6 as a forced receiver, t3 as keeping a replica the planner could not
+    bring home. A balance move taking broker 1 further out still fails."""
+    from tests.unit.test_run_report import write_plan
+
+    root = tmp_path
+    config = load_config(write_config(root / "config.yaml", {**CONFIG, "run_root": str(root / "runs")}))
+    tables = snapshot(config, [("t0", 0, [1], 200), ("t1", 0, [2], 350), ("t2", 0, [3], 330), ("t3", 0, [2, 5], 20),
+                               ("u0", 0, [1, 5], 20), ("u1", 0, [6], 400), ("u2", 0, [5], 100)], dead={4})
+    bands = current_placement(config, tables, current_bands(config, tables)).bands_after
+    notes = pd.DataFrame([("a", "disk", 1, "outside its band"), ("b", "disk", 5, "outside its band"),
+                          ("b", "disk", 6, "outside its band"),
+                          ("a", HARD, 5, "t3-0: its replica outside its topic's pool could not be placed")],
+                         columns=["broker_pool", "resource", "broker_id", "note"])
+
+    def validated(moves: list[tuple[str, str, int, int, int]], name: str) -> dict[str, Any]:
+        run = RunFolder(config.run_root / config.cluster.name / name)
+        write_snapshot(run, tables, {"cluster": config.cluster.name})
+        frame = pd.DataFrame([{"broker_pool": pool, "seq": i, "action": "replica", "topic": topic, "partition": 0,
+                               "source_broker": source, "target_broker": target, "size_bytes": size,
+                               "resource": "disk", "forced": False}
+                              for i, (pool, topic, source, target, size) in enumerate(moves)])
+        write_plan(run, config, tables, frame[schemas.MOVES.names], notes=notes, bands=bands)
+        try:
+            return validate_plan(config, run)
+        except ValidationFailed:
+            return read_json(run.stage_path(VALIDATION) / "report.json")
+
+    home = [("b", "u0", 1, 6, 20), ("a", "t3", 2, 3, 20)]
+    assert validated(home, "scheduled__2026-11-29T02_00_00_00_00")["success"]
+    further = validated([*home, ("a", "t0", 1, 2, 200)], "scheduled__2026-11-30T02_00_00_00_00")
+    (brokers,) = [f for f in further["failures"] if f["table"] == "brokers"]
+    assert (1, "disk") in [(r["broker_id"], r["resource"]) for r in brokers["rows"]]

@@ -98,11 +98,13 @@ def empty(schema: schemas.TableSchema) -> pd.DataFrame:
 
 def write_plan(run: RunFolder, config: RebalancerConfig, tables: SnapshotTables, moves: pd.DataFrame,
                skipped: pd.DataFrame | None = None, hot: pd.DataFrame | None = None,
-               notes: pd.DataFrame | None = None, infeasible: pd.DataFrame | None = None) -> str:
-    """The plan stage for these moves, with the plan job's own functions (without Spark); returns the plan hash."""
+               notes: pd.DataFrame | None = None, infeasible: pd.DataFrame | None = None,
+               bands: pd.DataFrame | None = None) -> str:
+    """The plan stage for these moves, with the plan job's own functions (without Spark); returns the plan hash.
+    `bands`: the plan's (default: the current placement's, right where no replica must leave its broker)."""
     resources = config.resource_list()
     load = broker_load_frame(tables.brokers, tables.replicas, resources)
-    bands = bands_frame(load, config)
+    bands = bands_frame(load, config) if bands is None else bands
     changes = partition_changes(tables.partitions, moves)
     touched = tables.partitions.merge(changes[["topic", "partition"]], on=["topic", "partition"])
     after = load_after(load, changes, touched, resources)

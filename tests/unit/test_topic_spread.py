@@ -4,6 +4,7 @@ broker filled from many topics, not piled with one), the leadership transfers to
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -11,6 +12,7 @@ import pytest
 
 from kafka_rebalancer.config import load_config
 from kafka_rebalancer.errors import ConfigError
+from kafka_rebalancer.model.reassignment import Reassignment
 from kafka_rebalancer.model.resources import DISK, LEADER_COUNT, REPLICA_COUNT
 from kafka_rebalancer.model.topic_spread import NO_CAP, TopicSpreadSettings, spread_caps
 from kafka_rebalancer.plan.balance.model import PoolModel
@@ -222,22 +224,31 @@ def test_the_check_between_two_snapshots_reads_pools_and_leaders_from_them() -> 
     """As verify calls it: the run's snapshot and one after execution where a broker took 5 of a topic's replicas
     and all of its leaders (pool of 6 brokers, 8 partitions RF 3: share 4, cap 5; leaders share 2, cap 3)."""
     from kafka_rebalancer.config import RebalancerConfig
-    from kafka_rebalancer.plan.balance.spread_violations import snapshot_violations
+    from kafka_rebalancer.plan.balance.spread_violations import executed_spread
+
+    def snapshot_violations(*args: Any) -> pd.DataFrame:
+        cells = executed_spread(*args)
+        return cells[cells["held"] > cells["cap"]]
 
     tables, _ = generate(SyntheticSpec(n_brokers=6, n_racks=3, n_pools=1, n_partitions=8, partitions_per_topic=8,
                                        seed=3))
     pool = str(tables.brokers["broker_pool"].iloc[0])
     config = RebalancerConfig.model_validate({"cluster": {"name": "c"}, "pools": {pool: {
         "brokers": tables.brokers["broker_id"].astype(int).tolist()}}, "topic_spread": {"enabled": True}})
-    assert snapshot_violations(config, tables, tables).empty
+    assert snapshot_violations(config, tables, tables, []).empty
     after_parts = tables.partitions.copy()
     b = int(tables.brokers["broker_id"].iloc[0])
     after_parts["replicas"] = [[b, *[x for x in r if x != b][:2]] for r in after_parts["replicas"]]
     after_parts["leader"] = b
     after = type(tables)(**{**vars(tables), "partitions": after_parts})
-    rows = snapshot_violations(config, tables, after)
+    plan = [Reassignment(t, int(p), [int(x) for x in r]) for t, p, r in zip(
+        after_parts["topic"], after_parts["partition"], after_parts["replicas"], strict=True)]
+    rows = snapshot_violations(config, tables, after, plan)
     assert set(zip(rows["broker_id"], rows["kind"], strict=True)) == {(b, "replicas"), (b, "leaders")}
-    assert rows.set_index("kind").loc["leaders", "held"] == 8
+    assert rows.set_index("kind").loc["leaders", "held"] == 8 and rows["by_plan"].all()
+    # The same cluster reached without this plan (another tool's reassignment, Kafka's own elections): recorded,
+    # not the plan's doing.
+    assert not snapshot_violations(config, tables, after, [])["by_plan"].any()
 
 
 def test_the_exact_polish_places_within_the_caps() -> None:

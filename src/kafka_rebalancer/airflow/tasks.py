@@ -229,8 +229,11 @@ def _record_override(config: RebalancerConfig, run: RunFolder, approved_by: str 
 
 
 def execute_task(context: Context, run_dir: str, broker_pool: str) -> dict[str, Any]:
+    from pathlib import Path
+
     from airflow.sdk.exceptions import AirflowFailException
 
+    from kafka_rebalancer.airflow.notifications import stall_notifier
     from kafka_rebalancer.errors import ExecutionCancelled, PermissionDenied
     from kafka_rebalancer.execute.executor import run_execute
     from kafka_rebalancer.run_folder import RunFolder
@@ -241,7 +244,8 @@ def execute_task(context: Context, run_dir: str, broker_pool: str) -> dict[str, 
     try:
         result = run_execute(config, _connection(config), RunFolder(run_dir), broker_pool, dry_run=False,
                              throttle_bytes_per_s=params.get("throttle_bytes_per_s"),
-                             resume_cancelled=bool(params.get("resume_cancelled")), require_approval=True)
+                             resume_cancelled=bool(params.get("resume_cancelled")), require_approval=True,
+                             on_stalled=stall_notifier(config, context["run_id"], Path(run_dir), broker_pool))
     except ExecutionCancelled as exc:
         raise AirflowFailException(str(exc)) from exc  # no retry: a retry would undo the operator's cancel
     except PermissionDenied as exc:
@@ -374,6 +378,7 @@ def decide_task(context: Context, band_events: list[dict[str, Any]]) -> list[dic
     import secrets
     import time
 
+    from kafka_rebalancer.airflow.notifications import notify_automation_events
     from kafka_rebalancer.automation.decide import STARTED, decide, planned_situations
     from kafka_rebalancer.automation.events_log import append_events, defer_events, event_line, read_events
     from kafka_rebalancer.automation.watch import BANDS_DUE, ClusterEvent
@@ -403,6 +408,7 @@ def decide_task(context: Context, band_events: list[dict[str, Any]]) -> list[dic
     defer_events(config, records)
     for record in records:
         log.info("%s: %s", record["decision"], event_line(record))
+    notify_automation_events(config, records)
     # approve and execute both run the manual DAG in execute mode; its approval step tells them apart.
     return [{"trigger_run_id": run_ids[r.broker_pool],
              "conf": {"action": r.action, "brokers": list(r.brokers),

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from airflow.sdk.types import TaskInstanceKey
 
 RUN_ID = re.compile(r"^[A-Za-z0-9_.:+-]+$")
-COLUMNS = ("run", "started", "trigger", "action", "mode", "status", "moves", "bytes", "out of band", "approval")
+COLUMNS = ("run", "started", "trigger", "action", "mode", "status", "moves", "bytes", "out of band", "approval",
+           "notifications failed")
 EVENT_COLUMNS = ("seen", "event", "broker", "pool", "decision", "why")
 REPORTED_TASKS = {"plan", "approve", "execute", "verify", "report"}
 
@@ -67,6 +68,7 @@ def runs_page() -> str:
                 r.started_at, r.trigger, r.action, r.mode, r.status,
                 "-" if r.replica_moves is None else r.replica_moves,
                 "-" if r.moved_bytes is None else human_bytes(r.moved_bytes), band, r.approval))]
+            cells.append("<br>".join(html.escape(line) for line in r.notifications_failed) or "-")
             rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
         sections.append(f"<h2>cluster {html.escape(cluster)}</h2><table><thead><tr>"
                         + "".join(f"<th>{c}</th>" for c in COLUMNS) + "</tr></thead><tbody>" + "".join(rows)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_rebalancer.config import RebalancerConfig
-from kafka_rebalancer.errors import ExecutionCancelled, ExecutionError
+from kafka_rebalancer.errors import ExecutionCancelled, ExecutionError, ExecutionTimedOut
 from kafka_rebalancer.execute.arrival_dirs import misplaced_arrivals, name_arrival_dirs
 from kafka_rebalancer.execute.cluster import Cluster, describe, names
 from kafka_rebalancer.execute.cordon import drained_brokers
@@ -65,8 +65,9 @@ class _PoolExecution:
 
     def __init__(self, config: RebalancerConfig, cluster: Cluster, pool: str, plan: PoolPlan, xlog: ExecutionLog,
                  throttle: Throttle, drained: frozenset[int], marker: Path, sleep: Callable[[float], None],
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], on_stalled: Callable[[list[str]], None] | None = None) -> None:
         self.cluster, self.pool, self.plan, self.xlog, self.throttle = cluster, pool, plan, xlog, throttle
+        self.on_stalled = on_stalled  # told the moves stalled whenever one more stalls (the notification)
         self.drained = drained
         self.limits = Limits.of(config, throttle.rate_bytes_per_s)
         self.marker, self.sleep, self.clock = marker, sleep, clock
@@ -179,17 +180,17 @@ class _PoolExecution:
         if self.marker.exists():
             self.xlog.append("cancel_observed", detail=read_json(self.marker))
             raise ExecutionCancelled(f"{self.pool}: execution cancelled by an operator "
-                                     f"({read_json(self.marker).get('requested_at')}); no new moves started")
+                                     f"({read_json(self.marker).get('requested_at')}); no new moves started", self.pool)
 
     def _check_run_timeout(self, pending: list[PartitionMove], in_flight: dict[Key, float]) -> None:
         elapsed = self.clock() - self.started_at
         if elapsed > self.limits.run_timeout_s:
             self.xlog.append("run_timeout", in_flight=names(in_flight), pending=len(pending),
                              timeout_s=self.limits.run_timeout_s, stalled=names(self.stalls.stalled))
-            raise ExecutionError(f"{self.pool}: run timeout of {self.limits.run_timeout_s:.0f}s reached with "
+            raise ExecutionTimedOut(f"{self.pool}: run timeout of {self.limits.run_timeout_s:.0f}s reached with "
                                  f"{len(in_flight)} move(s) in flight {names(in_flight)}{self._stalled_text()} and "
                                  f"{len(pending)} not started; a rerun continues, `kafka-rebalancer cancel` reverts "
-                                 "the in-flight ones")
+                                 "the in-flight ones", self.pool)
 
     def _poll(self, pending: list[PartitionMove], in_flight: dict[Key, float]) -> None:
         ongoing = self.cluster.list_reassignments()
@@ -245,7 +246,10 @@ class _PoolExecution:
             return
         copied = copied_bytes(receivers, sizes)
         self.progress.copying(copied)
+        stalled_before = set(self.stalls.stalled)
         self.stalls.check(copied, {k: brokers <= live for k, brokers in receivers.items()}, receivers)
+        if self.on_stalled is not None and self.stalls.stalled - stalled_before:
+            self.on_stalled(names(self.stalls.stalled))
         if self.tuning is not None and not fresh:  # a rate over the few seconds since the last read is noise
             finished, self.tuned = self.completed_now[self.tuned:], len(self.completed_now)
             try:
@@ -263,9 +267,9 @@ class _PoolExecution:
         if stuck:
             self.xlog.append("timeout", stuck=names(stuck), timeout_s=self.limits.move_timeout_s,
                              stalled=names(self.stalls.stalled))
-            raise ExecutionError(f"{self.pool}: {len(stuck)} move(s) not complete after "
+            raise ExecutionTimedOut(f"{self.pool}: {len(stuck)} move(s) not complete after "
                                  f"{self.limits.move_timeout_s:.0f}s: {names(stuck)}{self._stalled_text()}; a rerun "
-                                 "continues from the execution log, `kafka-rebalancer cancel` reverts them")
+                                 "continues from the execution log, `kafka-rebalancer cancel` reverts them", self.pool)
 
     def _pool_healthy(self) -> bool:
         """False while partitions of the pool outside the plan are under-replicated (fails after a while): moving
@@ -399,12 +403,14 @@ def clear_throttle(cluster: Cluster, throttle: Throttle, xlog: ExecutionLog, *, 
 def execute_pool(config: RebalancerConfig, cluster: Cluster, run: RunFolder, pool: str, *,
                  throttle_bytes_per_s: int | None = None, resume_cancelled: bool = False,
                  sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
+                 clock: Callable[[], float] = time.monotonic,
+                 on_stalled: Callable[[list[str]], None] | None = None) -> dict[str, Any]:
     """Execute (or continue executing) the pool's moves under the pool's lock; returns the result also written
     to result.json. throttle_bytes_per_s overrides the configured throttle; resume_cancelled lets a cancelled
-    pool run again."""
+    pool run again; on_stalled as in run_execute."""
     with _pool_lock(config, run, pool):
-        return _execute_locked(config, cluster, run, pool, throttle_bytes_per_s, resume_cancelled, sleep, clock)
+        return _execute_locked(config, cluster, run, pool, throttle_bytes_per_s, resume_cancelled, sleep, clock,
+                               on_stalled)
 
 
 def _pool_lock(config: RebalancerConfig, run: RunFolder, pool: str) -> Any:
@@ -413,7 +419,8 @@ def _pool_lock(config: RebalancerConfig, run: RunFolder, pool: str) -> Any:
 
 def _execute_locked(config: RebalancerConfig, cluster: Cluster, run: RunFolder, pool: str,
                     throttle_bytes_per_s: int | None, resume_cancelled: bool, sleep: Callable[[float], None],
-                    clock: Callable[[], float]) -> dict[str, Any]:
+                    clock: Callable[[], float], on_stalled: Callable[[list[str]], None] | None = None
+                    ) -> dict[str, Any]:
     plan = load_pool_plan(config, run, pool)
     out_dir = run.stage_path(f"{EXECUTE}/{pool}")
     xlog = ExecutionLog(out_dir / "execution_log.jsonl", pool, plan.digest)
@@ -422,13 +429,14 @@ def _execute_locked(config: RebalancerConfig, cluster: Cluster, run: RunFolder, 
         if not resume_cancelled:
             raise ExecutionCancelled(f"{pool}: this run's execution was cancelled "
                                      f"({read_json(marker).get('requested_at')}); to execute it anyway, "
-                                     "pass --resume-cancelled (CLI) or resume_cancelled (DAG param)")
+                                     "pass --resume-cancelled (CLI) or resume_cancelled (DAG param)", pool)
         marker.unlink()
         xlog.append("cancel_cleared", detail="execution resumed after a cancel")
     rate = throttle_bytes_per_s or config.execution.throttle_bytes_per_s
     throttle = _on_live_brokers(throttle_for(plan.moves, rate), cluster) if rate else Throttle(None)
     drained = frozenset(drained_brokers(run))
-    result = _PoolExecution(config, cluster, pool, plan, xlog, throttle, drained, marker, sleep, clock).run()
+    result = _PoolExecution(config, cluster, pool, plan, xlog, throttle, drained, marker, sleep, clock,
+                            on_stalled).run()
     write_json(out_dir / "result.json", result)
     log.info("%s: %d of %d moves complete, %d skipped; execution log and result in %s", pool, result["completed"],
              len(plan.moves), len(result["skipped"]), out_dir)
@@ -486,10 +494,11 @@ def dry_run_pool(config: RebalancerConfig, cluster: Cluster, run: RunFolder, poo
 
 def run_execute(config: RebalancerConfig, connection: Any, run: RunFolder, pool: str, *, dry_run: bool,
                 throttle_bytes_per_s: int | None = None, resume_cancelled: bool = False,
-                require_approval: bool = False) -> dict[str, Any]:
+                require_approval: bool = False, on_stalled: Callable[[list[str]], None] | None = None
+                ) -> dict[str, Any]:
     """Execute (or dry-run) one pool against the cluster behind `connection` (a KafkaConnection). With
     `require_approval`, only the plan whose hash the run's approval step recorded executes (checked before any
-    cluster call)."""
+    cluster call). `on_stalled` is told the moves stalled each time one more stalls (it must not raise)."""
     from kafka_rebalancer.kafka_admin import ClusterAdmin
     from kafka_rebalancer.permissions import check_permissions, execution_needs
 
@@ -519,4 +528,4 @@ def run_execute(config: RebalancerConfig, connection: Any, run: RunFolder, pool:
             if plan.log_dir_moves:
                 cordon_removed_log_dirs(admin, run, xlog)
         return _execute_locked(config, admin, run, pool, throttle_bytes_per_s, resume_cancelled, time.sleep,
-                               time.monotonic)
+                               time.monotonic, on_stalled)

@@ -202,3 +202,11 @@ PARTITION_CHANGES = _t(
     ("broker_pool", "string"), ("topic", "string"), ("partition", "int32"), ("old_replicas", "list<int32>"),
     ("new_replicas", "list<int32>"), ("size_bytes", "int64"),
 )
+# The topic spread of the planned placement (issue 52), re-checked from plan.json: per (topic, broker, kind
+# replicas or leaders) held above the topic's target (ceil(share) + margin) before or after the plan, the replicas
+# and leaders held before and after, the target and the cap (max(held before, target)). Written when it is on.
+TOPIC_SPREAD = _t(
+    "topic_spread",
+    ("broker_pool", "string"), ("topic", "string"), ("broker_id", "int32"), ("kind", "string"),
+    ("held_before", "int32"), ("held", "int32"), ("target", "int32"), ("cap", "int32"),
+)

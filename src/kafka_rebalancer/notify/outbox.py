@@ -19,10 +19,10 @@ from typing import Any
 from kafka_rebalancer.notification_settings import NotificationSettings
 from kafka_rebalancer.notify.channels import SendResult, send_on_channel
 from kafka_rebalancer.notify.messages import Notice
-from kafka_rebalancer.run_folder import write_json
+from kafka_rebalancer.run_folder import NOTIFICATIONS_RECORD, write_json
 
 log = logging.getLogger(__name__)
-RECORD_FILE = "notifications.json"
+RECORD_FILE = NOTIFICATIONS_RECORD
 MAX_RETRIES = 3  # after the first attempt
 
 

@@ -46,6 +46,7 @@ from kafka_rebalancer.model.schemas import (
     PLANNER_NOTES,
     REPLICAS,
     SKIPPED,
+    TOPIC_SPREAD,
 )
 from kafka_rebalancer.operations.request import ManualRequest, PlanningScope, read_request, scope_of
 from kafka_rebalancer.plan.balance import per_broker
@@ -53,6 +54,8 @@ from kafka_rebalancer.plan.balance.bands import Band
 from kafka_rebalancer.plan.balance.leadership import leadership_moves
 from kafka_rebalancer.plan.balance.planner import Budgets as PlannerBudgets
 from kafka_rebalancer.plan.balance.pool_bands import bands_frame, brokers_to_fix, placement_bands, precheck_pairs
+from kafka_rebalancer.plan.balance.spread_violations import skewed_cells
+from kafka_rebalancer.plan.balance.tables import spread_table
 from kafka_rebalancer.plan.balance.transforms import (
     PoolPlanningSettings,
     planner_replicas,
@@ -415,6 +418,8 @@ def _write_plan(job: _Job, inputs: _Inputs, planned: _Planned, changes: _Changes
                               (INFEASIBLE, planned.output["infeasible"]), (PARTITION_CHANGES, changes.changes)):
             write_table(out, schema, frame)
         write_table(out, BROKER_LOAD_AFTER, changes.after_pdf)
+        if config.topic_spread.enabled:
+            write_table(out, TOPIC_SPREAD, skewed_cells(recheck.spread))
         (out / "plan.json").write_text(changes.plan_text)
         (out / "rollback.json").write_text(changes.rollback_text)
         if changes.log_dirs is not None and changes.log_dir_text is not None:
@@ -453,6 +458,12 @@ def _log_account(job: _Job, inputs: _Inputs, summary: dict[str, Any]) -> None:
     if claim["band_disagreements_with_recheck"]:
         log.warning("the plan's bands differ from those the re-check derives on %d (pool, resource) pairs "
                     "(validation will fail the plan)", claim["band_disagreements_with_recheck"])
+    spread = {pool: facts["topic_spread"] for pool, facts in summary["pools"].items() if "topic_spread" in facts}
+    if spread:
+        log.info("%s", spread_table(spread))
+    if summary["totals"]["topic_spread_over_cap"]:
+        log.warning("the plan leaves %d (topic, broker) above their topic spread cap (validation will fail the plan)",
+                    summary["totals"]["topic_spread_over_cap"])
 
 
 def _out_of_band_now(load_pdf: pd.DataFrame, config: RebalancerConfig,

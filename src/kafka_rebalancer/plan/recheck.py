@@ -16,6 +16,8 @@ read their figures from here; the validation suite fails a plan whose planner cl
   below 1 for a resource. Per pool, the balance bytes bound over all resources: the larger of those minima per
   broker added up (separate) and one LP over every band at once (balance.lp_bound), which counts the forced
   replicas where they must go; where some must move, the LP's alone (`recheck_bounds`).
+- Topic spread (when the config turns it on): per topic and broker, the replicas and the leaders held before and
+  after, the planned partitions led by their first replica (`spread_violations.planned_spread`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from kafka_rebalancer.model.resources import Resource
 from kafka_rebalancer.model.schemas import HARD
 from kafka_rebalancer.operations.request import PlanningScope
 from kafka_rebalancer.plan.balance.pool_bands import bands_frame, placement_bands, unbalanced_as_planned
+from kafka_rebalancer.plan.balance.spread_violations import planned_spread
 from kafka_rebalancer.plan.changes import replicas_of_changes, role_loads_of
 from kafka_rebalancer.plan.recheck_bounds import BALANCE, DEAD, DRAINING, POOL_ISOLATION, balance_bounds
 from kafka_rebalancer.snapshot.build import SnapshotTables
@@ -74,6 +77,9 @@ class Recheck:
     # Per broker id: the bytes by which the planner's count of its disk after the plan may differ from this one's
     # (`disk_slack`); brokers absent: none.
     disk_slack: pd.Series
+    # Per (topic, broker, kind) of the topics the spread covers: held before and after the plan, target and cap
+    # (`spread_violations.planned_spread`); empty when the spread is off.
+    spread: pd.DataFrame
 
     def out_of_band(self, side: Literal["before", "after"], pool: str | None = None,
                     resource: str | None = None) -> list[int]:
@@ -315,7 +321,7 @@ def recheck_plan(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[
     partitions, leaving = _changes(snapshot, plan, current.replicas, resources)
     return Recheck(current.bands_before, current.bands_after, current.before, after, partitions, leaving,
                    current.must_leave, current.bounds, current.pool_bounds,
-                   disk_slack(plan, current.size_spread))
+                   disk_slack(plan, current.size_spread), planned_spread(config, snapshot, plan))
 
 
 def _replicas_with_facts(snapshot: SnapshotTables, resources: list[Resource],

@@ -8,7 +8,10 @@ keeps its promises, `lower_bound_edges`) comes with its parts, in the totals and
 (the same against the band's edges), `separate_lower_bound_bytes` (each broker's largest minimum, added up),
 `lp_lower_bound_bytes` and `promise_lp_lower_bound_bytes` (one LP over every band at once, against the band's and
 the promised edges; None where it is infeasible or not solved) and `disk_lower_bound_bytes` (the disk excess alone,
-against the current placement's band)."""
+against the current placement's band). With the topic spread on, each pool has `topic_spread` (per kind, replicas
+and leaders: the (topic, broker) over the topic's target before and after, over their cap after, and the worst
+cell before and after; `spread_violations.spread_figures`), and the totals count `topic_spread_over_cap` (0 when
+it is off)."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import pandas as pd
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.band_status import band_status, out_of_band
 from kafka_rebalancer.operations.request import PlanningScope
+from kafka_rebalancer.plan.balance.spread_violations import spread_figures
 from kafka_rebalancer.plan.recheck import Recheck, left_outside
 
 SKIPPED_LISTED = 1000  # the full list is in skipped.parquet
@@ -110,7 +114,9 @@ def build_summary(*, config: RebalancerConfig, manifest: dict[str, Any], plan_ha
     """`bands` are the plan's; `recheck` the re-check of its plan.json; `claim` the planner's (`planner_claim`);
     `scope` what the run's planner planned (a manual action's; the nightly run: everything)."""
     pools: dict[str, Any] = {}
-    for pool in sorted(recheck.before["broker_pool"].unique()):
+    pool_names = sorted(recheck.before["broker_pool"].unique())
+    spread = spread_figures(recheck.spread, pool_names) if config.topic_spread.enabled else {}
+    for pool in pool_names:
         resources: dict[str, Any] = {}
         before_bands = recheck.bands_before[recheck.bands_before["broker_pool"] == pool].set_index("resource")
         for band_row in bands[bands["broker_pool"] == pool].itertuples(index=False):
@@ -129,6 +135,7 @@ def build_summary(*, config: RebalancerConfig, manifest: dict[str, Any], plan_ha
             **_plain(recheck.figures(pool)), "resources": resources, "brokers": _brokers(recheck, pool),
             "notes": [{"resource": r, "broker_id": None if pd.isna(b) else int(b), "note": n} for r, b, n in
                       zip(pool_notes["resource"], pool_notes["broker_id"], pool_notes["note"], strict=True)],
+            **({"topic_spread": spread[pool]} if pool in spread else {}),
         }
     reasons = skipped["reason"].str.split(":").str[0].value_counts().sort_index()
     return {
@@ -147,6 +154,8 @@ def build_summary(*, config: RebalancerConfig, manifest: dict[str, Any], plan_ha
             # (validation fails the plan on any).
             "left_outside_unexplained": int((~left_outside(recheck, notes, infeasible, scope)["explained"]).sum()),
             "infeasible": int(infeasible["count"].sum()), "skipped_partitions": len(skipped),
+            # (topic, broker) holding more replicas or leaders than their topic spread's cap (0 when it is off).
+            "topic_spread_over_cap": int((recheck.spread["held"] > recheck.spread["cap"]).sum()),
             "hot_partitions": int(hot[["topic", "partition"]].drop_duplicates().shape[0]),
         },
         "planner_claim": claim,

@@ -286,7 +286,8 @@ def _pool_plan(broker_pool: str, facts: dict[str, Any], flows: list[Flow]) -> Po
         resources=[_resource(name, info, brokers) for name, info in resources.items()],
         flows=shown, flows_total=len(flows), senders_grouped=senders_grouped, receivers_grouped=receivers_grouped,
         notes=[PlannerNote(str(n.get("resource")), None if n.get("broker_id") is None else int(n["broker_id"]),
-                           str(n.get("note"))) for n in notes[:NOTES_SHOWN]], notes_total=len(notes))
+                           str(n.get("note"))) for n in notes[:NOTES_SHOWN]], notes_total=len(notes),
+        topic_spread=dict(facts.get("topic_spread") or {}))
 
 
 def _resource(name: str, info: dict[str, Any], brokers: list[dict[str, Any]]) -> ResourceView:
@@ -459,7 +460,8 @@ def _verification(run: RunFolder) -> VerifyView | None:
         report_text_truncated=text is not None and len(text) > VERIFY_TEXT_CHARS,
         # The unkept first (they are what the reader looks for), as many as the not-at-plan rows.
         promises=sorted(summary.get("promises") or [],
-                        key=lambda p: p.get("verdict") not in ("broken", "cannot"))[:NOT_AT_PLAN_SHOWN])
+                        key=lambda p: p.get("verdict") not in ("broken", "cannot"))[:NOT_AT_PLAN_SHOWN],
+        topic_spread=summary.get("topic_spread"))
 
 
 def _optional_json(path: Path) -> Any:

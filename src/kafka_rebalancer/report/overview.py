@@ -5,7 +5,8 @@ triggered it, what it was asked to do, how far it got, what it moves, and what i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from kafka_rebalancer.model.run_actions import Action
 from kafka_rebalancer.run_folder import (
     APPROVAL,
     EXECUTE,
+    NOTIFICATIONS_RECORD,
     PLAN,
     REPORT,
     SNAPSHOT,
@@ -48,6 +50,7 @@ class RunOverview:
     approval: str  # approved by X | auto-approved | rejected by X | timed out | dry run | -
     plan_hash: str | None
     report: str | None  # path of report/index.html when it exists
+    notifications_failed: list[str] = field(default_factory=list)  # channel_failures: none when all were sent
 
 
 def run_overview(run: RunFolder) -> RunOverview:
@@ -69,7 +72,20 @@ def run_overview(run: RunFolder) -> RunOverview:
         out_of_band_after=(verified or totals).get("out_of_band_after"),
         out_of_band_after_measured=verified is not None,
         approval=_approval(decision), plan_hash=(summary or {}).get("plan_hash"),
-        report=str(report) if report.exists() else None)
+        report=str(report) if report.exists() else None, notifications_failed=channel_failures(run.path))
+
+
+def channel_failures(run_path: Path) -> list[str]:
+    """The run's messages a channel failed to take (notifications.json), one line each: the channel, the message,
+    the last error (no secret: the sender took it out) and the tries; unreadable, it says so."""
+    path = run_path / NOTIFICATIONS_RECORD
+    try:
+        sends = json.loads(path.read_text()) if path.exists() else {}
+        return [f"{channel} ({message}): {entry.get('error')} ({entry.get('attempts')} tries)"
+                for message, channels in sends.items() for channel, entry in channels.items()
+                if entry.get("status") == "failed"]
+    except (OSError, ValueError, AttributeError) as exc:
+        return [f"{NOTIFICATIONS_RECORD} unreadable ({type(exc).__name__})"]
 
 
 def run_status(run: RunFolder) -> str:
@@ -100,8 +116,11 @@ def run_status(run: RunFolder) -> str:
     if not run.has(VERIFY):
         return "executed"
     verified = _json(run, f"{VERIFY}/summary.json") or {}
-    # A verify that found the action's promise not kept (a drained broker still holding replicas) is no verdict.
-    return "verified" if verified.get("promises_kept", True) else "promise not kept"
+    # A verify that found the action's promise not kept (a drained broker still holding replicas), or a broker the
+    # plan left above a topic's spread cap, is no verdict.
+    if not verified.get("promises_kept", True):
+        return "promise not kept"
+    return "verified" if (verified.get("topic_spread") or {}).get("kept", True) else "topic spread not kept"
 
 
 def list_runs(run_root: Path, cluster: str | None = None) -> list[RunOverview]:

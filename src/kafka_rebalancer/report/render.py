@@ -15,6 +15,7 @@ import plotly.offline
 
 from kafka_rebalancer.model.resources import RESOURCES
 from kafka_rebalancer.model.units import human_bytes
+from kafka_rebalancer.plan.balance.tables import SPREAD_HEADER, spread_cells_text
 from kafka_rebalancer.report.charts import PLOTLY_CONFIG_JSON, execution_timeline, figure_html, moves_sankey, usage_bars
 from kafka_rebalancer.report.views import MARKERS_SHOWN, SANKEY_BROKERS, SKIPPED_SHOWN, PlanView, RunReportData
 
@@ -31,6 +32,7 @@ def render(data: RunReportData) -> str:
         _section("moves", "Moves", _plan_part(data, _render_moves)),
         *([_section("log-dirs", "Log directories", _render_log_dirs(data))] if _has_log_dirs(data) else []),
         _section("bounds", "Lower bound and moved / LB", _plan_part(data, _render_bounds)),
+        *([_section("spread", "Topic spread", _render_spread(data))] if _has_spread(data) else []),
         _section("notes", "Planner notes", _plan_part(data, _render_notes)),
         _section("skipped", "Skipped and hot partitions", _plan_part(data, _render_skipped)),
         _section("validation", "Validation", _render_validation(data)),
@@ -40,6 +42,7 @@ def render(data: RunReportData) -> str:
     nav = " · ".join(f'<a href="#section-{name}">{title}</a>' for name, title in (
         ("snapshot", "snapshot"), ("usage", "usage"), ("moves", "moves"),
         *([("log-dirs", "log directories")] if _has_log_dirs(data) else []), ("bounds", "lower bound"),
+        *([("spread", "topic spread")] if _has_spread(data) else []),
         ("notes", "planner notes"), ("skipped", "skipped"), ("validation", "validation"), ("execution", "execution"),
         ("verification", "verification")))
     title = _esc(f"Run {h.run_id} ({h.cluster})")
@@ -267,6 +270,33 @@ def _render_bounds(plan: PlanView) -> str:
                       ("forced moved / LB", True), ("balance LB", True), ("balance moved", True),
                       ("balance moved / LB", True), ("out of band before → after", True), ("infeasible", True)],
                      resource_rows, sortable=True))
+
+
+def _has_spread(data: RunReportData) -> bool:
+    """The section is there when the topic spread is on (the plan's summary or verify's has its figures)."""
+    return bool((data.plan and any(p.topic_spread for p in data.plan.pools))
+                or (data.verification and data.verification.topic_spread))
+
+
+def _render_spread(data: RunReportData) -> str:
+    """Per pool and kind: the (topic, broker) over the topic's target before and after, over their cap, the worst;
+    for the plan (re-checked from plan.json) and, once verified, for the cluster after execution."""
+    def table(figures: dict[str, dict[str, Any]]) -> str:
+        return _table(SPREAD_HEADER, [[pool, kind, *spread_cells_text(f)] for pool, kinds in sorted(figures.items())
+                                      for kind, f in kinds.items()], sortable=True)
+
+    parts = ["<p>Per topic and broker, the replicas and the leaders held against the topic's target, ⌈share⌉ + "
+             "margin (share: the topic's replicas, or leaders, ÷ the pool's brokers taking replicas). No broker may "
+             "end above its cap, the larger of the target and what it held before the plan.</p>"]
+    if data.plan is not None:
+        parts += ["<h3>The plan</h3>", table({p.broker_pool: p.topic_spread for p in data.plan.pools})]
+    verified = data.verification.topic_spread if data.verification is not None else None
+    if verified:
+        parts += ["<h3>After execution</h3>", f'<p class="{"ok" if verified.get("kept") else "bad"}">' + (
+            "No broker holds more of a topic than its cap through the plan." if verified.get("kept") else
+            f"{verified.get('over_cap_by_plan')} (topic, broker) above their cap through the plan: the run is not "
+            "verified (verify/topic_spread.csv).") + "</p>", table(verified.get("pools") or {})]
+    return "".join(parts)
 
 
 FORCED_REASON_WORDS = {"dead_broker": "dead broker", "draining_broker": "draining broker",

@@ -103,6 +103,8 @@ class PoolPlanView:
     receivers_grouped: int
     notes: list[PlannerNote]  # the first NOTES_SHOWN
     notes_total: int
+    # With the topic spread on: per kind (replicas, leaders) its figures (plan summary's `topic_spread`).
+    topic_spread: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -257,6 +259,8 @@ class VerifyView:
     report_text_truncated: bool
     # What the run's action promised, with the verdict on the cluster after execution (plan.promises' rows).
     promises: list[dict[str, Any]] = field(default_factory=list)
+    # With the topic spread on: kept, over_cap_by_plan, and per pool and kind its figures after execution.
+    topic_spread: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

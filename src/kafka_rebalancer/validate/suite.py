@@ -14,8 +14,9 @@ import pandas as pd
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import RunFolderError, ValidationFailed
 from kafka_rebalancer.model.reassignment import parse_reassignment, plan_folder_hash
-from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD_AFTER, INFEASIBLE, LOG_DIR_MOVES, PLANNER_NOTES
+from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD_AFTER, HARD, INFEASIBLE, LOG_DIR_MOVES, PLANNER_NOTES
 from kafka_rebalancer.operations.request import read_request, scope_of
+from kafka_rebalancer.plan.balance.spread_violations import forced_receivers
 from kafka_rebalancer.plan.promises import (
     VALID_VERDICTS,
     excuses_of_run,
@@ -27,7 +28,7 @@ from kafka_rebalancer.plan.promises import (
 from kafka_rebalancer.plan.recheck import band_rows, claim_rows, left_outside, recheck_plan
 from kafka_rebalancer.run_folder import PLAN, VALIDATION, RunFolder, read_json, read_table, write_json
 from kafka_rebalancer.snapshot.store import cordoned_brokers, read_snapshot
-from kafka_rebalancer.validate.checks import CheckTables, build_checks, excuse_forced_receivers
+from kafka_rebalancer.validate.checks import CheckTables, build_checks, excuse_forced_receivers, spread_rows
 from kafka_rebalancer.validate.log_dir_checks import arrival_check_rows, log_dir_check_rows, replica_dirs_after
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,8 @@ SUITE: list[tuple[str, str, dict[str, Any], str]] = [
      "no broker twice in a partition"),
     ("partitions", "ExpectColumnValuesToBeInSet", {"column": "targets_in_pool", **_TRUE},
      "every replica on a broker of the topic's pool (one already outside it may stay only in an under-replicated "
-     "partition, which the plan may not move but to replace a dead broker's replica)"),
+     "partition, which the plan may not move but to replace a dead broker's replica, or where the planner says why "
+     "it could not bring it home)"),
     ("partitions", "ExpectColumnValuesToBeInSet", {"column": "targets_alive", **_TRUE},
      "no replica moved to a dead, unknown or cordoned broker"),
     ("partitions", "ExpectColumnValuesToBeInSet", {"column": "racks_kept", **_TRUE},
@@ -60,8 +62,9 @@ SUITE: list[tuple[str, str, dict[str, Any], str]] = [
     ("partitions", "ExpectColumnValuesToBeInSet", {"column": "no_excluded_broker", **_TRUE},
      "excluded brokers untouched"),
     ("brokers", "ExpectColumnValuesToBeInSet", {"column": "inside_or_closer", **_TRUE},
-     "every broker inside its band, or closer to it, for every balanced resource (or receiving replicas that must "
-     "leave a drained or dead broker, with the planner's reason for leaving it outside)"),
+     "every broker inside its band, or closer to it than before or than once the replicas the plan takes off it by "
+     "force have left, for every balanced resource (or receiving replicas that must leave a dead, drained or other "
+     "pool's broker, with the planner's reason for leaving it outside)"),
     ("claims", "ExpectColumnValuesToBeInSet", {"column": "agrees", **_TRUE},
      "the planner's predicted load and band verdict per broker (broker_load_after) match the re-check of plan.json"),
     ("bands", "ExpectColumnValuesToBeInSet", {"column": "agrees", **_TRUE},
@@ -110,8 +113,20 @@ _INDEX = {"partitions": ["topic", "partition"], "brokers": ["broker_id", "resour
           "promises": ["action", "broker_id", "topic", "partition", "detail"],
           "log_dir_moves": ["topic", "partition", "broker_id", "source_dir", "target_dir"],
           "arrival_dirs": ["topic", "partition", "broker_id", "target_dir"],
+          "topic_spread": ["topic", "broker_id", "kind", "held_before", "held", "cap"],
           "bands": ["broker_pool", "resource", "balanced_planned", "balanced_rechecked", "mean_planned",
                     "mean_rechecked", "lower_planned", "lower_rechecked", "upper_planned", "upper_rechecked"]}
+
+
+def _config_expectations(config: RebalancerConfig) -> list[tuple[str, str, dict[str, Any], str]]:
+    """The expectations the config sets: its budgets, and the topic spread's caps when it is on (off, there is no
+    expectation: the suite and its report stay as they were)."""
+    spread = config.topic_spread
+    caps = [("topic_spread", "ExpectColumnValuesToBeInSet", {"column": "within_cap", **_TRUE},
+             f"no broker holds more of a topic than max(what it held before, ceil(share) + {spread.margin}) replicas, "
+             "nor leaders (the first replica of a planned partition leads), but where it receives a replica that must "
+             "leave a dead, drained or other pool's broker (topic_spread)")] if spread.enabled else []
+    return _budget_expectations(config) + caps
 
 
 def _budget_expectations(config: RebalancerConfig) -> list[tuple[str, str, dict[str, Any], str]]:
@@ -142,11 +157,11 @@ def run_suite(checks: CheckTables, config: RebalancerConfig) -> tuple[bool, list
     frames = {"partitions": checks.partitions, "brokers": checks.brokers, "totals": checks.totals,
               "claims": checks.claims, "left_outside": checks.left_outside, "bands": checks.bands,
               "promises": checks.promises, "log_dir_moves": checks.log_dir_moves,
-              "arrival_dirs": checks.arrival_dirs}
+              "arrival_dirs": checks.arrival_dirs, "topic_spread": checks.topic_spread}
     failures: list[dict[str, Any]] = []
     raw: list[dict] = []
     for table, frame in frames.items():
-        entries = [e for e in [*SUITE, *_budget_expectations(config)] if e[0] == table]
+        entries = [e for e in [*SUITE, *_config_expectations(config)] if e[0] == table]
         suite = context.suites.add(gx.ExpectationSuite(name=f"plan_{table}"))
         for _, kind, kwargs, description in entries:
             suite.add_expectation(getattr(gx.expectations, kind)(**kwargs, meta={"description": description}))
@@ -189,21 +204,24 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
     bands = read_table(plan_dir, BANDS)
     request = read_request(run)
     draining = frozenset(scope_of(request).drained)
+    recheck = recheck_plan(config, snapshot, plan, bands, draining)
+    left = left_outside(recheck, read_table(plan_dir, PLANNER_NOTES), read_table(plan_dir, INFEASIBLE),
+                        scope_of(request))
+    kept_explained = frozenset(int(b) for b in left.loc[(left["resource"] == HARD) & left["explained"], "broker_id"])
     checks = build_checks(config, snapshot, plan, rollback, bands, draining,
                           demoting=bool(scope_of(request).demoted),
-                          cordoned=cordoned_brokers(manifest))
-    recheck = recheck_plan(config, snapshot, plan, bands, draining)
+                          cordoned=cordoned_brokers(manifest), kept_explained=kept_explained)
     checks.claims = claim_rows(read_table(plan_dir, BROKER_LOAD_AFTER), recheck, bands)
     checks.bands = band_rows(recheck, bands)
-    checks.left_outside = left_outside(recheck, read_table(plan_dir, PLANNER_NOTES), read_table(plan_dir, INFEASIBLE),
-                                       scope_of(request))
+    checks.left_outside = left
     excuses = excuses_of_run(run, snapshot, request)
     alive = snapshot.brokers.loc[snapshot.brokers["alive"].astype(bool), "broker_id"]
-    dead = frozenset(int(b) for b in snapshot.brokers["broker_id"]) - frozenset(int(b) for b in alive)
-    checks.brokers = excuse_forced_receivers(checks.brokers, checks.left_outside, plan, rollback, draining | dead)
+    forced = forced_receivers(config, snapshot, plan, draining)
+    checks.brokers = excuse_forced_receivers(checks.brokers, left, {b for _, b in forced})
     checks.promises = promise_rows(request, config, placement_after(snapshot.partitions, plan), recheck.after, alive,
                                    excuses)
     checks.arrival_dirs = arrival_check_rows(snapshot, plan, rollback, scope_of(request).removed_log_dirs)
+    checks.topic_spread = spread_rows(recheck.spread, forced if config.topic_spread.enabled else set())
     moves_file = plan_dir / f"{LOG_DIR_MOVES.name}.parquet"
     if moves_file.exists():
         moves, removed = read_table(plan_dir, LOG_DIR_MOVES), scope_of(request).removed_log_dirs
@@ -218,7 +236,7 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
               # Those on an empty table (no promises of the nightly run, no claims of a leadership-only plan) hold
               # vacuously and are counted apart.
               "expectations": sum(len(r.get("results", [])) for r in raw),
-              "expectations_vacuous": len(SUITE) + len(_budget_expectations(config))
+              "expectations_vacuous": len(SUITE) + len(_config_expectations(config))
               - sum(len(r.get("results", [])) for r in raw), "failures": failures}
     with run.stage(VALIDATION) as out:
         write_json(out / "report.json", report)
@@ -231,6 +249,8 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
         checks.promises.to_csv(out / "promises.csv", index=False)
         checks.log_dir_moves.to_csv(out / "log_dir_move_checks.csv", index=False)
         checks.arrival_dirs.to_csv(out / "arrival_dir_checks.csv", index=False)
+        if config.topic_spread.enabled:
+            checks.topic_spread.to_csv(out / "topic_spread_checks.csv", index=False)
     if not success:
         lines = [f"- {f['description']} ({f['expectation']} on {f['table']}): {f['unexpected_count']} row(s), "
                  f"e.g. {f['rows'][:5]}" for f in failures]

@@ -1,5 +1,6 @@
 """The verify step: a fresh snapshot after execution, band status before and after per pool, and whether the
-cluster now carries the validated plan."""
+cluster now carries the validated plan. The run is not verified where an action's promise is not kept, or (with the
+topic spread on) where the plan left a broker above a topic's cap (`spread_violations.executed_spread`)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,10 @@ from kafka_rebalancer.kafka_admin import KafkaConnection
 from kafka_rebalancer.model.band_status import band_status, broker_load_frame, out_of_band
 from kafka_rebalancer.model.reassignment import Reassignment, read_reassignment
 from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD, LOG_DIR_MOVES
-from kafka_rebalancer.operations.request import read_request
+from kafka_rebalancer.operations.request import read_request, scope_of
 from kafka_rebalancer.plan.balance.pool_bands import placement_bands
-from kafka_rebalancer.plan.balance.spread_violations import snapshot_violations
-from kafka_rebalancer.plan.balance.tables import band_table
+from kafka_rebalancer.plan.balance.spread_violations import VIOLATION_COLUMNS, executed_spread, spread_figures
+from kafka_rebalancer.plan.balance.tables import band_table, spread_table
 from kafka_rebalancer.plan.log_dir_plan import directory_bands
 from kafka_rebalancer.plan.promises import excuses_of_run, log_dir_promises, promise_lines, promise_rows, unkept
 from kafka_rebalancer.run_folder import PLAN, VERIFY, RunFolder, read_json, read_table, write_json
@@ -57,23 +58,27 @@ def verify_run(config: RebalancerConfig, connection: KafkaConnection, run: RunFo
                   "out_of_band_after": sorted(int(b) for b in out_of_band(
                       after[(after["broker_pool"] == pool) & (after["resource"] == res)])["broker_id"])}
             for res in sorted(before["resource"].unique())}
-    text = band_table(before, after)
     promises = _promises_after(config, run, after_tables, after)
-    # The topic spread's target after execution (issue 52): recorded, not judged yet (a leader Kafka moved on its own
-    # counts here too).
-    spread = snapshot_violations(config, read_snapshot(run)[0], after_tables)
+    # The topic spread after execution (issue 52), judged on the cells the plan added to (`executed_spread`).
+    spread = executed_spread(config, read_snapshot(run)[0], after_tables, plan, scope_of(read_request(run)).drained)
+    over_cap = spread.loc[spread["held"] > spread["cap"], [*VIOLATION_COLUMNS, "by_plan", "forced"]]
+    broken = over_cap[over_cap["by_plan"] & ~over_cap["forced"]]
+    figures = spread_figures(spread, sorted(before["broker_pool"].unique()))
+    text = band_table(before, after) + (f"\n{spread_table(figures)}" if config.topic_spread.enabled else "")
     summary = {"plan_hash": read_json(plan_dir / "summary.json")["plan_hash"],
                "partitions_planned": len(plan), "partitions_not_at_plan": not_applied, "pools": pools,
                "out_of_band_before": len(out_of_band(before)), "out_of_band_after": len(out_of_band(after)),
                "promises_kept": unkept(promises).empty,
                "log_dirs": _log_dirs_after(config, read_snapshot(run)[0], after_tables, plan),
-               "topic_spread_violations": len(spread),
+               "topic_spread_violations": len(over_cap),
+               **({"topic_spread": {"kept": broken.empty, "over_cap_by_plan": len(broken), "pools": figures}}
+                  if config.topic_spread.enabled else {}),
                "promises": promises.astype(object).where(promises.notna(), None).to_dict("records")}
     with run.stage(VERIFY) as out:
         write_json(out / "summary.json", summary)
         (out / "report.txt").write_text(text)
         promises.to_csv(out / "promises.csv", index=False)
-        spread.to_csv(out / "topic_spread.csv", index=False)
+        over_cap.to_csv(out / "topic_spread.csv", index=False)
     log.info("before -> after, per pool:\n%s", text)
     if not_applied:
         log.warning("%d planned partition(s) are not at their planned replicas: %s", len(not_applied),
@@ -81,13 +86,30 @@ def verify_run(config: RebalancerConfig, connection: KafkaConnection, run: RunFo
     log.info("verified plan %s: %d of %d planned partitions at their planned replicas; brokers out of band %d -> "
              "%d; fresh snapshot and summary in %s", summary["plan_hash"][:12], len(plan) - len(not_applied),
              len(plan), summary["out_of_band_before"], summary["out_of_band_after"], run.stage_path(VERIFY))
-    if not summary["promises_kept"]:
-        lines = promise_lines(promises)
-        for line in lines:
-            log.error("promise not kept: %s", line)
-        raise PromiseNotKept(f"the run is not verified: {len(unkept(promises))} promise(s) of its action not kept "
-                             f"on the cluster, e.g. {lines[0]} (all in {run.stage_path(VERIFY) / 'promises.csv'})")
+    _judge(promises, broken, run)
     return summary
+
+
+def _judge(promises: pd.DataFrame, spread_broken: pd.DataFrame, run: RunFolder) -> None:
+    """Raise PromiseNotKept where the action's promises are not kept on the cluster, or the plan left a broker above
+    a topic's spread cap (`spread_broken`: those cells, the plan's doing); both are named in the log."""
+    lines = promise_lines(promises)
+    for line in lines:
+        log.error("promise not kept: %s", line)
+    spread_lines = [f"broker {r.broker_id} holds {r.held} {r.kind} of {r.topic} (cap {r.cap}, {r.held_before} before)"
+                    for r in spread_broken.itertuples(index=False)]
+    for line in spread_lines:
+        log.error("topic spread not kept: %s", line)
+    folder = run.stage_path(VERIFY)
+    not_kept = lines + [f"topic spread: {line}" for line in spread_lines]  # the notification lists them
+    if not unkept(promises).empty:
+        raise PromiseNotKept(f"the run is not verified: {len(unkept(promises))} promise(s) of its action not kept "
+                             f"on the cluster, e.g. {lines[0]} (all in {folder / 'promises.csv'})",
+                             not_kept=not_kept)
+    if spread_lines:
+        raise PromiseNotKept(f"the run is not verified: the plan left {len(spread_lines)} (topic, broker) above their "
+                             f"topic spread cap, e.g. {spread_lines[0]} (all in {folder / 'topic_spread.csv'})",
+                             not_kept=not_kept)
 
 
 def _log_dirs_after(config: RebalancerConfig, before: SnapshotTables, after: SnapshotTables,

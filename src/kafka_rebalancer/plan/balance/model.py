@@ -46,7 +46,8 @@ class PoolModel:
     def _init_brokers(self, brokers: pd.DataFrame, resources: list[Resource]) -> None:
         self.broker_ids = brokers["broker_id"].to_numpy(dtype=np.int64)
         self.index = {int(b): i for i, b in enumerate(self.broker_ids)}
-        self.eligible = brokers["alive"].to_numpy(bool) & ~brokers["excluded"].to_numpy(bool)
+        self.alive = brokers["alive"].to_numpy(bool)
+        self.eligible = self.alive & ~brokers["excluded"].to_numpy(bool)
         # Roles of a manual operation (add-brokers): a broker that may not receive is never the target of a replica
         # move; one that may not give keeps its replicas unless they must move. Absent: every broker does both.
         self.receives = self.eligible & (brokers["receives"].to_numpy(bool) if "receives" in brokers else True)

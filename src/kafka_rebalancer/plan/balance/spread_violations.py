@@ -4,21 +4,27 @@ re-check of plan.json against the snapshot, and for verify after execution.
 A placement is one row per partition: topic, the topic's pool (`broker_pool`), replicas (broker ids, the first
 the preferred leader) and, where known, the `leader` (else the first replica leads, as after the executor's
 preferred leader election). The caps come from the placement before the plan (`model.topic_spread.spread_caps`),
-the share from the pool's brokers that take replicas; a row comes out per (topic, broker, kind) held above its cap.
+the share from the pool's brokers that take replicas; `spread_cells` gives a row per (topic, broker, kind) held
+before or after, `spread_violations` those held above their cap, `spread_figures` a pool's worst and counts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.model.reassignment import Reassignment
 from kafka_rebalancer.model.topic_spread import TopicSpreadSettings
 from kafka_rebalancer.snapshot.build import SnapshotTables
 
 VIOLATION_COLUMNS = ["topic", "broker_pool", "broker_id", "kind", "held_before", "held", "cap"]
+# target: ceil(share) + margin; cap: max(held_before, target).
+CELL_COLUMNS = ["topic", "broker_pool", "broker_id", "kind", "held_before", "held", "target", "cap"]
+KINDS = ("replicas", "leaders")
 
 
 def replica_rows(placement: pd.DataFrame) -> pd.DataFrame:
@@ -33,28 +39,45 @@ def replica_rows(placement: pd.DataFrame) -> pd.DataFrame:
     return frame.drop(columns="leader").reset_index(drop=True)
 
 
-def spread_violations(before: pd.DataFrame, after: pd.DataFrame, brokers_taking: Mapping[str, Collection[int]],
-                      settings: TopicSpreadSettings) -> pd.DataFrame:
-    """The (topic, broker, kind) held above their cap after the plan: kind `replicas` or `leaders`; held_before,
-    held, cap. `brokers_taking`: per pool, the brokers that take replicas (alive, not excluded), whose number
-    divides a topic's total into its share. Empty when the spread is off."""
+def spread_cells(before: pd.DataFrame, after: pd.DataFrame, brokers_taking: Mapping[str, Collection[int]],
+                 settings: TopicSpreadSettings) -> pd.DataFrame:
+    """Per (topic, broker, kind) held before or after the plan, of the topics the spread covers: kind `replicas` or
+    `leaders`; held_before, held, the topic's target and the cell's cap (CELL_COLUMNS). `brokers_taking`: per pool,
+    the brokers that take replicas (alive, not excluded), whose number divides a topic's total into its share.
+    Empty when the spread is off."""
     if not settings.enabled:
-        return pd.DataFrame(columns=VIOLATION_COLUMNS)
-    old, new = replica_rows(before), replica_rows(after)
+        return _empty(CELL_COLUMNS)
+    covered = {t: not settings.excluded(t) for t in set(before["topic"]) | set(after["topic"])}
+    old = replica_rows(before[before["topic"].map(covered)])
+    new = replica_rows(after[after["topic"].map(covered)])
     out = []
-    for kind, weight in (("replicas", None), ("leaders", "is_leader")):
+    for kind, weight in zip(KINDS, (None, "is_leader"), strict=True):
         held_before = _held(old, weight).rename("held_before")
         held = _held(new, weight).rename("held")
         cells = pd.concat([held_before, held], axis=1).fillna(0).astype(np.int64).reset_index()
         totals = held_before.groupby(level=["topic", "broker_pool"]).sum().rename("total").reset_index()
         cells = cells.merge(totals, on=["topic", "broker_pool"], how="left").fillna({"total": 0})
         taking = cells["broker_pool"].map(lambda pool: max(len(brokers_taking.get(pool, ())), 1))
-        target = (cells["total"].astype(np.int64) + taking - 1) // taking + settings.margin
-        cells["cap"] = np.maximum(cells["held_before"], target)
+        cells["target"] = (cells["total"].astype(np.int64) + taking - 1) // taking + settings.margin
+        cells["cap"] = np.maximum(cells["held_before"], cells["target"])
         cells["kind"] = kind
-        over = cells[(cells["held"] > cells["cap"]) & ~cells["topic"].map(settings.excluded)]
-        out.append(over[VIOLATION_COLUMNS])
-    return pd.concat(out, ignore_index=True).sort_values(["topic", "broker_id", "kind"], ignore_index=True)
+        out.append(cells[CELL_COLUMNS])
+    cells = pd.concat(out, ignore_index=True).sort_values(["topic", "broker_id", "kind"], ignore_index=True)
+    return cells.astype({c: np.int64 for c in ("broker_id", "held_before", "held", "target", "cap")})
+
+
+def spread_violations(before: pd.DataFrame, after: pd.DataFrame, brokers_taking: Mapping[str, Collection[int]],
+                      settings: TopicSpreadSettings) -> pd.DataFrame:
+    """The (topic, broker, kind) held above their cap after the plan (`spread_cells`): VIOLATION_COLUMNS. Empty when
+    the spread is off."""
+    cells = spread_cells(before, after, brokers_taking, settings)
+    return cells.loc[cells["held"] > cells["cap"], VIOLATION_COLUMNS].reset_index(drop=True)
+
+
+def skewed_cells(cells: pd.DataFrame) -> pd.DataFrame:
+    """The cells of `spread_cells` worth an operator's reading: held above the topic's target before or after the
+    plan (the plan stage's `topic_spread` table)."""
+    return cells[cells[["held_before", "held"]].max(axis=1) > cells["target"]].reset_index(drop=True)
 
 
 def _held(rows: pd.DataFrame, weight: str | None) -> pd.Series:
@@ -63,16 +86,136 @@ def _held(rows: pd.DataFrame, weight: str | None) -> pd.Series:
     return rows.groupby(["topic", "broker_pool", "broker_id"]).size()
 
 
-def snapshot_violations(config: RebalancerConfig, before: SnapshotTables, after: SnapshotTables) -> pd.DataFrame:
-    """`spread_violations` from one snapshot of the cluster to another (verify: the run's, and the one after
-    execution): the brokers taking replicas are each pool's alive, non-excluded brokers in the first."""
-    brokers = before.brokers.drop_duplicates("broker_id").set_index("broker_id")
-    alive = set(brokers.index[brokers["alive"].astype(bool)].tolist()) - set(config.exclude.brokers)
-    taking = {pool: [b for b in settings.brokers if b in alive] for pool, settings in config.pools.items()}
+def _empty(columns: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object if c in ("topic", "broker_pool", "kind") else np.int64)
+                         for c in columns})
 
-    def placement(tables: SnapshotTables) -> pd.DataFrame:
-        parts = tables.partitions
-        parts = parts[parts["topic_pool"].notna()]
-        return parts.rename(columns={"topic_pool": "broker_pool"})[["topic", "broker_pool", "replicas", "leader"]]
 
-    return spread_violations(placement(before), placement(after), taking, config.topic_spread)
+def brokers_taking(config: RebalancerConfig, brokers: pd.DataFrame) -> dict[str, list[int]]:
+    """Per pool of the config, its brokers that take replicas in this snapshot's brokers: alive, not excluded."""
+    known = brokers.drop_duplicates("broker_id").set_index("broker_id")
+    alive = set(known.index[known["alive"].astype(bool)].tolist()) - set(config.exclude.brokers)
+    return {pool: [b for b in settings.brokers if b in alive] for pool, settings in config.pools.items()}
+
+
+def placement_of(partitions: pd.DataFrame) -> pd.DataFrame:
+    """A snapshot's partitions of a pool as a placement: topic, partition, broker_pool, replicas, leader."""
+    parts = partitions[partitions["topic_pool"].notna()].drop_duplicates(["topic", "partition"])
+    return parts.rename(columns={"topic_pool": "broker_pool"})[["topic", "partition", "broker_pool", "replicas",
+                                                                 "leader"]].reset_index(drop=True)
+
+
+def planned_placement(before: pd.DataFrame, plan: Iterable[Reassignment]) -> pd.DataFrame:
+    """The placement `before` with plan.json applied: a planned partition on its planned replicas, led by the first
+    (the executor's preferred leader election); the others as they are."""
+    planned = {(r.topic, r.partition): list(r.replicas) for r in plan}
+    if not planned:
+        return before
+    keys = list(zip(before["topic"], before["partition"].astype(int), strict=True))
+    replicas = [planned.get(k, list(old)) for k, old in zip(keys, before["replicas"], strict=True)]
+    leader = [r[0] if k in planned and r else int(old) for k, r, old in zip(keys, replicas, before["leader"],
+                                                                           strict=True)]
+    return before.assign(replicas=replicas, leader=leader)
+
+
+def planned_spread(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[Reassignment]) -> pd.DataFrame:
+    """`spread_cells` of plan.json against the run's snapshot (the validation's re-check): before, the snapshot's
+    replicas and leaders; after, the planned placement (`planned_placement`). Empty when the spread is off."""
+    if not config.topic_spread.enabled:
+        return _empty(CELL_COLUMNS)
+    before = placement_of(snapshot.partitions)
+    return spread_cells(before, planned_placement(before, plan), brokers_taking(config, snapshot.brokers),
+                        config.topic_spread)
+
+
+def executed_spread(config: RebalancerConfig, before: SnapshotTables, after: SnapshotTables,
+                    plan: list[Reassignment], drained: Collection[int] = ()) -> pd.DataFrame:
+    """`spread_cells` from the run's snapshot to one after execution (verify), with `by_plan`: whether the plan gave
+    that broker a replica of the topic (kind replicas) or made it the preferred leader of one of the topic's
+    partitions it did not lead (kind leaders), so a cell above its cap is the plan's doing; and `forced`: the plan
+    gave it a replica that had to move there (`forced_receivers`; `drained`: the run's drained brokers). Leaders
+    after are the planned partitions' first replicas (what the executor's election asks for) and the others' leaders
+    as in the run's snapshot while they keep their replica there: a leader Kafka moved on its own is not the plan's
+    doing."""
+    if not config.topic_spread.enabled:
+        return _empty(CELL_COLUMNS).assign(by_plan=pd.Series(dtype=bool), forced=pd.Series(dtype=bool))
+    old = placement_of(before.partitions)
+    now_parts = placement_of(after.partitions)
+    now = {(t, int(p)): ([int(b) for b in r], int(led)) for t, p, r, led in zip(
+        now_parts["topic"], now_parts["partition"], now_parts["replicas"], now_parts["leader"], strict=True)}
+    planned = {(r.topic, r.partition) for r in plan}
+    replicas, leader = [], []
+    for t, p, was, led in zip(old["topic"], old["partition"], old["replicas"], old["leader"], strict=True):
+        ids, now_leader = now.get((t, int(p)), ([int(b) for b in was], int(led)))
+        replicas.append(ids)
+        leader.append((ids[0] if ids else -1) if (t, int(p)) in planned else int(led) if led in ids else now_leader)
+    cells = spread_cells(old, old.assign(replicas=replicas, leader=leader), brokers_taking(config, before.brokers),
+                         config.topic_spread)
+    gained, forced = _gained(old, plan), forced_receivers(config, before, plan, drained)
+    keys = list(zip(cells["topic"], cells["broker_id"].astype(int), strict=True))
+    return cells.assign(
+        by_plan=pd.Series([(t, b, k) in gained for (t, b), k in zip(keys, cells["kind"], strict=True)],
+                          index=cells.index, dtype=bool),
+        forced=pd.Series([key in forced for key in keys], index=cells.index, dtype=bool))
+
+
+def forced_receivers(config: RebalancerConfig, snapshot: SnapshotTables, plan: Iterable[Reassignment],
+                     drained: Collection[int] = ()) -> set[tuple[str, int]]:
+    """(topic, broker) the plan gives a replica of the topic in a partition it takes off a broker the replica must
+    leave (dead, drained, or outside the topic's pool): the planner places such a replica above a cap when no broker
+    under it keeps the placement rules, so a cell it lands in is not held to its cap."""
+    known = snapshot.brokers.drop_duplicates("broker_id")
+    gone = set(known.loc[~known["alive"].astype(bool), "broker_id"].astype(int)) | {int(b) for b in drained}
+    members = {pool: set(settings.brokers) for pool, settings in config.pools.items()}
+    parts = placement_of(snapshot.partitions)
+    old = {(t, int(p)): (pool, {int(b) for b in r}) for t, p, pool, r in zip(
+        parts["topic"], parts["partition"], parts["broker_pool"], parts["replicas"], strict=True)}
+    out: set[tuple[str, int]] = set()
+    for r in plan:
+        pool, was = old.get((r.topic, r.partition), (None, set()))
+        if any(b in gone or b not in members.get(str(pool), set()) for b in was - set(r.replicas)):
+            out |= {(r.topic, int(b)) for b in set(r.replicas) - was}
+    return out
+
+
+def _gained(before: pd.DataFrame, plan: Iterable[Reassignment]) -> set[tuple[str, int, str]]:
+    """(topic, broker, kind) the plan adds to: a replica of the topic on a broker that had none of that partition,
+    a partition of the topic whose preferred leader becomes a broker that did not lead it."""
+    old = {(t, int(p)): ([int(b) for b in r], int(led)) for t, p, r, led in zip(
+        before["topic"], before["partition"], before["replicas"], before["leader"], strict=True)}
+    out: set[tuple[str, int, str]] = set()
+    for r in plan:
+        replicas, leader = old.get((r.topic, r.partition), ([], -1))
+        out |= {(r.topic, int(b), "replicas") for b in r.replicas if b not in replicas}
+        if r.replicas and r.replicas[0] != leader:
+            out.add((r.topic, int(r.replicas[0]), "leaders"))
+    return out
+
+
+def spread_figures(cells: pd.DataFrame, pools: Iterable[str]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per pool and kind, from `spread_cells`: how many (topic, broker) hold more than the topic's target
+    (ceil(share) + margin) before and after, how many end above their cap, and the worst cell before and after (the
+    most held against its target: topic, broker_id, held, target, cap)."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for pool in pools:
+        of_pool = cells[cells["broker_pool"] == pool]
+        out[pool] = {}
+        for kind in KINDS:
+            rows = of_pool[of_pool["kind"] == kind]
+            out[pool][kind] = {
+                "over_target_before": int((rows["held_before"] > rows["target"]).sum()),
+                "over_target_after": int((rows["held"] > rows["target"]).sum()),
+                "over_cap_after": int((rows["held"] > rows["cap"]).sum()),
+                "worst_before": _worst(rows, "held_before"), "worst_after": _worst(rows, "held")}
+    return out
+
+
+def _worst(rows: pd.DataFrame, held: str) -> dict[str, Any] | None:
+    """The cell holding the most against its target (ties: the most held, then by topic and broker)."""
+    if rows.empty:
+        return None
+    ranked = rows.assign(_ratio=rows[held] / rows["target"]).sort_values(
+        ["_ratio", held, "topic", "broker_id"], ascending=[False, False, True, True], kind="stable")
+    top = ranked.iloc[0]
+    return {"topic": str(top["topic"]), "broker_id": int(top["broker_id"]), "held": int(top[held]),
+            "target": int(top["target"]), "cap": int(top["cap"])}

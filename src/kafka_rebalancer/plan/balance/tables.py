@@ -1,7 +1,9 @@
 """Plain-text tables for task logs and terminals: per pool, each broker's disk and replica count with the band
-and whether the broker is inside it."""
+and whether the broker is inside it; and per pool the topic spread before and after (`spread_table`)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pandas as pd
 
@@ -69,3 +71,32 @@ def band_table(status: pd.DataFrame, after: pd.DataFrame | None = None) -> str:
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
         lines.append("")
     return "\n".join(lines)
+
+
+SPREAD_HEADER = ["pool", "kind", "over target before -> after", "over cap after", "worst before", "worst after"]
+
+
+def spread_cells_text(kind_figures: dict[str, Any]) -> list[str]:
+    """One pool's figures of one kind (`spread_violations.spread_figures`) as the cells after the pool and kind of
+    SPREAD_HEADER: the worst (topic, broker) as "topic on broker b: held (target t)"."""
+    def worst(cell: dict[str, Any] | None) -> str:
+        if cell is None:
+            return "-"
+        return f"{cell['topic']} on broker {cell['broker_id']}: {cell['held']} (target {cell['target']})"
+
+    f = kind_figures
+    return [f"{f['over_target_before']} -> {f['over_target_after']}", str(f["over_cap_after"]),
+            worst(f["worst_before"]), worst(f["worst_after"])]
+
+
+def spread_table(figures: dict[str, dict[str, dict[str, Any]]]) -> str:
+    """Per pool and kind (replicas, leaders), the topic spread before and after: how many (topic, broker) hold more
+    than the topic's target (ceil(share) + margin), how many end above their cap (max(held before, target)), and the
+    worst cell before and after."""
+    rows = [[pool, kind, *spread_cells_text(kinds[kind])] for pool, kinds in sorted(figures.items())
+            for kind in kinds]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(SPREAD_HEADER)]
+    lines = ["topic spread: per topic and broker, against the topic's target ceil(share) + margin",
+             "  ".join(h.ljust(w) for h, w in zip(SPREAD_HEADER, widths, strict=True)),
+             "  ".join("-" * w for w in widths)]
+    return "\n".join([*lines, *("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows), ""])

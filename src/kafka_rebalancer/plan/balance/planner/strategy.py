@@ -136,8 +136,11 @@ class Planner:
         m = self.model
         for r in sorted(np.flatnonzero(m.r_must_move), key=lambda r: (-m.r_size[r], r)):
             if not self.forced.place(int(r)):
-                where = "a dead broker" if not m.eligible[m.r_broker[r]] else "outside its topic's pool"
-                self.plan.notes.append((HARD, int(m.broker_ids[m.r_broker[r]]),
+                # Not eligible but alive: another pool's broker (or none's), which the pool's model holds excluded.
+                s = m.r_broker[r]
+                where = ("a dead broker" if not m.alive[s] else "a broker outside its topic's pool"
+                         if not m.eligible[s] else "a broker being drained")
+                self.plan.notes.append((HARD, int(m.broker_ids[s]),
                                         f"{m.r_topic[r]}-{m.r_partition[r]}: its replica on {where} could not be "
                                         f"placed ({self.forced.why_not(int(r))})"))
         # Placing a partition's replica changes only that partition's racks, so the partitions short of racks
