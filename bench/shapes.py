@@ -1,13 +1,16 @@
 """`make bench-shapes`: the planner on many cluster shapes (issue 36), one factor at a time around a base shape.
 
     python -m bench.shapes [--quick] [--shapes base,sizes-pareto,...] [--time-limit 120]
+    python -m bench.shapes --shapes cc-1000,cc-1000+spread   # one row with the topic spread off, then on
 
-The base shape is one pool of 48 brokers, RF 3, 3 racks, log-normal partition sizes, 1,500 replicas per broker,
-one hot broker and 2 % new empty brokers. Each factor row changes one thing of it (sizes, new brokers, a dead
-broker, disks, RF, racks, pool size); the mixed rows change several; the exact rows are 12-broker clusters whose
-configs balance disk and replica count only, so the planner's plan is also compared with the exact optimum
-(bench/optimum_milp.py). Every row is planned as `make bench` plans (bench.run's prepare and measure: bench.plan_once
-in a child process) and its figures are the plan summary's (the re-check of plan.json against the snapshot).
+The base shape is one pool of 48 brokers, RF 3, 3 racks, log-normal partition sizes, 1,500 replicas per broker, one
+hot broker and 2 % new empty brokers. Each factor row changes one thing of it (sizes, new brokers, a dead broker,
+disks, RF, racks, pool size); the mixed rows change several; the exact rows are 12-broker clusters whose configs
+balance disk and replica count only, so the planner's plan is also compared with the exact optimum
+(bench/optimum_milp.py). The issue-52 rows are the 1,000-broker cluster Cruise Control was measured on and its
+variants; each has a `+spread` twin planning the same cluster with `topic_spread: {enabled: true}`. Every row is
+planned as `make bench` plans (bench.run's prepare and measure: bench.plan_once in a child process) and its figures
+are the plan summary's (the re-check of plan.json against the snapshot).
 
 The bounds a row is measured against are in its `bounds` (name -> bytes and moved / bound): "recheck" is the
 summary's balance lower bound (forced moves apart: against the promised edges, the target band for the brokers
@@ -30,10 +33,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
 from bench import optimum, run
 from bench.optimum_milp import Optimum, held_brokers, solve_optimum
 from bench.scales import Scale
+from bench.spread_figures import spread_figures
 from kafka_rebalancer.config import RebalancerConfig, load_config
 from kafka_rebalancer.model.reassignment import Reassignment, parse_reassignment
 from kafka_rebalancer.model.schemas import BANDS
@@ -54,13 +59,20 @@ class Shape:
     change: str  # what differs from the base shape
     spec: SyntheticSpec
     sibling: str | None = None  # the solver-sized row of the same shape (its plan is also compared with the optimum)
+    topic_spread: bool = False  # planned with the config's topic_spread enabled (the cluster of the row without it)
 
     @property
     def exact(self) -> bool:
         return self.group == SOLVER_SIZED
 
+    @property
+    def cluster(self) -> str:
+        """The row whose generated cluster this row plans (a +spread twin shares its twin's)."""
+        return self.name.removesuffix(SPREAD_SUFFIX)
+
 
 SOLVER_SIZED = "solver-sized"
+SPREAD_SUFFIX = "+spread"
 # What every shape's config balances, +-10 % bands: as Cruise Control was measured against on the same clusters.
 SHAPE_RESOURCES = {"disk": {}, "replica_count": {}, "leader_count": {}}
 # A solver-sized sibling: the same shape at the size the exact MILP proves within a minute or two.
@@ -73,6 +85,14 @@ BASE = SyntheticSpec(n_brokers=48, n_racks=3, n_pools=1, n_partitions=48 * REPLI
 # Cruise Control comparison used.
 KAFKA = replace(BASE, placement="kafka", hot_brokers_per_pool=0, leader_skew=0.0, empty_broker_fraction=0.04)
 UNEVEN_5 = (1.5, 1.25, 1.0, 0.75, 0.5)
+# Issue 52's cluster, on which Cruise Control moved 328.66 TB in 91-94 s: 1,000 brokers in five racks of 200, 8 new
+# empty brokers per rack, 2,000 topics x 250 partitions, RF 3, log-normal sizes with a 2 GiB median, 5 % hot brokers
+# whose led partitions are 3 x larger, capacity = mean use / 0.45, placed by Kafka.
+CC_1000 = SyntheticSpec(n_brokers=1_000, n_racks=5, n_pools=1, n_partitions=2_000 * 250, partitions_per_topic=250,
+                        replication_factor=3, hot_brokers_per_pool=0, hot_broker_fraction=0.05,
+                        hot_leader_size_factor=3.0, under_replicated_fraction=0.0, size_distribution="lognormal",
+                        size_median_bytes=2 * 2**30, empty_broker_fraction=0.04, new_brokers_per_rack=True,
+                        target_usage=0.45, placement="kafka", seed=5200)
 
 
 def _sized(spec: SyntheticSpec, n_brokers: int, replicas_per_broker: int = REPLICAS_PER_BROKER) -> SyntheticSpec:
@@ -120,9 +140,29 @@ def _large_shapes() -> list[Shape]:
     ]
 
 
+def _issue_52_shapes() -> list[Shape]:
+    """The Cruise Control cluster of issue 52 and its variants, each followed by its +spread twin."""
+    rows = [Shape("cc-1000", "issue-52", "1,000 brokers, 5 racks, 2,000 topics x 250, 2 GiB median, 5 % hot (led x 3), "
+                  "4 % new (8 per rack), Kafka-placed", CC_1000),
+            Shape("cc-1000-new-1%", "issue-52", "cc-1000 with 1 % new (2 per rack)",
+                  replace(CC_1000, empty_broker_fraction=0.01)),
+            Shape("cc-1000-new-10%", "issue-52", "cc-1000 with 10 % new (20 per rack)",
+                  replace(CC_1000, empty_broker_fraction=0.10)),
+            Shape("cc-1000-hot-15%", "issue-52", "cc-1000 with 15 % hot brokers",
+                  replace(CC_1000, hot_broker_fraction=0.15))]
+    return [twin for row in rows for twin in (row, _with_spread(row))]
+
+
+def _with_spread(shape: Shape) -> Shape:
+    return replace(shape, name=shape.name + SPREAD_SUFFIX, change=f"{shape.change}; topic spread on",
+                   topic_spread=True)
+
+
 def _shapes() -> list[Shape]:
     """Every large shape, each followed by its solver-sized sibling (the same spec at SIBLING_BROKERS brokers and
-    SIBLING_REPLICAS_PER_BROKER replicas per broker; shapes whose siblings are the same spec share one)."""
+    SIBLING_REPLICAS_PER_BROKER replicas per broker; shapes whose siblings are the same spec share one); then the
+    issue-52 rows (no sibling: a 12-broker cluster of 250-partition topics says nothing of them), and +spread twins
+    of kafka-200 and pool-200."""
     shapes: list[Shape] = []
     sibling_of_spec: dict[SyntheticSpec, str] = {}
     for shape in _large_shapes():
@@ -133,7 +173,8 @@ def _shapes() -> list[Shape]:
                                 f"{shape.name} at {SIBLING_BROKERS} brokers, {SIBLING_REPLICAS_PER_BROKER} replicas "
                                 "each", small))
         shapes.append(replace(shape, sibling=sibling_of_spec[small]))
-    return shapes
+    by_name = {s.name: s for s in shapes}
+    return [*shapes, *(_with_spread(by_name[n]) for n in ("kafka-200", "pool-200")), *_issue_52_shapes()]
 
 
 SHAPES = {s.name: s for s in _shapes()}
@@ -156,10 +197,20 @@ def driver_memory(spec: SyntheticSpec) -> str:
 
 def plan_shape(shape: Shape) -> tuple[dict[str, Any], RunFolder]:
     """Generate (once per spec) and plan the shape; the plan step's time and memory."""
-    folder = f"optimum-shapes-{shape.name}"  # optimum.prepare's folder
-    config_path, run_folder = optimum.prepare(f"shapes-{shape.name}", shape.spec, resources=SHAPE_RESOURCES)
+    folder = f"optimum-shapes-{shape.cluster}"  # optimum.prepare's folder
+    config_path, run_folder = optimum.prepare(f"shapes-{shape.cluster}", shape.spec, resources=SHAPE_RESOURCES)
+    if shape.topic_spread:
+        config_path = spread_config(config_path)
     print(f"[{shape.name}] planning ...", flush=True)
     return run.measure(Scale(folder, shape.spec, driver_memory(shape.spec)), config_path, run_folder), run_folder
+
+
+def spread_config(config_path: Path) -> Path:
+    """The config beside it with the topic spread enabled (the same cluster and runs folder)."""
+    body = yaml.safe_load(config_path.read_text())
+    spread_path = config_path.with_name("config-spread.yaml")
+    spread_path.write_text(yaml.safe_dump({**body, "topic_spread": {"enabled": True}}, sort_keys=False))
+    return spread_path
 
 
 def _ratio(value: float, bound: float | None) -> float | None:
@@ -203,6 +254,7 @@ def figures(shape: Shape, run_folder: RunFolder, time_limit: float,
         "balance_bytes": totals["balance_bytes"], "forced_bytes": totals["forced_bytes"],
         "out_of_band_before": totals["out_of_band_before"], "out_of_band_after": totals["out_of_band_after"],
         "infeasible": totals["infeasible"], "bounds": bounds,
+        "topic_spread": spread_figures(snapshot, run_folder),
     }
 
 
@@ -294,6 +346,13 @@ def _bound_cell(bound: dict[str, Any] | None) -> str:
     return cell
 
 
+def _spread_cell(spread: dict[str, Any] | None) -> str:
+    if spread is None:
+        return "–"
+    worst, over = spread["worst_after"], spread["over_cap_after"]
+    return f"{worst['replicas']}, {worst['leaders']}; {over['replicas'] + over['leaders']}"
+
+
 def row_targets(name: str, results: dict[str, Any]) -> list[tuple[str, bool | None]]:
     """The row's targets (issue 36), each with met (None: not measured): a solver-sized row's plan within
     OPTIMUM_TARGET of the exact optimum; a large row's moved / LB within SIBLING_SLACK of its sibling's; every row
@@ -337,13 +396,15 @@ def _targets_cell(checks: list[tuple[str, bool | None]]) -> str:
 
 def table(results: dict[str, Any]) -> str:
     rows = [("shape", "what differs from base", "brokers", "replicas", "new / dead", "moved GiB", "replica moves",
-             "out of band before → after (infeasible)", *BOUND_COLUMNS.values(), "wall s", "targets")]
+             "out of band before → after (infeasible)", *BOUND_COLUMNS.values(),
+             "topic spread after: worst held / share (replicas, leaders); cells over cap", "wall s", "targets")]
     for name, r in results.items():
         rows.append((name, SHAPES[name].change, str(r["brokers"]), f"{r['replicas']:,}",
                      f"{r['empty_brokers']} / {r['dead_brokers']}", f"{r['moved_bytes'] / 2**30:,.1f}",
                      f"{r['replica_moves']:,}",
                      f"{r['out_of_band_before']} → {r['out_of_band_after']} ({r['infeasible']})",
-                     *(_bound_cell(r["bounds"].get(b)) for b in BOUND_COLUMNS), f"{r['wall_s']:.1f}",
+                     *(_bound_cell(r["bounds"].get(b)) for b in BOUND_COLUMNS), _spread_cell(r.get("topic_spread")),
+                     f"{r['wall_s']:.1f}",
                      _targets_cell(row_targets(name, results))))
     cells = [_targets_cell(row_targets(name, results)) for name in results]
     summary = (f"Targets: {cells.count('met')} of {len(cells)} rows met, "
@@ -381,7 +442,9 @@ def main(argv: list[str] | None = None) -> int:
         measured, run_folder = plan_shape(shape)
         last = results.get(name, {})
         spec = json.loads(json.dumps(asdict(shape.spec)))  # as the results file has it (tuples as lists)
-        same = last.get("spec") == spec and last.get("resources") == list(SHAPE_RESOURCES)
+        # A spec field added since the row was measured has its default there (today's behaviour).
+        same = ({**asdict(SyntheticSpec()), **last.get("spec", {})} == spec
+                and last.get("resources") == list(SHAPE_RESOURCES))
         known = last.get("bounds", {}).get("optimum") if same and not args.solve_again else None
         if known and known.get("target_band") is not True:
             known = None  # held to the promises the plan kept: solved again for each plan

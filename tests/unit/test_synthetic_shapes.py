@@ -143,3 +143,33 @@ def test_kafka_placement_is_kafkas_rack_aware_assignment_over_the_brokers_that_a
 def test_placement_must_be_known() -> None:
     with pytest.raises(ValueError, match="placement"):
         SyntheticSpec(placement="cruise-control")
+
+
+# -- issue 52's shape: a size median, new brokers per rack, hot brokers as a share whose led partitions are larger --
+ISSUE_52 = replace(BASE, n_brokers=60, n_racks=5, n_partitions=6_000, partitions_per_topic=60, placement="kafka",
+                   hot_brokers_per_pool=0, size_distribution="lognormal", size_median_bytes=2 * 2**30)
+
+
+def test_lognormal_sizes_have_the_given_median() -> None:
+    sizes = generate(ISSUE_52)[0].partitions["size_bytes"]
+    assert sizes.median() == pytest.approx(2 * 2**30, rel=0.05)
+    with pytest.raises(ValueError, match="size_median_bytes"):
+        SyntheticSpec(size_median_bytes=1.0)  # zipf-traffic sizes have no median to set
+
+
+def test_new_brokers_per_rack_are_an_equal_count_from_every_rack() -> None:
+    brokers = generate(replace(ISSUE_52, empty_broker_fraction=0.1, new_brokers_per_rack=True))[0].brokers
+    per_rack = brokers[brokers["disk_used_bytes"] == 0].groupby("rack").size()
+    assert per_rack.tolist() == [math.ceil(0.1 * 12)] * 5
+
+
+def test_hot_brokers_as_a_share_lead_larger_partitions_and_capacity_is_mean_use_over_target_usage() -> None:
+    plain, _ = generate(ISSUE_52)
+    hot_spec = replace(ISSUE_52, hot_broker_fraction=0.05, hot_leader_size_factor=3.0)
+    tables, _ = generate(hot_spec)
+    ratio = tables.partitions["size_bytes"] / plain.partitions["size_bytes"]
+    enlarged = tables.partitions.loc[ratio > 1.5, "replicas"].map(lambda r: int(r[0]))
+    assert enlarged.nunique() == math.ceil(0.05 * 60)  # the hot brokers, the preferred leaders of those partitions
+    assert ratio[ratio > 1.5].round(3).eq(3.0).all() and ratio[ratio <= 1.5].eq(1.0).all()
+    brokers = tables.brokers
+    assert brokers["disk_capacity_bytes"].mean() == pytest.approx(brokers["disk_used_bytes"].mean() / 0.45, rel=1e-6)

@@ -269,3 +269,26 @@ def test_the_exact_polish_places_within_the_caps() -> None:
         moved.append(sum(int(m.r_size[mv.replica]) for mv in plan.moves if mv.action == "replica"))
         assert (m.topic_replicas <= caps[0]).all() and (m.topic_leaders <= caps[1]).all()
     assert any(mv.resource == "exact" for mv in plan.moves) and moved[1] < moved[0]
+
+
+def test_a_taker_at_its_cap_of_the_givers_over_target_topic_takes_another_topic_from_it() -> None:
+    """Broker 1 holds 5 of 'a' (target 3, margin 0) and 2 of 'b' (at its target); broker 2 holds 3 of 'a', its cap.
+    Ranked alone, broker 1's 'a' replicas come first (equal scores: by row) and fill a candidate list of 2, none of
+    which broker 2 may take: the giver's replicas are held to the taker's caps before they are ranked, so it gets a
+    'b'."""
+    brokers = pd.DataFrame([{"broker_id": b, "rack": "r", "alive": True, "excluded": False,
+                             "disk_capacity_bytes": 10_000.0} for b in (1, 2, 3)])
+    held = {("a", 1): 5, ("a", 2): 3, ("b", 1): 2, ("b", 3): 4}
+    rows, partition = [], {"a": 0, "b": 0}
+    for (topic, broker), n in held.items():
+        for _ in range(n):
+            rows.append({"topic": topic, "partition": partition[topic], "broker_id": broker, "position": 0,
+                         "size_bytes": 100, "movable": True})
+            partition[topic] += 1
+    m = PoolModel(brokers, pd.DataFrame(rows), [REPLICA_COUNT])
+    planner = Planner(m, bands_of(m), ["replica_count"], Budgets(100), candidate_limit=2,
+                      topic_spread=TopicSpreadSettings(enabled=True, margin=0))
+    giver, taker = m.index[1], m.index[2]
+    assert planner.replica_move.take(taker, 0, need=1.0, most=np.inf, givers=np.array([giver]))
+    (move,) = planner.plan.moves
+    assert (m.r_topic[move.replica], move.source, move.target) == ("b", giver, taker)

@@ -22,9 +22,10 @@ NO_CAP = np.iinfo(np.int32).max
 
 
 class TopicSpreadSettings(BaseModel):
-    """The config's `topic_spread`: margin 1, topics left out by pattern (shell-style globs). Off by default for
-    now: with it on the planner takes about four times the CPU and moves a few per cent more bytes, which issue 52
-    wins back before it is turned on."""
+    """The config's `topic_spread`: margin 1, topics left out by pattern (shell-style globs). Off by default until
+    issue 52 turns it on: with it on the planner now takes about the CPU and copies about the bytes it does off
+    (BENCHMARKS.md, the issue-52 rows: the cost was the search for a giver whose replicas the taker's caps let in,
+    and ranking a giver's over-target replicas first)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

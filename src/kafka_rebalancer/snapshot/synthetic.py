@@ -11,8 +11,10 @@ same cluster byte for byte: partition sizes drawn apart from the traffic (unifor
 partitions), racks of unequal broker counts, a share of each pool as new empty brokers, disk capacities that differ
 per broker, and Kafka's own placement (`placement="kafka"`: every topic placed by
 `assignment.assign_replicas_to_brokers`, rack-aware, over the pool's brokers that are not new, as a cluster whose
-topics Kafka created looks before a scale-out). Each factor draws from its own generator (seeded from the spec's
-seed), so turning one on leaves the rest of the cluster as it was.
+topics Kafka created looks before a scale-out). Issue 52's shape adds: log-normal sizes around a given median
+(`size_median_bytes`), new brokers as an equal count per rack (`new_brokers_per_rack`), and hot brokers as a share of
+the pool (`hot_broker_fraction`) whose led partitions are larger (`hot_leader_size_factor`). Each factor draws from
+its own generator (seeded from the spec's seed), so turning one on leaves the rest of the cluster as it was.
 """
 
 from __future__ import annotations
@@ -73,6 +75,10 @@ class SyntheticSpec:
     empty_broker_fraction: float = 0.0  # more empty brokers: this share of each pool, rounded up
     capacity_spread: float = 0.0  # disk capacity per broker x uniform(1 - spread, 1 + spread), pool total kept
     placement: str = "weighted"  # weighted: sampled, hot brokers likelier; kafka: Kafka's rack-aware assignment
+    size_median_bytes: float | None = None  # log-normal sizes: this median (None: the mean of zipf-traffic's)
+    new_brokers_per_rack: bool = False  # the new brokers (empty_broker_fraction) an equal count per rack
+    hot_broker_fraction: float = 0.0  # more hot brokers: this share of each pool, rounded up
+    hot_leader_size_factor: float = 1.0  # partitions whose preferred leader is hot are this many times larger
 
     def __post_init__(self) -> None:
         if self.size_distribution not in SIZE_DISTRIBUTIONS:
@@ -81,6 +87,8 @@ class SyntheticSpec:
             raise ValueError(f"placement {self.placement!r}: one of {', '.join(PLACEMENTS)}")
         if self.rack_weights is not None and len(self.rack_weights) != self.n_racks:
             raise ValueError(f"rack_weights has {len(self.rack_weights)} racks, n_racks is {self.n_racks}")
+        if self.size_median_bytes is not None and self.size_distribution != "lognormal":
+            raise ValueError(f"size_median_bytes is for lognormal sizes, not {self.size_distribution!r}")
 
 
 def _place(rng: np.random.Generator, weights: np.ndarray, racks: np.ndarray, n: int, rf: int,
@@ -146,6 +154,7 @@ def generate(spec: SyntheticSpec) -> tuple[SnapshotTables, dict[str, Any]]:
     _stray_replicas(rng, spec, layout)
     dead_index = int(rng.integers(spec.n_brokers)) if spec.dead_broker else -1
     traffic = _traffic(rng, spec)
+    _enlarge_hot_led(spec, layout.replicas, hot_of_pool, traffic.sizes)
     replicas_df, partitions_df, flat_broker, current = _replica_tables(spec, layout, traffic, dead_index)
     brokers_df = _brokers_table(spec, layout, replicas_df, flat_broker, current, dead_index)
     tables = SnapshotTables(brokers_df[BROKERS.names], replicas_df[REPLICAS.names], partitions_df[PARTITIONS.names])
@@ -181,9 +190,9 @@ def _placed(rng: np.random.Generator, spec: SyntheticSpec) -> tuple[_Layout, dic
         members = np.flatnonzero(broker_pool == pool)
         weights = np.ones(len(members))
         shuffled = rng.permutation(len(members))
-        hot = shuffled[:spec.hot_brokers_per_pool]
-        n_empty = spec.empty_brokers_per_pool + math.ceil(spec.empty_broker_fraction * len(members) - 1e-9)
-        empty = shuffled[spec.hot_brokers_per_pool:spec.hot_brokers_per_pool + n_empty]
+        n_hot = spec.hot_brokers_per_pool + _share_of(spec.hot_broker_fraction, len(members))
+        hot = shuffled[:n_hot]
+        empty = _new_brokers(spec, shuffled[n_hot:], racks[members])
         weights[hot] = spec.hot_weight
         weights[empty] = 0.0
         hot_of_pool[pool] = members[hot]
@@ -196,6 +205,23 @@ def _placed(rng: np.random.Generator, spec: SyntheticSpec) -> tuple[_Layout, dic
         partition_no[part_idx] = j % spec.partitions_per_topic
         topic_pool[part_idx] = pool
     return _Layout(broker_ids, racks, pool_names, broker_pool, replicas, topics, partition_no, topic_pool), hot_of_pool
+
+
+def _share_of(fraction: float, n: int) -> int:
+    """This share of n brokers, rounded up (0 for a share of 0)."""
+    return math.ceil(fraction * n - 1e-9)
+
+
+def _new_brokers(spec: SyntheticSpec, candidates: np.ndarray, member_racks: np.ndarray) -> np.ndarray:
+    """The pool's new empty brokers (indexes into its members), the first of the shuffled candidates: the spec's
+    count, or with new_brokers_per_rack the share of each rack's members from that rack."""
+    if not spec.new_brokers_per_rack:
+        n_empty = spec.empty_brokers_per_pool + _share_of(spec.empty_broker_fraction, len(member_racks))
+        return candidates[:n_empty]
+    chosen = [candidates[member_racks[candidates] == rack][:_share_of(spec.empty_broker_fraction,
+                                                                      int(np.sum(member_racks == rack)))]
+              for rack in np.unique(member_racks)]
+    return np.concatenate(chosen)
 
 
 def _kafka_placed(spec: SyntheticSpec, members: np.ndarray, racks: np.ndarray, n: int) -> np.ndarray:
@@ -238,6 +264,14 @@ def _skew_leaders(rng: np.random.Generator, spec: SyntheticSpec, replicas: np.nd
             replicas[p, [0, j]] = replicas[p, [j, 0]]
 
 
+def _enlarge_hot_led(spec: SyntheticSpec, replicas: np.ndarray, hot_of_pool: dict[str, np.ndarray],
+                     sizes: np.ndarray) -> None:
+    """Partitions whose preferred leader is a hot broker made hot_leader_size_factor times larger (in place)."""
+    if spec.hot_leader_size_factor != 1.0:
+        led_by_hot = np.isin(replicas[:, 0], np.concatenate(list(hot_of_pool.values())))
+        sizes[led_by_hot] = (sizes[led_by_hot] * spec.hot_leader_size_factor).astype(sizes.dtype)
+
+
 def _stray_replicas(rng: np.random.Generator, spec: SyntheticSpec, layout: _Layout) -> None:
     """Some replicas live outside their topic's pool (a topic moved to a new pool, not yet migrated)."""
     if spec.out_of_pool_fraction > 0 and spec.n_pools > 1:
@@ -273,6 +307,8 @@ def _drawn_sizes(spec: SyntheticSpec) -> np.ndarray:
         sizes = rng.uniform(0.0, 2.0, n)
     elif spec.size_distribution == "lognormal":
         sizes = rng.lognormal(0.0, LOGNORMAL_SIGMA, n)
+        if spec.size_median_bytes is not None:  # log-normal(0, sigma) has median 1
+            return (sizes * spec.size_median_bytes).astype(np.int64)
     elif spec.size_distribution == "pareto":
         sizes = rng.pareto(PARETO_SHAPE, n) + 1.0
     else:  # giants

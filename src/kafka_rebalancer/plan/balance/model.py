@@ -158,9 +158,11 @@ class PoolModel:
         self.topic_names = [str(t) for t in self.r_topic[starts]]
         self.r_topic_index = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, n]))
         shape = (len(starts), len(self.broker_ids))
-        self.topic_replicas = counts_per_topic_and_broker(self.r_topic_index, self.r_broker, *shape)
-        self.topic_leaders = counts_per_topic_and_broker(self.r_topic_index, self.r_broker, *shape,
-                                                         weights=self.r_is_leader)
+        # Column-major: the planner reads a broker's column (every topic, for a giver's replicas to one taker) far
+        # more often than a topic's row; row-major, each of those reads missed the cache once per topic.
+        self.topic_replicas = np.asfortranarray(counts_per_topic_and_broker(self.r_topic_index, self.r_broker, *shape))
+        self.topic_leaders = np.asfortranarray(counts_per_topic_and_broker(self.r_topic_index, self.r_broker, *shape,
+                                                                           weights=self.r_is_leader))
 
     # -- reading -------------------------------------------------------------------------------------
     @property

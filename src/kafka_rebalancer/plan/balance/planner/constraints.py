@@ -121,9 +121,9 @@ class Placement:
         return (t not in members and int(m.rack[t]) not in self._racks_required(members, s)
                 and (self.spread is None or self.spread.allows(r, t)))
 
-    def allows_many(self, rs: np.ndarray, t: int) -> np.ndarray:
+    def allows_many(self, rs: np.ndarray, t: int, capped: bool = True) -> np.ndarray:
         """`allows` over many replicas (each from the broker it is on) to one target, vectorised: the planner asks
-        this for every candidate of a search."""
+        this for every candidate of a search. Without `capped`, the topic's caps are left to the caller."""
         m = self.model
         if not len(rs) or not m.receives[t]:
             return np.zeros(len(rs), dtype=bool)
@@ -132,7 +132,7 @@ class Placement:
         racks = m.rack[members]
         others = valid & (rows != rs[:, None])
         allowed = ~((members == t) & valid).any(axis=1)
-        if self.spread is not None:
+        if capped and self.spread is not None:
             allowed &= self.spread.allows_many(rs, t)
         # Where t's rack is among the other replicas' (a clash), the partition keeps its D distinct racks unless
         # the replica leaving is the only one on its rack; then it has D - 1, too few unless D exceeds the racks

@@ -1,12 +1,14 @@
 """Best fit: the order in which an action tries its candidates (replicas, leaderships, swap pairs).
 
-For a size resource, by the data it takes to land the broker inside the target band with the candidate: its own
-load where it does alone, else its load plus the smallest other replica that covers the rest where the two copy less
-than the smallest that does alone (of such a pair the larger first), then the others (largest first). For a count
-every replica weighs 1: those whose other loads are closest to what the brokers should move per replica come first,
-then the least data; where the topic spread is planned, a giver's replicas (and leaderships) of topics it holds more
-of than their target come first (a cheap repair: for a count any replica does). Swap pairs of replicas that land
-the broker inside come by the fewest bytes copied, then the others by the largest net.
+For a size resource, by the data it takes to land the broker inside the target band with the candidate: its own load
+where it does alone, else its load plus the smallest other replica that covers the rest where the two copy less than
+the smallest that does alone (of such a pair the larger first), then the others (largest first). For a count every
+replica weighs 1: those whose other loads are closest to what the brokers should move per replica come first, then
+the least data; where the topic spread is planned, a giver's leaderships of topics it leads more of than their
+target come first (a repair that copies nothing). Its replicas of such topics are not put first: at 1,000 brokers
+placed by Kafka that copied 3.7 % more bytes (the repaired replicas were not the best fit, the new brokers filled
+their count with more data and had less room left for the most used brokers' large partitions). Swap pairs of
+replicas that land the broker inside come by the fewest bytes copied, then the others by the largest net.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class Ranking:
             return replicas, loads, np.empty(0)
         cost = np.full(len(replicas), np.inf) if count else self.bytes_to_need(loads[:, k], need)
         if count:
-            primary = self._repair_first(self._proportional(loads, k, giver, receiver), replicas, giver)
+            primary = self._proportional(loads, k, giver, receiver)
         else:  # those that cannot reach need even with another replica last, by decreasing load
             primary = np.where(np.isfinite(cost), cost, 4.0 * (np.abs(loads[:, k]).max() + 1.0) - loads[:, k])
         at = np.arange(len(replicas))
@@ -64,12 +66,12 @@ class Ranking:
         at = at[np.lexsort((replicas[at], secondary, primary[at]))]
         return replicas[at], loads.take(at, axis=0), cost[at]
 
-    def _repair_first(self, score: np.ndarray, replicas: np.ndarray, giver: int, leaders: bool = False) -> np.ndarray:
-        """The scores with the giver's replicas of topics it holds more of than their target (`SpreadRule.over_target`)
-        ahead of every other, in their order."""
+    def _repair_first(self, score: np.ndarray, replicas: np.ndarray, giver: int) -> np.ndarray:
+        """The scores with the giver's leaderships of topics it leads more of than their target
+        (`SpreadRule.over_leader_target`) ahead of every other, in their order."""
         if self.spread is None or giver < 0 or not len(score):
             return score
-        over = self.spread.over_target(replicas, giver, leaders)
+        over = self.spread.over_leader_target(replicas, giver)
         if not over.any():
             return score
         return np.where(over, score, score + (float(score.max()) - float(score.min()) + 1.0))
@@ -105,7 +107,7 @@ class Ranking:
         if m.resources[k].is_count:
             score = self._away(deltas.compress(keep, axis=0), self._per_unit_gap(b, k, giving=leaders))
             if leaders:
-                score = self._repair_first(score, rs, b, leaders=True)
+                score = self._repair_first(score, rs, b)
             return rs[np.lexsort((rs, score))]
         fits = gain >= need - EPS
         return np.concatenate([rs[fits][np.argsort(gain[fits], kind="stable")],

@@ -27,8 +27,10 @@ class SpreadRule:
         excluded = np.array([settings.excluded(t) for t in model.topic_names], dtype=bool)
         # The share divides a topic over the pool's brokers that take replicas: alive, not excluded. A manual
         # operation's roles (only new brokers receive) do not change where the topic should end up.
-        self.replica_cap, self.replica_target = spread_caps(replicas, model.eligible, settings.margin, excluded)
+        self.replica_cap, _ = spread_caps(replicas, model.eligible, settings.margin, excluded)
         self.leader_cap, self.leader_target = spread_caps(leaders, model.eligible, settings.margin, excluded)
+        # Column-major as the counters (`PoolModel.track_topics`): a broker's column is read whole.
+        self.replica_cap, self.leader_cap = np.asfortranarray(self.replica_cap), np.asfortranarray(self.leader_cap)
         self.topic = model.r_topic_index
 
     # -- replica moves ---------------------------------------------------------------------------------
@@ -95,13 +97,11 @@ class SpreadRule:
         return all(self.leaders[t, b] + n <= self.leader_cap[t, b] for (t, b), n in gained.items() if n > 0)
 
     # -- giving: the cheap repair ----------------------------------------------------------------------
-    def over_target(self, rs: np.ndarray, b: int, leaders: bool = False) -> np.ndarray:
-        """Mask over replicas rs of broker b: b holds more of their topic than the topic's target (replicas, or
-        with leaders, leaders), so giving one repairs existing skew."""
+    def over_leader_target(self, rs: np.ndarray, b: int) -> np.ndarray:
+        """Mask over replicas rs of broker b: b leads more of their topic than the topic's leader target, so handing
+        a leadership over repairs existing skew."""
         t = self.topic[rs]
-        if leaders:
-            return self.leaders[t, b] > self.leader_target[t]
-        return self.replicas[t, b] > self.replica_target[t]
+        return self.leaders[t, b] > self.leader_target[t]
 
     # -- a whole placement -----------------------------------------------------------------------------
     def within(self, before: tuple[np.ndarray, np.ndarray] | None = None) -> bool:
