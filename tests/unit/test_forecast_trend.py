@@ -83,6 +83,7 @@ def test_forecast_topic_growth_table() -> None:
     t = hours()
     history = pd.concat([pd.DataFrame({"topic": "a", "time_s": t, "size_bytes": RATE * t / DAY_S}),
                          pd.DataFrame({"topic": "b", "time_s": t[:5], "size_bytes": 1.0})])
-    table = topic_growth(history, HOUR, DAYS).set_index("topic")
+    table = topic_growth(history, HOUR, DAYS, topics=["a", "c"]).set_index("topic")
+    assert list(table.index) == ["a", "b", "c"] and table.loc["c", "reason"] == "no log size series in Prometheus"
     assert table.loc["a", "growth_bytes_per_day"] == pytest.approx(RATE, rel=0.05)
     assert np.isnan(table.loc["b", "growth_bytes_per_day"]) and "5 hourly points" in table.loc["b", "reason"]

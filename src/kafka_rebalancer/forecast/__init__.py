@@ -58,7 +58,7 @@ def forecast_capacity(config: RebalancerConfig, tables: SnapshotTables, client: 
     settings = config.forecast
     live = tables.brokers.loc[tables.brokers["alive"], "broker_id"].astype(int).tolist()
     history = query_history(client, prometheus, settings, live, now)
-    growth = topic_growth(history.samples, STEP_S, settings.history_days)
+    growth = topic_growth(history.samples, STEP_S, settings.history_days, tables.partitions["topic"].unique())
     threshold = disk_threshold(config)
     per_broker = broker_forecast(tables.brokers, tables.replicas, tables.partitions, growth, threshold,
                                  settings.horizon_days)

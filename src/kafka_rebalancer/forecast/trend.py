@@ -18,6 +18,7 @@ series mostly gaps, gives no number but the reason.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,14 +46,17 @@ class Trend:
     note: str | None = None
 
 
-def topic_growth(history: pd.DataFrame, step_s: float, window_days: float) -> pd.DataFrame:
-    """TOPIC_HISTORY rows (any order) -> one TOPIC_GROWTH row per topic. `window_days`: the history asked for."""
-    rows = []
+def topic_growth(history: pd.DataFrame, step_s: float, window_days: float,
+                 topics: Iterable[str] = ()) -> pd.DataFrame:
+    """TOPIC_HISTORY rows (any order) -> one TOPIC_GROWTH row per topic of the history, and per topic of `topics`
+    (the cluster's) without one. `window_days`: the history asked for."""
+    rows = [{"topic": topic, **Trend(None, None, 0, 0.0, reason="no log size series in Prometheus").__dict__}
+            for topic in sorted(set(topics) - set(history["topic"]))]
     for topic, series in history.sort_values(["topic", "time_s"]).groupby("topic", sort=True):
         trend = series_trend(series["time_s"].to_numpy(float), series["size_bytes"].to_numpy(float), step_s,
                              window_days)
         rows.append({"topic": topic, **trend.__dict__})
-    frame = pd.DataFrame(rows, columns=TOPIC_GROWTH.names)
+    frame = pd.DataFrame(rows, columns=TOPIC_GROWTH.names).sort_values("topic", ignore_index=True)
     return frame.astype({"points": "int32", "history_days": float})
 
 
