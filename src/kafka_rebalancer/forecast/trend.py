@@ -74,17 +74,13 @@ def series_trend(times: np.ndarray, values: np.ndarray, step_s: float, window_da
                      reason=f"mostly gaps: {coverage:.0%} of the hourly points since it was first seen")
     keep = ~outliers(values)
     times, values = times[keep], values[keep]
-    starts = segment_starts(times, values, step_s)
-    drops = int(np.sum(values[starts[1:]] < values[starts[1:] - 1]))
+    segment, peaks = segments(times, values, step_s)
     note = (f"history {span_days:.1f} of {window_days:g} days (created or first seen during the window)"
             if span_days < window_days - 1 else None)
-    if drops >= CYCLES:
-        peaks = starts[1:][values[starts[1:]] < values[starts[1:] - 1]] - 1
-        slope = theil_sen(times[peaks], values[peaks], np.zeros(len(peaks), int))
-        method = "peaks"
+    if len(peaks) >= CYCLES:
+        slope, method = theil_sen(times[peaks], values[peaks], np.zeros(len(peaks), int)), "peaks"
     else:
-        slope = theil_sen(times, values, np.cumsum(np.isin(np.arange(len(times)), starts)))
-        method = "segments"
+        slope, method = theil_sen(times, values, segment), "segments"
     if slope is None:
         return Trend(None, None, len(times), span_days, reason="no two points inside one segment (a drop or a "
                                                                 "gap every hour)")
@@ -96,16 +92,18 @@ def outliers(values: np.ndarray) -> np.ndarray:
     width = 2 * HAMPEL_HALF_WIDTH + 1
     rolling = pd.Series(values).rolling(width, center=True, min_periods=1)
     median = rolling.median().to_numpy()
+    # the rolling median of the deviations stands for each window's MAD (one pass, no per-window loop)
     mad = pd.Series(np.abs(values - median)).rolling(width, center=True, min_periods=1).median().to_numpy()
     off = np.abs(values - median)
     return (off > HAMPEL_SIGMAS * 1.4826 * mad) & (off > HAMPEL_FLOOR * np.abs(median))
 
 
-def segment_starts(times: np.ndarray, values: np.ndarray, step_s: float) -> np.ndarray:
-    """Indexes where a segment starts: 0, after each gap of more than GAP_STEPS steps and at each drop."""
-    gap = np.diff(times) > (GAP_STEPS + 1) * step_s
+def segments(times: np.ndarray, values: np.ndarray, step_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each point's segment number (a new one after each gap of more than GAP_STEPS steps and at each drop), and
+    the peaks: the indexes of the last point before each drop."""
     drop = values[1:] < values[:-1] * (1 - DROP_SHARE)
-    return np.concatenate([[0], np.flatnonzero(gap | drop) + 1])
+    cut = drop | (np.diff(times) > (GAP_STEPS + 1) * step_s)
+    return np.concatenate([[0], np.cumsum(cut)]), np.flatnonzero(drop)
 
 
 def theil_sen(times: np.ndarray, values: np.ndarray, segment: np.ndarray) -> float | None:
