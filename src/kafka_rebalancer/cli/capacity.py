@@ -51,6 +51,10 @@ def _pool(console: Console, pool: dict[str, Any], forecast: CapacityForecast) ->
         within if pd.isna(first) else f"broker {pool['first_broker']} in {first:.1f} days"))
     total = pool["days_to_pool_total"]
     console.print("  pool total over the threshold: " + (within if pd.isna(total) else f"in {total:.1f} days"))
+    soonest = min((d for d in (first, total) if not pd.isna(d)), default=None)
+    if forecast.warning_days is not None and soonest is not None and soonest < forecast.warning_days:
+        console.print(f"  SHORT: over the threshold in {soonest:.1f} days, under forecast.warning_days "
+                      f"({forecast.warning_days})")
     if pool["unforecast_bytes"]:
         console.print(f"  {human_bytes(pool['unforecast_bytes'])} in topics without a trend, counted as not growing")
     brokers = forecast.brokers[forecast.brokers["broker_pool"].fillna("") == (name or "")]

@@ -30,6 +30,7 @@ class CapacityForecast:
     notes: list[str]  # of the history as a whole (none, or shorter than asked)
     threshold: float
     horizon_days: int
+    warning_days: int | None
 
 
 def disk_threshold(config: RebalancerConfig) -> float:
@@ -63,4 +64,4 @@ def forecast_capacity(config: RebalancerConfig, tables: SnapshotTables, client: 
     per_broker = broker_forecast(tables.brokers, tables.replicas, tables.partitions, growth, threshold,
                                  settings.horizon_days)
     return CapacityForecast(growth, per_broker, pool_forecast(per_broker, threshold, settings.horizon_days),
-                            history.notes, threshold, settings.horizon_days)
+                            history.notes, threshold, settings.horizon_days, settings.warning_days)
