@@ -28,7 +28,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -289,6 +289,58 @@ class LocalPrometheus:
         self.pid_file.unlink(missing_ok=True)
         if not quiet:
             print(f"local Prometheus '{self.name}' stopped")
+
+
+def backfill(openmetrics: Path, data_dir: Path) -> None:
+    """promtool's `tsdb create-blocks-from openmetrics`: the file's samples (each series in time order, the file
+    ending in `# EOF`) written as TSDB blocks into data_dir, which a server started on it then serves."""
+    ensure()
+    promtool = binary("promtool")
+    if promtool is None:
+        raise PrometheusError("promtool is missing: it comes with Debian's prometheus package")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    done = _run([promtool, "tsdb", "create-blocks-from", "openmetrics", "--quiet", str(openmetrics), str(data_dir)])
+    if done.returncode != 0:
+        raise PrometheusError(f"promtool could not backfill {openmetrics}:\n{done.stdout[-2000:]}"
+                              f"{done.stderr[-2000:]}")
+
+
+@contextlib.contextmanager
+def serving(data_dir: Path, retention: str, timeout_s: float = 60.0) -> Iterator[str]:
+    """A server on data_dir (backfilled: it scrapes nothing) keeping `retention` (e.g. "60d": longer than the
+    history, else its blocks are deleted on start); yields its URL, stopped by its pid on exit."""
+    prometheus = ensure()
+    config = data_dir.parent / f"{data_dir.name}.prometheus.yml"
+    config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1m"}}))
+    port = free_ports(1)[0]
+    url = f"http://127.0.0.1:{port}"
+    log_path = data_dir.parent / f"{data_dir.name}.prometheus.log"
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen([prometheus, f"--config.file={config}", f"--storage.tsdb.path={data_dir}",
+                                 f"--storage.tsdb.retention.time={retention}",
+                                 f"--web.listen-address=127.0.0.1:{port}"],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        def ready() -> bool:
+            if proc.poll() is not None:
+                raise PrometheusError(f"Prometheus on {data_dir} exited ({proc.returncode}) during start; log tail:"
+                                      f"\n{log_path.read_text(errors='replace')[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as response:
+                    return response.status == 200
+            except (urllib.error.URLError, OSError):
+                return False
+
+        if not _wait(ready, timeout_s):
+            raise PrometheusError(f"Prometheus on {data_dir} not ready at {url} after {timeout_s:.0f}s")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _wait(done: Callable[[], bool], timeout_s: float) -> bool:

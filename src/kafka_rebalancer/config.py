@@ -29,6 +29,7 @@ from kafka_rebalancer.config_file import load_pools_file, read_config_file
 from kafka_rebalancer.config_types import ByteSize, Duration, parse_byte_size, parse_duration  # noqa: F401 - re-exported
 from kafka_rebalancer.config_types import StrictModel as _Strict
 from kafka_rebalancer.errors import ConfigError, RebalancerError
+from kafka_rebalancer.forecast_settings import ForecastSettings
 from kafka_rebalancer.model.resources import (
     CANONICAL_ORDER,
     DEFAULT_RESOURCES,
@@ -380,6 +381,7 @@ class RebalancerConfig(_Strict):
     budgets: Budgets = Field(default_factory=Budgets)
     exclude: Exclusions = Field(default_factory=Exclusions)
     topic_spread: TopicSpreadSettings = Field(default_factory=TopicSpreadSettings)  # README: How a plan is made
+    forecast: ForecastSettings = Field(default_factory=ForecastSettings)  # README: Capacity forecast
     execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
     approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
     automation: AutomationSettings = Field(default_factory=AutomationSettings)
@@ -468,6 +470,8 @@ class RebalancerConfig(_Strict):
                                                                                     "brokers_per_query"}}})
         if self.topic_spread == TopicSpreadSettings():  # as before it could be set: plans stay approved
             planning.pop("topic_spread")
+        if self.forecast == ForecastSettings():  # likewise for the forecast (issue 55)
+            planning.pop("forecast")
         return hashlib.sha256(json.dumps(planning, sort_keys=True).encode()).hexdigest()
 
 

@@ -11,6 +11,8 @@
                                                            with --unregister: then unregisters its brokers)
     kafka-rebalancer status   --config C                   band status of the cluster now, reassignments,
                                                            cordoned brokers, fenced brokers holding nothing
+    kafka-rebalancer capacity --config C                   growth forecast per pool (disk at +7/+30/+90 days, days
+                                                           until a broker and the pool cross the threshold); no plan
     kafka-rebalancer runs     --config C [--limit N]       the cluster's runs (CLI and Airflow), newest first
     kafka-rebalancer show     --config C [RUN]             a run's summary: bands, largest moves, validation, execution
     kafka-rebalancer report   --config C [RUN]             (re)build the run's report/index.html, print its path
@@ -56,6 +58,7 @@ from kafka_rebalancer.log_setup import FORMAT, RUN_LOG, libraries_to_file, quiet
 # is checked, and the planner's imports (~1 s) run meanwhile on the other core.
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from rich.console import Console
 
     from kafka_rebalancer.config import RebalancerConfig
     from kafka_rebalancer.kafka_admin import KafkaConnection
@@ -158,12 +161,12 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("snapshot", "plan", "validate", "execute", "cancel", "verify", "status"):
+    for name in ("snapshot", "plan", "validate", "execute", "cancel", "verify", "status", "capacity"):
         p = sub.add_parser(name)
         p.add_argument("--config", required=True, type=Path)
-        if name != "status":
+        if name not in ("status", "capacity"):
             p.add_argument("--run-id")
-        if name in ("snapshot", "execute", "cancel", "verify", "status"):
+        if name in ("snapshot", "execute", "cancel", "verify", "status", "capacity"):
             p.add_argument("--bootstrap-servers", help="overrides cluster.bootstrap_servers")
         if name == "plan":
             p.add_argument("--spark-master", default="local[2]")
@@ -308,6 +311,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "status":
         _status(config, connection_for(config, args.bootstrap_servers))
         return 0
+    if args.command == "capacity":
+        from kafka_rebalancer.cli.capacity import capacity_command
+
+        return capacity_command(config, connection_for(config, args.bootstrap_servers), _console())
     assert args.command == "cancel", args.command  # argparse knows every command; this is the last
     return _cancel(args, config)
 
@@ -388,14 +395,18 @@ def _latest_events(config: RebalancerConfig, shown: int = 5) -> None:
             print("  " + event_line(entry))
 
 
-def _review(args: argparse.Namespace, config: RebalancerConfig) -> int:
+def _console() -> Console:
     from rich.console import Console
 
+    return Console(width=None if sys.stdout.isatty() else 1000, markup=False, highlight=False)  # pipes: no wrap
+
+
+def _review(args: argparse.Namespace, config: RebalancerConfig) -> int:
     from kafka_rebalancer.cli.tables import runs_table, show_run
     from kafka_rebalancer.report.overview import list_runs
     from kafka_rebalancer.runs import existing_run
 
-    console = Console(width=None if sys.stdout.isatty() else 1000, markup=False, highlight=False)  # pipes: no wrap
+    console = _console()
     if args.command == "runs":
         runs = list_runs(config.run_root, config.cluster.name)
         if not runs:

@@ -24,7 +24,7 @@ NOTES_SHOWN = 10  # per pool
 LOG_DIR_BROKERS_SHOWN = 10  # brokers with moves between their log dirs, those moving the most bytes
 
 
-def _table(console: Console, title: str | None, columns: list[str]) -> Table:
+def plain_table(console: Console, title: str | None, columns: list[str]) -> Table:
     table = Table(title=title, box=box.SIMPLE_HEAD if console.is_terminal else None, title_justify="left",
                   pad_edge=False, show_edge=False)
     for column in columns:
@@ -33,7 +33,7 @@ def _table(console: Console, title: str | None, columns: list[str]) -> Table:
 
 
 def runs_table(console: Console, runs: list[RunOverview]) -> None:
-    table = _table(console, None, ["run", "started", "trigger", "action", "mode", "status", "moves", "bytes",
+    table = plain_table(console, None, ["run", "started", "trigger", "action", "mode", "status", "moves", "bytes",
                                    "out of band", "approval", "report", "notifications"])
     for r in runs:
         moves = "-" if r.replica_moves is None else f"{r.replica_moves}" + (
@@ -77,7 +77,7 @@ def _pool_table(console: Console, broker_pool: str, facts: dict[str, Any]) -> No
              f"{facts['preferred_leader_changes']} preferred-leader changes"
              + (f" ({leadership_only} leadership-only)" if leadership_only is not None else "")
              + f", {human_bytes(facts['moved_bytes'])}" + _split(facts))
-    table = _table(console, title, ["broker", *(f"{r} (band)" for r in resources)])
+    table = plain_table(console, title, ["broker", *(f"{r} (band)" for r in resources)])
     for broker in facts["brokers"]:
         cells = [str(broker["broker_id"])]
         for resource in resources:
@@ -146,7 +146,7 @@ def _top_moves(console: Console, changes: pd.DataFrame) -> None:
                                    zip(changes["size_bytes"], changes["old_replicas"], changes["new_replicas"],
                                        strict=True)])
     top = moved.sort_values(["copied", "topic", "partition"], ascending=[False, True, True]).head(TOP_MOVES)
-    table = _table(console, f"largest moves ({len(top)} of {len(changes)} partition changes)",
+    table = plain_table(console, f"largest moves ({len(top)} of {len(changes)} partition changes)",
                    ["pool", "partition", "replicas", "bytes to copy", "leader"])
     for row in top.itertuples(index=False):
         old, new = [int(b) for b in row.old_replicas], [int(b) for b in row.new_replicas]
@@ -176,7 +176,7 @@ def _log_dirs(console: Console, run: RunFolder) -> None:
         by_broker.setdefault(u.broker_id, []).append(u)
     for broker, dirs in sorted(by_broker.items(),
                                key=lambda kv: (-sum(u.bytes_out + u.arrival_bytes for u in kv[1]), kv[0])):
-        table = _table(console, f"broker {broker} log dirs: {sum(u.moves_out for u in dirs)} replica move(s), "
+        table = plain_table(console, f"broker {broker} log dirs: {sum(u.moves_out for u in dirs)} replica move(s), "
                                 f"{human_bytes(sum(u.bytes_out for u in dirs))}",
                        ["log dir", "capacity (source)", "used before -> after", "usage before -> after", "moves",
                         "state"])
@@ -212,7 +212,7 @@ def _skipped(console: Console, summary: dict[str, Any]) -> None:
     skipped = summary["skipped"]
     if not skipped["partitions"]:
         return
-    table = _table(console, f"skipped partitions ({summary['totals']['skipped_partitions']})",
+    table = plain_table(console, f"skipped partitions ({summary['totals']['skipped_partitions']})",
                    ["partition", "pool", "reason"])
     for entry in skipped["partitions"][:SKIPPED_SHOWN]:
         table.add_row(f"{entry['topic']}-{entry['partition']}", str(entry["broker_pool"] or "-"), entry["reason"])

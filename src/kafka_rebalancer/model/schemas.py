@@ -112,6 +112,33 @@ LOG_DIR_MOVES = _t(
     ("source_dir", "string"), ("target_dir", "string"), ("size_bytes", "int64"),
 )
 
+# -- forecast (issue 55: growth per topic from Prometheus' log sizes, projected per broker and pool) --------------
+# Each topic's log size (the largest replica of each partition, summed), one row per hourly sample present.
+TOPIC_HISTORY = _t("topic_history", ("topic", "string"), ("time_s", "double"), ("size_bytes", "double"))
+# A topic's trend: growth per day, or null with the reason (too few points, gaps); note: what was assumed.
+TOPIC_GROWTH = _t(
+    "topic_growth",
+    ("topic", "string"), ("growth_bytes_per_day", "double", True), ("method", "string", True),
+    ("points", "int32"), ("history_days", "double"), ("reason", "string", True), ("note", "string", True),
+)
+# Disk used now and projected; days_to_threshold: until used crosses capacity x the disk threshold (null: not
+# within the horizon); unforecast_bytes: bytes of replicas whose topic has no trend (counted as not growing).
+BROKER_FORECAST = _t(
+    "broker_forecast",
+    ("broker_pool", "string", True), ("broker_id", "int32"), ("disk_capacity_bytes", "int64"),
+    ("used_bytes", "double"), ("growth_bytes_per_day", "double"), ("unforecast_bytes", "double"),
+    ("used_7d_bytes", "double"), ("used_30d_bytes", "double"), ("used_90d_bytes", "double"),
+    ("days_to_threshold", "double", True),
+)
+POOL_FORECAST = _t(
+    "pool_forecast",
+    ("broker_pool", "string", True), ("n_brokers", "int32"), ("disk_capacity_bytes", "int64"),
+    ("threshold", "double"), ("used_bytes", "double"), ("growth_bytes_per_day", "double"),
+    ("unforecast_bytes", "double"), ("used_7d_bytes", "double"), ("used_30d_bytes", "double"),
+    ("used_90d_bytes", "double"), ("days_to_first_broker", "double", True), ("first_broker", "int32", True),
+    ("days_to_pool_total", "double", True),
+)
+
 # -- plan (written by the Spark plan job) ------------------------------------------------------------
 BROKER_LOAD = _t(
     "broker_load",
