@@ -281,3 +281,21 @@ def test_a_replica_that_must_leave_a_dead_broker_may_land_above_a_cap(config_fac
         assert bool(over["within_cap"].all()) is forced and bool(over["forced_receiver"].all()) is forced
         cells = executed_spread(config, tables, _executed(tables, plan), plan)
         assert bool(cells.loc[cells["held"] > cells["cap"], "forced"].all()) is forced
+
+
+def test_leaderships_a_demotion_takes_off_its_broker_may_land_above_a_cap(config_factory: Callable[..., Any]) -> None:
+    """Every partition of t is on brokers 1 and 2, led by 1: demoting broker 1 leaves broker 2 the only one to lead
+    them, above its leader cap (as the real cluster's demotion test found). Those leaderships are forced; the same
+    reordering without the demotion breaks the cap."""
+    config = config_factory(CONFIG)
+    parts = [*(("t", p, [1, 2], 100) for p in range(8)), ("u0", 0, [5, 6], 10)]
+    tables = snapshot(config, parts, dead=set())
+    plan = [Reassignment("t", p, [2, 1]) for p in range(8)]
+    recheck = recheck_plan(config, tables, plan, current_bands(config, tables))
+    for demoted, forced in (({1}, True), (set(), False)):
+        rows = spread_rows(recheck.spread, forced_receivers(config, tables, plan, demoted=demoted))
+        over = rows[rows["held"] > rows["cap"]]
+        assert over[["broker_id", "kind"]].values.tolist() == [[2, "leaders"]]
+        assert bool(over["within_cap"].all()) is forced
+        cells = executed_spread(config, tables, _executed(tables, plan), plan, demoted=demoted)
+        assert bool(cells.loc[cells["held"] > cells["cap"], "forced"].all()) is forced

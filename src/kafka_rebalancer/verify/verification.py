@@ -61,7 +61,8 @@ def verify_run(config: RebalancerConfig, connection: KafkaConnection, run: RunFo
             for res in sorted(before["resource"].unique())}
     promises = _promises_after(config, run, after_tables, after)
     # The topic spread after execution (issue 52), judged on the cells the plan added to (`executed_spread`).
-    spread = executed_spread(config, read_snapshot(run)[0], after_tables, plan, scope_of(read_request(run)).drained)
+    scope = scope_of(read_request(run))
+    spread = executed_spread(config, read_snapshot(run)[0], after_tables, plan, scope.drained, scope.demoted)
     over_cap = spread.loc[spread["held"] > spread["cap"], [*VIOLATION_COLUMNS, "by_plan", "forced"]]
     broken = over_cap[over_cap["by_plan"] & ~over_cap["forced"]]
     figures = spread_figures(spread, sorted(before["broker_pool"].unique()))
