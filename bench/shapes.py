@@ -8,9 +8,10 @@ hot broker and 2 % new empty brokers. Each factor row changes one thing of it (s
 disks, RF, racks, pool size); the mixed rows change several; the exact rows are 12-broker clusters whose configs
 balance disk and replica count only, so the planner's plan is also compared with the exact optimum
 (bench/optimum_milp.py). The issue-52 rows are the 1,000-broker cluster Cruise Control was measured on and its
-variants; each has a `+spread` twin planning the same cluster with `topic_spread: {enabled: true}`. Every row is
-planned as `make bench` plans (bench.run's prepare and measure: bench.plan_once in a child process) and its figures
-are the plan summary's (the re-check of plan.json against the snapshot).
+variants; each has a `+spread` twin planning the same cluster with `topic_spread: {enabled: true}` (every other
+row plans with `enabled: false`: the spread is on by default since issue 52, and the rows measured it off). Every
+row is planned as `make bench` plans (bench.run's prepare and measure: bench.plan_once in a child process) and its
+figures are the plan summary's (the re-check of plan.json against the snapshot).
 
 The bounds a row is measured against are in its `bounds` (name -> bytes and moved / bound): "recheck" is the
 summary's balance lower bound (forced moves apart: against the promised edges, the target band for the brokers
@@ -59,7 +60,7 @@ class Shape:
     change: str  # what differs from the base shape
     spec: SyntheticSpec
     sibling: str | None = None  # the solver-sized row of the same shape (its plan is also compared with the optimum)
-    topic_spread: bool = False  # planned with the config's topic_spread enabled (the cluster of the row without it)
+    topic_spread: bool = False  # planned with the topic spread on (the cluster of the row without it); else off
 
     @property
     def exact(self) -> bool:
@@ -199,17 +200,16 @@ def plan_shape(shape: Shape) -> tuple[dict[str, Any], RunFolder]:
     """Generate (once per spec) and plan the shape; the plan step's time and memory."""
     folder = f"optimum-shapes-{shape.cluster}"  # optimum.prepare's folder
     config_path, run_folder = optimum.prepare(f"shapes-{shape.cluster}", shape.spec, resources=SHAPE_RESOURCES)
-    if shape.topic_spread:
-        config_path = spread_config(config_path)
+    config_path = spread_config(config_path, shape.topic_spread)
     print(f"[{shape.name}] planning ...", flush=True)
     return run.measure(Scale(folder, shape.spec, driver_memory(shape.spec)), config_path, run_folder), run_folder
 
 
-def spread_config(config_path: Path) -> Path:
-    """The config beside it with the topic spread enabled (the same cluster and runs folder)."""
+def spread_config(config_path: Path, enabled: bool) -> Path:
+    """The config beside it with the topic spread on or off as the row says (the same cluster and runs folder)."""
     body = yaml.safe_load(config_path.read_text())
-    spread_path = config_path.with_name("config-spread.yaml")
-    spread_path.write_text(yaml.safe_dump({**body, "topic_spread": {"enabled": True}}, sort_keys=False))
+    spread_path = config_path.with_name(f"config-spread-{'on' if enabled else 'off'}.yaml")
+    spread_path.write_text(yaml.safe_dump({**body, "topic_spread": {"enabled": enabled}}, sort_keys=False))
     return spread_path
 
 

@@ -468,7 +468,10 @@ class RebalancerConfig(_Strict):
                                                          # how Prometheus is reached, not what it is asked
                                                          "metrics": {"prometheus": {"url", "timeout_s", "auth", "tls",
                                                                                     "brokers_per_query"}}})
-        if self.topic_spread == TopicSpreadSettings():  # as before it could be set: plans stay approved
+        # Left at its default (on since issue 52), the spread is out of the fingerprint, as before the section
+        # existed: a config file left as it was keeps the plans approved under it. Anything else is in it, so
+        # `enabled: false` fingerprints apart from the default (under the old default, off, it did not).
+        if self.topic_spread == TopicSpreadSettings():
             planning.pop("topic_spread")
         if self.forecast == ForecastSettings():  # likewise for the forecast (issue 55)
             planning.pop("forecast")

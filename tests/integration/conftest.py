@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -94,6 +95,16 @@ def assert_untouched_by_execution(bootstrap: str, topics: list[str]) -> None:
             for name in ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
                          "leader.replication.throttled.replicas", "follower.replication.throttled.replicas"):
                 assert name not in entries or entries[name].value in (None, ""), (resource, name, entries[name])
+
+
+def assert_spread_kept(run_dir: Path) -> None:
+    """The run ends inside the topic spread's target (issue 52, on by default): verify found no (topic, broker)
+    above its cap, the plan's doing or not (summary's `topic_spread`, and verify/topic_spread.csv holds no row)."""
+    verify = json.loads((run_dir / "verify" / "summary.json").read_text())
+    over_cap = (run_dir / "verify" / "topic_spread.csv").read_text().strip().splitlines()[1:]
+    assert verify["topic_spread"]["kept"] and verify["topic_spread_violations"] == 0 and over_cap == [], over_cap
+    for pool, kinds in verify["topic_spread"]["pools"].items():
+        assert {kind: f["over_cap_after"] for kind, f in kinds.items()} == {"replicas": 0, "leaders": 0}, pool
 
 
 def demo_config(tmp_path: Path, **overrides: Any) -> Path:

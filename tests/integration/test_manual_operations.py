@@ -19,7 +19,13 @@ import yaml
 from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
 from kafka_rebalancer.model.reassignment import read_reassignment
 from tests.helpers import REPO, write_config
-from tests.integration.conftest import assert_untouched_by_execution, delete_topics, reassign_by_hand, wait_until
+from tests.integration.conftest import (
+    assert_spread_kept,
+    assert_untouched_by_execution,
+    delete_topics,
+    reassign_by_hand,
+    wait_until,
+)
 from tests.live_traffic import LiveTraffic
 from tools.demo_workload import TopicSpec, create_topics, produce
 
@@ -133,6 +139,7 @@ def test_add_brokers_moves_only_onto_the_new_broker(env: dict) -> None:
         assert now[(topic, partition)].replicas == new
     summary = json.loads((run / "plan" / "summary.json").read_text())
     assert summary["pools"]["pool-b"]["resources"]["replica_count"]["out_of_band_after"] == []
+    assert_spread_kept(run)
     assert_nothing_in_flight(env)
 
 
@@ -141,6 +148,7 @@ def test_drain_broker_leaves_it_empty_and_the_next_nightly_moves_nothing_back(en
     put_on(env, "__consumer_offsets", 0, NEW_BROKER)
     result = cli(env, "drain", "--brokers", str(NEW_BROKER), "--reason", "being replaced", "--apply", "--yes")
     assert "pool override recorded" in result.stdout
+    assert_spread_kept(run_folder(result.stdout))
     now = partitions(env)
     assert [k for k, p in now.items() if NEW_BROKER in p.replicas] == []
     assert [k for k, p in now.items() if p.leader == NEW_BROKER] == []
@@ -203,6 +211,7 @@ def test_isolate_topics_into_a_new_pool_isolates_both_ways(env: dict) -> None:
     result = cli(env, "isolate", "--topics", "mo-pay*", "--pool", "pay", "--brokers", "3,4", "--reason",
                  "payments on their own brokers", "--apply", "--yes")
     assert "pool override recorded" in result.stdout
+    assert_spread_kept(run_folder(result.stdout))
     now = partitions(env)
     for (topic, partition), p in now.items():
         if topic.startswith("__"):

@@ -15,7 +15,7 @@ import pytest
 from kafka_rebalancer.config import load_config
 from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection
 from kafka_rebalancer.model.reassignment import read_reassignment
-from tests.integration.conftest import demo_config
+from tests.integration.conftest import assert_spread_kept, demo_config
 from tools.airflow_run import airflow_env, ensure_database, run_dag, write_connections
 from tools.demo_workload import consume_and_check
 from tools.local_kafka import LIBS
@@ -89,6 +89,11 @@ def test_brokers_are_inside_their_bands_or_the_summary_says_why(dag_run: dict) -
             for broker in status["out_of_band_after"]:
                 assert (resource, broker) in noted, (pool, resource, broker)
     assert "pool-a" in (run_dir / "verify" / "report.txt").read_text()
+
+
+def test_the_run_ends_inside_the_topic_spread_target(dag_run: dict) -> None:
+    assert_spread_kept(dag_run["run_dir"])
+    assert "topic spread: per topic and broker" in (dag_run["run_dir"] / "verify" / "report.txt").read_text()
 
 
 def test_every_message_is_still_consumable(dag_run: dict) -> None:

@@ -45,6 +45,7 @@ from tests.unit.test_run_report import (
 )
 
 ON = {"topic_spread": {"enabled": True}}
+OFF = {"topic_spread": {"enabled": False}}
 # Topic t: 4 partitions, RF 2, on brokers 1-4 of pool a: 8 replicas, share 2, target 3; 4 leaders, share 1, target 2.
 T = [("t", 0, [1, 2], 100), ("t", 1, [2, 3], 100), ("t", 2, [3, 4], 100), ("t", 3, [4, 1], 100),
      ("u0", 0, [5, 6], 10)]
@@ -76,7 +77,7 @@ def test_cells_carry_target_and_cap_and_the_figures_name_the_worst() -> None:
     assert figures["leaders"]["over_cap_after"] == 1 and figures["leaders"]["worst_after"]["held"] == 3
     text = spread_table(spread_figures(cells, ["a"]))
     assert "a     replicas  0 -> 1" in text and "t on broker 1: 4 (target 3)" in text
-    assert spread_cells(before, after, {"a": [1, 2, 3, 4]}, TopicSpreadSettings()).empty  # off
+    assert spread_cells(before, after, {"a": [1, 2, 3, 4]}, TopicSpreadSettings(enabled=False)).empty  # off
 
 
 def test_the_plan_stage_table_holds_the_cells_over_target_before_or_after(tmp_path: Path) -> None:
@@ -115,9 +116,9 @@ def test_a_plan_piling_a_topic_on_one_broker_fails_validation(config_factory: Ca
 
 
 def test_with_the_spread_off_there_is_no_expectation_and_no_cells(config_factory: Callable[..., Any]) -> None:
-    """Off (the default), the suite has no spread expectation at all (not one passing on an empty table): the
+    """Off (`enabled: false`), the suite has no spread expectation at all (not one passing on an empty table): the
     validation report counts the same expectations as before the spread existed."""
-    config = config_factory(CONFIG)
+    config = config_factory({**CONFIG, **OFF})
     assert not any(e[0] == "topic_spread" for e in _config_expectations(config))
     tables = snapshot(config, T, dead=set())
     recheck = recheck_plan(config, tables, PILED, current_bands(config, tables))
@@ -129,8 +130,8 @@ def test_with_the_spread_off_there_is_no_expectation_and_no_cells(config_factory
 
 
 # -- a run: validation, the report, verify ----------------------------------------------------------------------
-def _spread_on(config: RebalancerConfig) -> RebalancerConfig:
-    return config.model_copy(update={"topic_spread": TopicSpreadSettings(enabled=True)})
+def _spread_off(config: RebalancerConfig) -> RebalancerConfig:
+    return config.model_copy(update={"topic_spread": TopicSpreadSettings(enabled=False)})
 
 
 def _pile_moves(tables: SnapshotTables) -> pd.DataFrame:
@@ -148,7 +149,6 @@ def _pile_moves(tables: SnapshotTables) -> pd.DataFrame:
 
 def test_validation_stops_a_piling_plan_and_the_report_shows_the_spread(tmp_path: Path) -> None:
     config, tables, run = make_cluster(tmp_path, SMALL, "scheduled__2026-11-23T02_00_00_00_00")
-    config = _spread_on(config)
     write_plan(run, config, tables, _pile_moves(tables))
     summary = read_json(run.stage_path(PLAN) / "summary.json")
     assert summary["totals"]["topic_spread_over_cap"] >= 1
@@ -167,7 +167,7 @@ def test_validation_stops_a_piling_plan_and_the_report_shows_the_spread(tmp_path
 
 def test_with_the_spread_off_the_summary_counts_zero_and_the_report_has_no_section(tmp_path: Path) -> None:
     config, tables, run = make_cluster(tmp_path, SMALL, "scheduled__2026-11-23T02_00_00_00_00")
-    write_plan(run, config, tables, _pile_moves(tables))
+    write_plan(run, _spread_off(config), tables, _pile_moves(tables))
     summary = read_json(run.stage_path(PLAN) / "summary.json")
     assert summary["totals"]["topic_spread_over_cap"] == 0
     assert not any("topic_spread" in facts for facts in summary["pools"].values())
@@ -196,7 +196,6 @@ def test_verify_fails_when_the_plan_left_a_broker_over_a_topics_cap(tmp_path: Pa
     """A plan that slipped past validation (validation skipped here) piles a topic on a broker: verify records it
     and the run is not verified. A plan moving nothing, with Kafka moving leaders on its own, stays verified."""
     config, tables, run = make_cluster(tmp_path, SMALL, "scheduled__2026-11-23T02_00_00_00_00")
-    config = _spread_on(config)
     moves = _pile_moves(tables).iloc[0:0] if verified else _pile_moves(tables)
     digest = write_plan(run, config, tables, moves)
     write_passed_validation(run, digest)
@@ -222,6 +221,30 @@ def test_verify_fails_when_the_plan_left_a_broker_over_a_topics_cap(tmp_path: Pa
     data = collect(run)
     assert data.header.status == ("verified" if verified else "topic spread not kept")
     assert ("After execution" in section(render(data), "spread"))
+
+
+def test_a_plan_made_under_the_old_default_is_verified_without_the_spread(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default turned on without changing the fingerprint: a plan made with the spread off (its summary has no
+    spread figures) and approved then still executes with the config left as it was, and verify does not judge it
+    by caps it was not planned to (its pile is no spread failure)."""
+    config, tables, run = make_cluster(tmp_path, SMALL, "scheduled__2026-11-23T02_00_00_00_00")
+    # The old code planned this config file with the spread off and fingerprinted it without the section, as now.
+    as_before = config.fingerprint()
+    with monkeypatch.context() as old_code:
+        old_code.setattr(RebalancerConfig, "fingerprint", lambda _self: as_before)
+        digest = write_plan(run, _spread_off(config), tables, _pile_moves(tables))
+    pools = read_json(run.stage_path(PLAN) / "summary.json")["pools"]
+    assert not any("topic_spread" in facts for facts in pools.values())
+    write_passed_validation(run, digest)
+    write_decision(run, digest, "approved", "ann", "approved by ann")
+    assert config.topic_spread.enabled  # the config as it is now: the default
+    for pool in sorted(config.pools):
+        execute_pool(config, FakeCluster(tables.partitions), run, pool, **fake_time())
+    after = _executed(tables, read_reassignment(run.stage_path(PLAN) / "plan.json"))
+    monkeypatch.setattr(verification, "capture", lambda *_: (after, {"cluster": config.cluster.name}))
+    summary = verification.verify_run(config, None, run)  # type: ignore[arg-type]
+    assert "topic_spread" not in summary and summary["topic_spread_violations"] == 0
 
 
 def test_executed_spread_judges_leaders_on_the_planned_first_replica(config_factory: Callable[..., Any]) -> None:
@@ -257,4 +280,22 @@ def test_a_replica_that_must_leave_a_dead_broker_may_land_above_a_cap(config_fac
         assert over[["broker_id", "kind"]].values.tolist() == [[1, "replicas"]]
         assert bool(over["within_cap"].all()) is forced and bool(over["forced_receiver"].all()) is forced
         cells = executed_spread(config, tables, _executed(tables, plan), plan)
+        assert bool(cells.loc[cells["held"] > cells["cap"], "forced"].all()) is forced
+
+
+def test_leaderships_a_demotion_takes_off_its_broker_may_land_above_a_cap(config_factory: Callable[..., Any]) -> None:
+    """Every partition of t is on brokers 1 and 2, led by 1: demoting broker 1 leaves broker 2 the only one to lead
+    them, above its leader cap (as the real cluster's demotion test found). Those leaderships are forced; the same
+    reordering without the demotion breaks the cap."""
+    config = config_factory(CONFIG)
+    parts = [*(("t", p, [1, 2], 100) for p in range(8)), ("u0", 0, [5, 6], 10)]
+    tables = snapshot(config, parts, dead=set())
+    plan = [Reassignment("t", p, [2, 1]) for p in range(8)]
+    recheck = recheck_plan(config, tables, plan, current_bands(config, tables))
+    for demoted, forced in (({1}, True), (set(), False)):
+        rows = spread_rows(recheck.spread, forced_receivers(config, tables, plan, demoted=demoted))
+        over = rows[rows["held"] > rows["cap"]]
+        assert over[["broker_id", "kind"]].values.tolist() == [[2, "leaders"]]
+        assert bool(over["within_cap"].all()) is forced
+        cells = executed_spread(config, tables, _executed(tables, plan), plan, demoted=demoted)
         assert bool(cells.loc[cells["held"] > cells["cap"], "forced"].all()) is forced

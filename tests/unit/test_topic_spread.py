@@ -62,20 +62,21 @@ def _config(tmp_path: Path, section: str) -> Path:
     return path
 
 
-def test_topic_spread_is_off_by_default_with_margin_1(tmp_path: Path) -> None:
+def test_topic_spread_is_on_by_default_with_margin_1(tmp_path: Path) -> None:
     spread = load_config(_config(tmp_path, "")).topic_spread
-    assert not spread.enabled and spread.margin == 1 and spread.exclude_topics == []
+    assert spread.enabled and spread.margin == 1 and spread.exclude_topics == []
     spread = load_config(_config(tmp_path, "topic_spread: {enabled: false, margin: 2, exclude_topics: ['logs.*']}\n")
                          ).topic_spread
     assert not spread.enabled and spread.margin == 2 and spread.excluded("logs.app") and not spread.excluded("x")
 
 
 def test_the_default_spread_keeps_the_fingerprint_plans_were_approved_with(tmp_path: Path) -> None:
-    """A config that leaves the spread at its default fingerprints as before the section existed (a plan approved
-    then still executes); turning it on changes the plan, so the fingerprint."""
-    plain = load_config(_config(tmp_path, "")).fingerprint()
-    assert load_config(_config(tmp_path, "topic_spread: {enabled: false}\n")).fingerprint() == plain
-    assert load_config(_config(tmp_path, "topic_spread: {enabled: true}\n")).fingerprint() != plain
+    """A config that leaves the spread at its default (now on) fingerprints as before the section existed, so a plan
+    approved under the old default still executes; `enabled: false` plans otherwise, so it fingerprints apart."""
+    plain = load_config(_config(tmp_path, ""))
+    assert load_config(_config(tmp_path, "topic_spread: {enabled: true}\n")).fingerprint() == plain.fingerprint()
+    assert load_config(_config(tmp_path, "topic_spread: {enabled: false}\n")).fingerprint() != plain.fingerprint()
+    assert load_config(_config(tmp_path, "topic_spread: {margin: 2}\n")).fingerprint() != plain.fingerprint()
 
 
 @pytest.mark.parametrize(("section", "field", "message"), [

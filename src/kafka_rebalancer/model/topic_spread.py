@@ -22,14 +22,14 @@ NO_CAP = np.iinfo(np.int32).max
 
 
 class TopicSpreadSettings(BaseModel):
-    """The config's `topic_spread`: margin 1, topics left out by pattern (shell-style globs). Off by default until
-    issue 52 turns it on: with it on the planner now takes about the CPU and copies about the bytes it does off
-    (BENCHMARKS.md, the issue-52 rows: the cost was the search for a giver whose replicas the taker's caps let in,
-    and ranking a giver's over-target replicas first)."""
+    """The config's `topic_spread`: on by default (issue 52), margin 1, topics left out by pattern (shell-style
+    globs); `enabled: false` turns it off. On costs about nothing: the planner takes about the CPU and copies about
+    the bytes it does off (BENCHMARKS.md, the issue-52 rows), and a plan that piles a topic on a broker hands that
+    broker the topic's traffic the day the topic gets busy."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    enabled: bool = False
+    enabled: bool = True
     margin: int = Field(default=1, ge=0, description="replicas (and leaders) a broker may hold above ceil(share)")
     exclude_topics: list[str] = Field(default_factory=list)
 

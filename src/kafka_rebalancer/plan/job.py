@@ -449,6 +449,10 @@ def _write_plan(job: _Job, inputs: _Inputs, planned: _Planned, changes: _Changes
 def _log_account(job: _Job, inputs: _Inputs, summary: dict[str, Any]) -> None:
     """The task log's last word on the plan: what was read, what changes, where it is; and any disagreement."""
     manifest, claim = inputs.manifest, summary["planner_claim"]
+    spread = {pool: facts["topic_spread"] for pool, facts in summary["pools"].items() if "topic_spread" in facts}
+    if spread:  # a record per row: each terminal line is the product's, and the account stays the plan's last word
+        for row in spread_table(spread).splitlines():
+            log.info("%s", row)
     log.info("plan %s: read %d replicas of %d partitions; %s; artifacts in %s", summary["plan_hash"][:12],
              int(manifest["rows"]["replicas"]), int(manifest["rows"]["partitions"]), totals_sentence(summary["totals"]),
              job.run.stage_path(PLAN))
@@ -458,11 +462,9 @@ def _log_account(job: _Job, inputs: _Inputs, summary: dict[str, Any]) -> None:
     if claim["band_disagreements_with_recheck"]:
         log.warning("the plan's bands differ from those the re-check derives on %d (pool, resource) pairs "
                     "(validation will fail the plan)", claim["band_disagreements_with_recheck"])
-    spread = {pool: facts["topic_spread"] for pool, facts in summary["pools"].items() if "topic_spread" in facts}
-    if spread:
-        log.info("%s", spread_table(spread))
     if summary["totals"]["topic_spread_over_cap"]:
-        log.warning("the plan leaves %d (topic, broker) above their topic spread cap (validation will fail the plan)",
+        log.warning("the plan leaves %d (topic, broker) above their topic spread cap (validation fails the plan, "
+                    "but where the broker receives a replica that must leave a dead, drained or other pool's broker)",
                     summary["totals"]["topic_spread_over_cap"])
 
 

@@ -216,7 +216,7 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
     checks.left_outside = left
     excuses = excuses_of_run(run, snapshot, request)
     alive = snapshot.brokers.loc[snapshot.brokers["alive"].astype(bool), "broker_id"]
-    forced = forced_receivers(config, snapshot, plan, draining)
+    forced = forced_receivers(config, snapshot, plan, draining, scope_of(request).demoted)
     checks.brokers = excuse_forced_receivers(checks.brokers, left, {b for _, b in forced})
     checks.promises = promise_rows(request, config, placement_after(snapshot.partitions, plan), recheck.after, alive,
                                    excuses)

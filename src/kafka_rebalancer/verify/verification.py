@@ -32,6 +32,7 @@ AFTER_SNAPSHOT = "after_snapshot"
 def verify_run(config: RebalancerConfig, connection: KafkaConnection, run: RunFolder) -> dict[str, Any]:
     run.check_stages()  # the verdict is on the run's own artifacts: none changed since written (before Kafka)
     plan_dir = run.require(PLAN)
+    config = spread_as_planned(config, read_json(plan_dir / "summary.json"))
     tables, manifest = capture(config, connection)
     write_snapshot(run, tables, manifest, AFTER_SNAPSHOT)
     after_tables, _ = read_snapshot(run, AFTER_SNAPSHOT)
@@ -60,7 +61,8 @@ def verify_run(config: RebalancerConfig, connection: KafkaConnection, run: RunFo
             for res in sorted(before["resource"].unique())}
     promises = _promises_after(config, run, after_tables, after)
     # The topic spread after execution (issue 52), judged on the cells the plan added to (`executed_spread`).
-    spread = executed_spread(config, read_snapshot(run)[0], after_tables, plan, scope_of(read_request(run)).drained)
+    scope = scope_of(read_request(run))
+    spread = executed_spread(config, read_snapshot(run)[0], after_tables, plan, scope.drained, scope.demoted)
     over_cap = spread.loc[spread["held"] > spread["cap"], [*VIOLATION_COLUMNS, "by_plan", "forced"]]
     broken = over_cap[over_cap["by_plan"] & ~over_cap["forced"]]
     figures = spread_figures(spread, sorted(before["broker_pool"].unique()))
@@ -88,6 +90,16 @@ def verify_run(config: RebalancerConfig, connection: KafkaConnection, run: RunFo
              len(plan), summary["out_of_band_before"], summary["out_of_band_after"], run.stage_path(VERIFY))
     _judge(promises, broken, run)
     return summary
+
+
+def spread_as_planned(config: RebalancerConfig, plan_summary: dict[str, Any]) -> RebalancerConfig:
+    """The config with the topic spread as the plan was made: off for a plan made without it. The default turned
+    on (issue 52) without changing the fingerprint, so a plan approved under the old default (off) still executes;
+    it is not judged by caps it was not planned to. A plan made with the spread on has its figures per pool."""
+    planned_on = any("topic_spread" in facts for facts in plan_summary.get("pools", {}).values())
+    if not config.topic_spread.enabled or planned_on:
+        return config
+    return config.model_copy(update={"topic_spread": config.topic_spread.model_copy(update={"enabled": False})})
 
 
 def _judge(promises: pd.DataFrame, spread_broken: pd.DataFrame, run: RunFolder) -> None:

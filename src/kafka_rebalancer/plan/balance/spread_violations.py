@@ -129,14 +129,15 @@ def planned_spread(config: RebalancerConfig, snapshot: SnapshotTables, plan: lis
 
 
 def executed_spread(config: RebalancerConfig, before: SnapshotTables, after: SnapshotTables,
-                    plan: list[Reassignment], drained: Collection[int] = ()) -> pd.DataFrame:
+                    plan: list[Reassignment], drained: Collection[int] = (),
+                    demoted: Collection[int] = ()) -> pd.DataFrame:
     """`spread_cells` from the run's snapshot to one after execution (verify), with `by_plan`: whether the plan gave
     that broker a replica of the topic (kind replicas) or made it the preferred leader of one of the topic's
     partitions it did not lead (kind leaders), so a cell above its cap is the plan's doing; and `forced`: the plan
-    gave it a replica that had to move there (`forced_receivers`; `drained`: the run's drained brokers). Leaders
-    after are the planned partitions' first replicas (what the executor's election asks for) and the others' leaders
-    as in the run's snapshot while they keep their replica there: a leader Kafka moved on its own is not the plan's
-    doing."""
+    gave it a replica (or leadership) that had to move there (`forced_receivers`; `drained`, `demoted`: the
+    run's). Leaders after are the planned partitions' first replicas (what the executor's election asks for) and
+    the others' leaders as in the run's snapshot while they keep their replica there: a leader Kafka moved on its
+    own is not the plan's doing."""
     if not config.topic_spread.enabled:
         return _empty(CELL_COLUMNS).assign(by_plan=pd.Series(dtype=bool), forced=pd.Series(dtype=bool))
     old = placement_of(before.partitions)
@@ -151,7 +152,7 @@ def executed_spread(config: RebalancerConfig, before: SnapshotTables, after: Sna
         leader.append((ids[0] if ids else -1) if (t, int(p)) in planned else int(led) if led in ids else now_leader)
     cells = spread_cells(old, old.assign(replicas=replicas, leader=leader), brokers_taking(config, before.brokers),
                          config.topic_spread)
-    gained, forced = _gained(old, plan), forced_receivers(config, before, plan, drained)
+    gained, forced = _gained(old, plan), forced_receivers(config, before, plan, drained, demoted)
     keys = list(zip(cells["topic"], cells["broker_id"].astype(int), strict=True))
     return cells.assign(
         by_plan=pd.Series([(t, b, k) in gained for (t, b), k in zip(keys, cells["kind"], strict=True)],
@@ -160,21 +161,25 @@ def executed_spread(config: RebalancerConfig, before: SnapshotTables, after: Sna
 
 
 def forced_receivers(config: RebalancerConfig, snapshot: SnapshotTables, plan: Iterable[Reassignment],
-                     drained: Collection[int] = ()) -> set[tuple[str, int]]:
+                     drained: Collection[int] = (), demoted: Collection[int] = ()) -> set[tuple[str, int]]:
     """(topic, broker) the plan gives a replica of the topic in a partition it takes off a broker the replica must
-    leave (dead, drained, or outside the topic's pool): the planner places such a replica above a cap when no broker
-    under it keeps the placement rules, so a cell it lands in is not held to its cap."""
+    leave (dead, drained, or outside the topic's pool), or the leadership of a partition it takes off a demoted
+    broker: the planner places such a replica (or leadership) above a cap when no broker under it keeps the
+    placement rules (a topic whose partitions all sit on the demoted broker and one other has nowhere else to lead),
+    so a cell it lands in is not held to its cap."""
     known = snapshot.brokers.drop_duplicates("broker_id")
     gone = set(known.loc[~known["alive"].astype(bool), "broker_id"].astype(int)) | {int(b) for b in drained}
     members = {pool: set(settings.brokers) for pool, settings in config.pools.items()}
     parts = placement_of(snapshot.partitions)
-    old = {(t, int(p)): (pool, {int(b) for b in r}) for t, p, pool, r in zip(
-        parts["topic"], parts["partition"], parts["broker_pool"], parts["replicas"], strict=True)}
+    old = {(t, int(p)): (pool, [int(b) for b in r], int(led)) for t, p, pool, r, led in zip(
+        parts["topic"], parts["partition"], parts["broker_pool"], parts["replicas"], parts["leader"], strict=True)}
     out: set[tuple[str, int]] = set()
     for r in plan:
-        pool, was = old.get((r.topic, r.partition), (None, set()))
-        if any(b in gone or b not in members.get(str(pool), set()) for b in was - set(r.replicas)):
-            out |= {(r.topic, int(b)) for b in set(r.replicas) - was}
+        pool, was, led = old.get((r.topic, r.partition), (None, [], -1))
+        if any(b in gone or b not in members.get(str(pool), set()) for b in set(was) - set(r.replicas)):
+            out |= {(r.topic, int(b)) for b in set(r.replicas) - set(was)}
+        if r.replicas and ({led, *was[:1]} & set(demoted)) and r.replicas[0] not in demoted:
+            out.add((r.topic, int(r.replicas[0])))
     return out
 
 
