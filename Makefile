@@ -14,9 +14,9 @@ export KAFKA_REBALANCER_JVM_ARCHIVE := $(abspath .cache/jvm/plan-driver.jsa)
 .PHONY: help venv kafka-jars jvm-archive browser prometheus demo test test-unit lint bench bench-optimum bench-vs bench-shapes bench-execute cluster-up cluster-down airflow-up airflow-down cluster-status spark-up spark-down \
 	clean distclean
 PACKAGE_ZIP := dist/kafka_rebalancer.zip
-# pytest workers (pytest-xdist): the session's Kafka and Airflow tests in one, everything else in the other
-# (tests/conftest.py groups them); 0 runs the suite in one process.
-TEST_WORKERS ?= 2
+# pytest workers (pytest-xdist): the session's Airflow tests in one, its other Kafka tests in another, everything
+# else wherever a worker is free (tests/conftest.py groups them); 0 runs the suite in one process.
+TEST_WORKERS ?= 3
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'

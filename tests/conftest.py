@@ -15,12 +15,13 @@ from tests.helpers import running_cluster, write_config
 
 REPO = Path(__file__).resolve().parents[1]
 pytest_plugins = ["tests.sigterm"]
-# The tests on the session's services (its Kafka cluster, its Airflow) run in one worker of `make test`'s two
-# (pytest-xdist, --dist loadgroup), one after another as without workers; the other worker takes the rest, a
-# module of the integration and Spark tests at a time (each starts its module's own cluster, Spark session or
-# services once). Most of the services' tests wait on the cluster (grace periods, copies, looks) while the unit
-# tests use the CPU: side by side they take about the longer of the two.
-SESSION_SERVICES = frozenset({"kafka_cluster", "shared_airflow"})
+# `make test`'s three workers (pytest-xdist, --dist loadgroup) each take a group of modules at a time: the tests on
+# the session's Airflow in one (with a Kafka cluster of that worker's own), the other tests on the session's Kafka
+# cluster in another, in order, as without workers; a module of the integration and Spark tests, or a unit test,
+# wherever a worker is free (each module starts its own cluster, Spark session or services once). Most of the
+# services' tests wait on the cluster (grace periods, copies, looks) while the unit tests use the CPU: side by side
+# they take about the longest of the three.
+SESSION_GROUPS = (("shared_airflow", "session-airflow"), ("kafka_cluster", "session-kafka"))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
@@ -32,11 +33,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     from _pytest.nodeid import coerce_node_id
 
     # A module stays whole: one of its tests on the session's services takes the module along (test_jbod's own
-    # cluster would otherwise start in both workers).
-    on_services = {item.path for item in items if SESSION_SERVICES & set(getattr(item, "fixturenames", ()))}
+    # cluster would otherwise start in two workers).
+    group_of = {}
+    for fixture, group in reversed(SESSION_GROUPS):  # the first that a module's tests use wins
+        group_of |= {item.path: group for item in items if fixture in getattr(item, "fixturenames", ())}
     for item in items:
-        if item.path in on_services:
-            group = "session-services"
+        if item.path in group_of:
+            group = group_of[item.path]
         elif item.path.parent.name in ("integration", "spark", "dags"):
             group = item.path.stem
         else:
