@@ -150,7 +150,11 @@ def _issue_52_shapes() -> list[Shape]:
             Shape("cc-1000-new-10%", "issue-52", "cc-1000 with 10 % new (20 per rack)",
                   replace(CC_1000, empty_broker_fraction=0.10)),
             Shape("cc-1000-hot-15%", "issue-52", "cc-1000 with 15 % hot brokers",
-                  replace(CC_1000, hot_broker_fraction=0.15))]
+                  replace(CC_1000, hot_broker_fraction=0.15)),
+            # Five million replicas in one pool: the issue's bound is on its +spread twin (150 s, 8 GB, 1.10 x LB).
+            Shape("cc-3000", "issue-52", "3,000 brokers, 5 racks of 600, 5,000 topics x 333, 10 new per rack, sizes "
+                  "and hot brokers as cc-1000", replace(CC_1000, n_brokers=3_000, n_partitions=5_000 * 333,
+                                                         partitions_per_topic=333, empty_broker_fraction=10 / 600))]
     return [twin for row in rows for twin in (row, _with_spread(row))]
 
 

@@ -24,7 +24,7 @@ def test_every_large_shape_has_a_solver_sized_sibling_of_the_same_spec_at_twelve
             assert shape.spec.n_brokers == SIBLING_BROKERS
             continue
         if shape.group == "issue-52":  # Cruise Control's cluster: 250-partition topics do not come down to 12 brokers
-            assert shape.sibling is None and shape.spec.n_brokers == 1_000, shape.name
+            assert shape.sibling is None and shape.spec.n_brokers >= 1_000, shape.name
             continue
         assert shape.sibling is not None, shape.name
         sibling = SHAPES[shape.sibling]
