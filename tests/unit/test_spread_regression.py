@@ -105,10 +105,13 @@ def test_the_checks_give_what_the_reference_gave(config_factory: Callable[..., A
                                       _ref_spread_violations(b, a, taking, settings))
         pd.testing.assert_frame_equal(fast.skewed_cells(cells), _ref_skewed_cells(cells))
         assert fast.spread_figures(cells, ["a", "b", "c", "d"]) == _ref_spread_figures(cells, ["a", "b", "c", "d"])
-    pd.testing.assert_frame_equal(fast.planned_spread(config, before, plan), _ref_planned_spread(config, before, plan))
+    cells = fast.planned_spread(config, before, plan)
+    pd.testing.assert_frame_equal(cells, _ref_planned_spread(config, before, plan))
     for drained, demoted in (((), ()), (DRAINED, DEMOTED)):
-        assert fast.forced_receivers(config, before, plan, drained, demoted) == _ref_forced_receivers(
-            config, before, plan, drained, demoted)
+        forced = fast.forced_receivers(config, before, plan, drained, demoted)
+        assert forced == _ref_forced_receivers(config, before, plan, drained, demoted)
+        assert fast.received_forced(cells, forced).tolist() == [  # (validate.checks.spread_rows' forced_receiver)
+            (t, int(b)) in forced for t, b in zip(cells["topic"], cells["broker_id"], strict=True)]
         pd.testing.assert_frame_equal(fast.executed_spread(config, before, after, plan, drained, demoted),
                                       _ref_executed_spread(config, before, after, plan, drained, demoted))
 

@@ -273,9 +273,14 @@ def executed_spread(config: RebalancerConfig, before: SnapshotTables, after: Sna
     kinds = pd.Index(_KINDS_SORTED).get_indexer(cells["kind"])
     by_plan = _among(cells["topic"], brokers * len(KINDS) + kinds, gained_topics,
                      gained_brokers * len(KINDS) + gained_kinds)
-    received = _among(cells["topic"], brokers, [t for t, _ in forced], np.array([b for _, b in forced], dtype=np.int64))
     return cells.assign(by_plan=pd.Series(by_plan, index=cells.index, dtype=bool),
-                        forced=pd.Series(received, index=cells.index, dtype=bool))
+                        forced=pd.Series(received_forced(cells, forced), index=cells.index, dtype=bool))
+
+
+def received_forced(cells: pd.DataFrame, forced: Collection[tuple[str, int]]) -> np.ndarray:
+    """Whether each cell's (topic, broker_id) is one of `forced` (`forced_receivers`')."""
+    return _among(cells["topic"], cells["broker_id"].to_numpy(dtype=np.int64), [t for t, _ in forced],
+                  np.array([b for _, b in forced], dtype=np.int64))
 
 
 def forced_receivers(config: RebalancerConfig, snapshot: SnapshotTables, plan: Iterable[Reassignment],
