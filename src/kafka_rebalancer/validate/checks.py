@@ -12,6 +12,7 @@ import pandas as pd
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.band_status import band_status, broker_load_frame
 from kafka_rebalancer.model.reassignment import Reassignment
+from kafka_rebalancer.plan.balance.spread_violations import received_forced
 from kafka_rebalancer.plan.recheck import replicas_after
 from kafka_rebalancer.snapshot.build import SnapshotTables
 
@@ -176,7 +177,6 @@ def spread_rows(cells: pd.DataFrame, forced: set[tuple[str, int]]) -> pd.DataFra
     `spread_violations.forced_receivers`; the planner places one above a cap where no broker under it keeps the
     placement rules), and `within_cap`: the broker holds no more of the topic than its cap, or is such a receiver."""
     rows = cells[(cells["held"] != cells["held_before"]) | (cells["held"] > cells["cap"])]
-    received = pd.Series([(t, int(b)) in forced for t, b in zip(rows["topic"], rows["broker_id"], strict=True)],
-                         index=rows.index, dtype=bool)
+    received = pd.Series(received_forced(rows, forced), index=rows.index, dtype=bool)
     return rows.assign(forced_receiver=received, within_cap=(rows["held"] <= rows["cap"]) | received
                        ).reset_index(drop=True)
