@@ -234,7 +234,8 @@ class LocalPrometheus:
         # server for a dead one and leave it running.
         _wait(lambda: proc.poll() is not None or self.is_running(), 10.0)
         try:
-            if not _wait(lambda: self._ready(proc), timeout_s):
+            if not _wait(lambda: _ready(proc, self.url, f"'{self.name}' (pid {proc.pid})", self._log_tail),
+                         timeout_s):
                 raise PrometheusError(f"Prometheus '{self.name}' not ready at {self.url} after {timeout_s:.0f}s; "
                                       f"log tail:\n{self._log_tail()}")
             self.wait_scraped(list(targets), timeout_s)
@@ -242,16 +243,6 @@ class LocalPrometheus:
             self.stop(quiet=True)
             raise
         return self.url
-
-    def _ready(self, proc: subprocess.Popen) -> bool:
-        if proc.poll() is not None:
-            raise PrometheusError(f"Prometheus '{self.name}' (pid {proc.pid}) exited ({proc.returncode}) during "
-                                  f"start; log tail:\n{self._log_tail()}")
-        try:
-            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as response:
-                return response.status == 200
-        except (urllib.error.URLError, OSError):
-            return False
 
     def wait_scraped(self, broker_ids: list[int], timeout_s: float = 60.0) -> None:
         """Wait until `up` is 1 for each of these brokers (a scrape of its exporter succeeded)."""
@@ -321,17 +312,10 @@ def serving(data_dir: Path, retention: str, timeout_s: float = 60.0) -> Iterator
                                  f"--web.listen-address=127.0.0.1:{port}"],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
-        def ready() -> bool:
-            if proc.poll() is not None:
-                raise PrometheusError(f"Prometheus on {data_dir} exited ({proc.returncode}) during start; log tail:"
-                                      f"\n{log_path.read_text(errors='replace')[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as response:
-                    return response.status == 200
-            except (urllib.error.URLError, OSError):
-                return False
+        def log_tail() -> str:
+            return log_path.read_text(errors="replace")[-3000:]
 
-        if not _wait(ready, timeout_s):
+        if not _wait(lambda: _ready(proc, url, f"on {data_dir}", log_tail), timeout_s):
             raise PrometheusError(f"Prometheus on {data_dir} not ready at {url} after {timeout_s:.0f}s")
         yield url
     finally:
@@ -341,6 +325,17 @@ def serving(data_dir: Path, retention: str, timeout_s: float = 60.0) -> Iterator
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def _ready(proc: subprocess.Popen, url: str, what: str, log_tail: Callable[[], str]) -> bool:
+    """Whether the server at url answers ready; an error with its log's tail if its process `what` has exited."""
+    if proc.poll() is not None:
+        raise PrometheusError(f"Prometheus {what} exited ({proc.returncode}) during start; log tail:\n{log_tail()}")
+    try:
+        with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
 
 
 def _wait(done: Callable[[], bool], timeout_s: float) -> bool:
