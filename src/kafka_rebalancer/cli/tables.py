@@ -12,6 +12,7 @@ from rich.table import Table
 from kafka_rebalancer.errors import RebalancerError
 from kafka_rebalancer.model.schemas import PARTITION_CHANGES
 from kafka_rebalancer.model.units import human_bytes
+from kafka_rebalancer.plan.balance.tables import spread_table
 from kafka_rebalancer.plan.promises import validation_promise_lines
 from kafka_rebalancer.report.log_dir_table import log_dirs_view
 from kafka_rebalancer.report.overview import RunOverview, run_overview
@@ -61,6 +62,9 @@ def show_run(console: Console, run: RunFolder) -> None:
     for broker_pool, facts in summary["pools"].items():
         _pool_table(console, broker_pool, facts)
         _pool_notes(console, broker_pool, facts)
+    spread = {pool: facts["topic_spread"] for pool, facts in summary["pools"].items() if "topic_spread" in facts}
+    if spread:
+        console.print(spread_table(spread))
     _top_moves(console, read_table(plan_dir, PARTITION_CHANGES))
     _log_dirs(console, run)
     _skipped(console, summary)
