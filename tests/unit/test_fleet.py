@@ -1,0 +1,141 @@
+"""A fleet folder (KAFKA_REBALANCER_CONFIG_DIR): which files are clusters, duplicates and broken files refused
+alone, fleet.yaml's settings, each cluster's nightly schedule (its own or spread over the night), and the clusters
+the DAG files build from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafka_rebalancer import fleet as fleet_module
+from kafka_rebalancer.airflow import deployment
+from kafka_rebalancer.config import load_config
+from kafka_rebalancer.errors import ConfigError
+from kafka_rebalancer.fleet import FleetSettings, NightSettings, load_fleet, nightly_schedules
+from tests.helpers import write_config
+
+
+def cluster_config(name: str, **more: Any) -> dict[str, Any]:
+    return {"cluster": {"name": name}, "pools": {"pool-a": {"brokers": [1, 2, 3]}},
+            "capacity": {"default": {"disk_bytes": "1TiB"}}, **more}
+
+
+def test_fleet_every_yaml_with_a_cluster_section_is_a_cluster(tmp_path: Path) -> None:
+    write_config(tmp_path / "eu.yaml", cluster_config("prod-eu", schedule="30 1 * * *"))
+    write_config(tmp_path / "us.yaml", cluster_config("prod-us"))
+    write_config(tmp_path / "capacity.yaml", {"brokers": {1: {"disk_bytes": "1TiB"}}})  # not a cluster
+    (tmp_path / "capacity.json").write_text("{}")
+    (tmp_path / "notes.txt").write_text("cluster: no")
+    fleet = load_fleet(tmp_path)
+    assert [(c.name, c.config_file.name, c.schedule) for c in fleet.clusters] == [
+        ("prod-eu", "eu.yaml", "30 1 * * *"), ("prod-us", "us.yaml", "0 0 * * *")]
+    assert fleet.broken == () and fleet.settings == FleetSettings()
+
+
+def test_fleet_two_files_naming_one_cluster_are_both_refused_naming_each_other(tmp_path: Path) -> None:
+    write_config(tmp_path / "a.yaml", cluster_config("prod-eu"))
+    write_config(tmp_path / "b.yaml", cluster_config("prod-eu"))
+    write_config(tmp_path / "c.yaml", cluster_config("prod-us"))
+    fleet = load_fleet(tmp_path)
+    assert [c.name for c in fleet.clusters] == ["prod-us"]
+    a, b = fleet.broken
+    assert (a.file.name, a.error.field) == ("a.yaml", "cluster.name") and str(tmp_path / "b.yaml") in str(a.error)
+    assert b.file.name == "b.yaml" and str(tmp_path / "a.yaml") in str(b.error)
+    assert "also named by" in a.error.message
+
+
+def test_fleet_a_broken_config_breaks_only_itself_with_the_loaders_error(tmp_path: Path) -> None:
+    write_config(tmp_path / "good.yaml", cluster_config("prod-eu"))
+    write_config(tmp_path / "typo.yaml", cluster_config("prod-us", execution={"max_moves_per_brokr": 3}))
+    (tmp_path / "bad-yaml.yaml").write_text("cluster: [unclosed\n")
+    write_config(tmp_path / "cron.yaml", cluster_config("prod-ap", schedule="at two"))
+    fleet = load_fleet(tmp_path)
+    assert [c.name for c in fleet.clusters] == ["prod-eu"]
+    errors = {b.file.name: b.error for b in fleet.broken}
+    assert set(errors) == {"typo.yaml", "bad-yaml.yaml", "cron.yaml"}
+    assert errors["typo.yaml"].field == "execution.max_moves_per_brokr"
+    assert "unknown field" in errors["typo.yaml"].message
+    assert "not valid YAML" in errors["bad-yaml.yaml"].message
+    assert errors["cron.yaml"].field == "schedule" and "cron expression" in errors["cron.yaml"].message
+    for file, error in errors.items():
+        assert error.file == str(tmp_path / file)
+
+
+def test_fleet_settings_from_fleet_yaml(tmp_path: Path) -> None:
+    write_config(tmp_path / "fleet.yaml", {"max_concurrent_executions": 2, "night": {"start": "22:00", "end": "02:00"}})
+    write_config(tmp_path / "eu.yaml", cluster_config("prod-eu"))
+    fleet = load_fleet(tmp_path)
+    assert fleet.settings.max_concurrent_executions == 2 and [c.schedule for c in fleet.clusters] == ["0 22 * * *"]
+
+
+def test_fleet_a_broken_fleet_yaml_is_reported_and_the_defaults_hold(tmp_path: Path) -> None:
+    write_config(tmp_path / "fleet.yaml", {"max_concurrent_executions": 0})
+    write_config(tmp_path / "eu.yaml", cluster_config("prod-eu"))
+    fleet = load_fleet(tmp_path)
+    assert [c.name for c in fleet.clusters] == ["prod-eu"] and fleet.settings == FleetSettings()
+    (broken,) = fleet.broken
+    assert broken.error.field == "max_concurrent_executions" and "greater than or equal to 1" in str(broken.error)
+
+
+def test_fleet_not_a_folder(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not a folder"):
+        load_fleet(tmp_path / "missing")
+
+
+def test_fleet_schedules_spread_over_the_night_one_minute_each(tmp_path: Path) -> None:
+    configs = [load_config(write_config(tmp_path / f"c{i}.yaml", cluster_config(f"cluster-{i:02d}")))
+               for i in range(20)]
+    schedules = nightly_schedules(configs, NightSettings())
+    starts = [(int(s.split()[1]), int(s.split()[0])) for s in schedules.values()]
+    assert len(set(starts)) == 20 and all(0 <= hour < 4 for hour, _ in starts)
+    assert schedules["cluster-00"] == "0 0 * * *" and schedules["cluster-01"] == "12 0 * * *"  # 240 min / 20
+    assert nightly_schedules(list(reversed(configs)), NightSettings()) == schedules  # the order of files: no matter
+
+
+def test_fleet_a_night_past_midnight(tmp_path: Path) -> None:
+    night = NightSettings(start="23:00", end="01:00")
+    assert night.minutes() == (23 * 60, 120)
+    configs = [load_config(write_config(tmp_path / f"c{i}.yaml", cluster_config(f"c{i}"))) for i in range(4)]
+    assert nightly_schedules(configs, night) == {"c0": "0 23 * * *", "c1": "30 23 * * *", "c2": "0 0 * * *",
+                                                 "c3": "30 0 * * *"}
+
+
+def test_fleet_schedule_is_out_of_the_fingerprint(tmp_path: Path) -> None:
+    """Approved plans stay approved when a config gains a schedule."""
+    plain = load_config(write_config(tmp_path / "a.yaml", cluster_config("prod-eu")))
+    scheduled = load_config(write_config(tmp_path / "b.yaml", cluster_config("prod-eu", schedule="15 3 * * *")))
+    assert plain.fingerprint() == scheduled.fingerprint()
+
+
+def test_fleet_deployment_without_a_folder_is_todays_one_cluster(tmp_path: Path) -> None:
+    (single,) = deployment.deployed_clusters(tmp_path / "default.yaml", {})
+    assert single.named("kafka_rebalance_nightly") == "kafka_rebalance_nightly"
+    assert (single.config_path, single.nightly_schedule, single.execution_pool) == (
+        str(tmp_path / "default.yaml"), "0 2 * * *", None)
+    assert single.tags("manual") == ["kafka", "rebalance", "manual"]
+    env = {"KAFKA_REBALANCER_CONFIG": "/etc/kr.yaml"}
+    assert deployment.deployed_clusters(tmp_path / "default.yaml", env)[0].config_path == "/etc/kr.yaml"
+    assert deployment.fleet_config_errors({}) == []
+
+
+def test_fleet_deployment_with_a_folder(tmp_path: Path) -> None:
+    write_config(tmp_path / "eu.yaml", cluster_config("prod-eu"))
+    write_config(tmp_path / "bad.yaml", cluster_config("prod-us", pools={}))
+    env = {deployment.CONFIG_DIR_ENV: str(tmp_path)}
+    (eu,) = deployment.deployed_clusters(tmp_path / "default.yaml", env)
+    assert eu.named("kafka_rebalance_nightly") == "kafka_rebalance_nightly__prod-eu"
+    assert (eu.config_path, eu.execution_pool) == (str(tmp_path / "eu.yaml"), deployment.EXECUTION_POOL)
+    assert "cluster:prod-eu" in eu.tags()
+    (error,) = deployment.fleet_config_errors(env)
+    assert error.startswith(f"{tmp_path / 'bad.yaml'}: pools: ")
+    with pytest.raises(Exception, match="1 config file"):
+        deployment.raise_fleet_config_errors(env)
+    missing = {deployment.CONFIG_DIR_ENV: str(tmp_path / "nope")}
+    assert deployment.deployed_clusters(tmp_path, missing) == []
+    assert "not a folder" in deployment.fleet_config_errors(missing)[0]
+
+
+def test_fleet_one_name_for_the_folders_variable() -> None:
+    assert deployment.CONFIG_DIR_ENV == fleet_module.CONFIG_DIR_ENV
