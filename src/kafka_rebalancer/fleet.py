@@ -23,6 +23,9 @@ from kafka_rebalancer.errors import ConfigError
 
 CONFIG_DIR_ENV = "KAFKA_REBALANCER_CONFIG_DIR"
 FLEET_FILE = "fleet.yaml"
+# fleet.yaml's max_concurrent_executions is this Airflow pool's size (README: Fleet): every cluster's execute tasks
+# take a slot of it, so the fleet executes at most that many broker pools at once.
+EXECUTION_POOL = "kafka_rebalancer_executions"
 _HH_MM = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
 
 
@@ -41,8 +44,6 @@ class NightSettings(StrictModel):
 class FleetSettings(StrictModel):
     """fleet.yaml: what holds for every cluster of the folder."""
 
-    # At most this many broker pools execute at once across the fleet: the slots of the Airflow pool
-    # kafka_rebalancer_executions, which every cluster's execute tasks take.
     max_concurrent_executions: int = Field(default=4, ge=1)
     night: NightSettings = Field(default_factory=NightSettings)
 
@@ -52,6 +53,7 @@ class FleetCluster:
     name: str
     config_file: Path
     schedule: str  # the config's own, or its spread start time
+    config: RebalancerConfig
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ def load_fleet(folder: Path) -> Fleet:
             broken.append(BrokenConfig(file, exc))
     good, duplicates = refuse_duplicates(loaded)
     schedules = nightly_schedules([config for _, config in good], settings.night)
-    clusters = tuple(sorted((FleetCluster(c.cluster.name, file, schedules[c.cluster.name]) for file, c in good),
+    clusters = tuple(sorted((FleetCluster(c.cluster.name, file, schedules[c.cluster.name], c) for file, c in good),
                             key=lambda c: c.name))
     return Fleet(folder, settings, clusters, tuple(sorted(broken + duplicates, key=lambda b: b.file)))
 

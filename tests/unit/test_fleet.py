@@ -4,6 +4,7 @@ the DAG files build from it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 
 from kafka_rebalancer import fleet as fleet_module
 from kafka_rebalancer.airflow import deployment
+from kafka_rebalancer.cli import main
 from kafka_rebalancer.config import load_config
 from kafka_rebalancer.errors import ConfigError
 from kafka_rebalancer.fleet import FleetSettings, NightSettings, load_fleet, nightly_schedules
@@ -126,7 +128,7 @@ def test_fleet_deployment_with_a_folder(tmp_path: Path) -> None:
     env = {deployment.CONFIG_DIR_ENV: str(tmp_path)}
     (eu,) = deployment.deployed_clusters(tmp_path / "default.yaml", env)
     assert eu.named("kafka_rebalance_nightly") == "kafka_rebalance_nightly__prod-eu"
-    assert (eu.config_path, eu.execution_pool) == (str(tmp_path / "eu.yaml"), deployment.EXECUTION_POOL)
+    assert (eu.config_path, eu.execution_pool) == (str(tmp_path / "eu.yaml"), fleet_module.EXECUTION_POOL)
     assert "cluster:prod-eu" in eu.tags()
     (error,) = deployment.fleet_config_errors(env)
     assert error.startswith(f"{tmp_path / 'bad.yaml'}: pools: ")
@@ -139,3 +141,50 @@ def test_fleet_deployment_with_a_folder(tmp_path: Path) -> None:
 
 def test_fleet_one_name_for_the_folders_variable() -> None:
     assert deployment.CONFIG_DIR_ENV == fleet_module.CONFIG_DIR_ENV
+
+
+def fleet_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "clusters"
+    for name in ("prod-eu", "prod-us"):
+        write_config(folder / f"{name}.yaml", cluster_config(name, run_root=str(tmp_path / "runs")))
+        (tmp_path / "runs" / name / f"manual__{name}").mkdir(parents=True)
+        events = tmp_path / "runs" / name / ".automation" / "events.jsonl"
+        events.parent.mkdir()
+        at = 1_790_000_000 if name == "prod-eu" else 1_790_000_100
+        events.write_text(json.dumps({"at": at, "kind": "broker_lost", "broker_id": 3, "decision": "started",
+                                      "action": "drain-brokers"}) + "\n")
+    write_config(folder / "broken.yaml", cluster_config("prod-ap", default_pool="nope"))
+    return folder
+
+
+def test_fleet_cli_runs_and_events_all(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = fleet_folder(tmp_path)
+    assert main(["runs", "--all", "--config-dir", str(folder)]) == 2  # a file did not load: shown, named, exit 2
+    out, err = capsys.readouterr()
+    assert "manual__prod-eu" in out and "manual__prod-us" in out and "cluster" in out.splitlines()[0]
+    assert f"error: {folder / 'broken.yaml'}: default_pool: unknown pool 'nope'" in err
+    monkeypatch.setenv("KAFKA_REBALANCER_CONFIG_DIR", str(folder))
+    assert main(["events", "--all"]) == 2
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["prod-us", "prod-eu"]  # newest first, across the clusters
+    assert "broker_lost" in lines[0] and "drain-brokers" in lines[0]
+
+
+def test_fleet_cli_fleet_command_and_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = fleet_folder(tmp_path)
+    (folder / "broken.yaml").unlink()
+    write_config(folder / "fleet.yaml", {"max_concurrent_executions": 3})
+    assert main(["fleet", "--config-dir", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "prod-eu: prod-eu.yaml, nightly at '0 0 * * *'" in out
+    assert "prod-us: prod-us.yaml, nightly at '0 2 * * *'" in out
+    assert "airflow pools set kafka_rebalancer_executions 3 " in out
+    monkeypatch.delenv("KAFKA_REBALANCER_CONFIG_DIR", raising=False)
+    assert main(["runs", "--all"]) == 2
+    assert "give --config-dir or set KAFKA_REBALANCER_CONFIG_DIR" in capsys.readouterr().err
+    assert main(["runs", "--all", "--config-dir", str(tmp_path / "none")]) == 2
+    assert "not a folder" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["runs", "--all", "--config", str(folder / "prod-eu.yaml")])  # one or the other

@@ -24,9 +24,6 @@ from airflow.sdk import DAG
 CONFIG_ENV = "KAFKA_REBALANCER_CONFIG"
 CONFIG_DIR_ENV = "KAFKA_REBALANCER_CONFIG_DIR"  # = kafka_rebalancer.fleet's, not imported from it: light without
 SINGLE_CLUSTER_SCHEDULE = "0 2 * * *"
-# The fleet's limit on executions at once (fleet.yaml: max_concurrent_executions, README: Fleet): every cluster's
-# execute tasks take a slot of this Airflow pool. One cluster alone keeps Airflow's default pool.
-EXECUTION_POOL = "kafka_rebalancer_executions"
 START_DATE = pendulum.datetime(2026, 1, 1, tz="UTC")
 
 
@@ -37,7 +34,7 @@ class ClusterDags:
     cluster: str | None  # None: the one config of KAFKA_REBALANCER_CONFIG (no suffix: today's DAG ids)
     config_path: str
     nightly_schedule: str
-    execution_pool: str | None  # None: Airflow's default pool
+    execution_pool: str | None  # a fleet's (kafka_rebalancer.fleet.EXECUTION_POOL); None: Airflow's default pool
 
     def named(self, base: str) -> str:
         """A DAG id, asset or watcher name of this cluster: `<base>__<cluster>` in a fleet."""
@@ -53,7 +50,7 @@ def deployed_clusters(default_config: Path, environ: Mapping[str, str] = os.envi
     if not folder:
         return [ClusterDags(None, environ.get(CONFIG_ENV, str(default_config)), SINGLE_CLUSTER_SCHEDULE, None)]
     from kafka_rebalancer.errors import ConfigError
-    from kafka_rebalancer.fleet import load_fleet
+    from kafka_rebalancer.fleet import EXECUTION_POOL, load_fleet
 
     try:
         fleet = load_fleet(Path(folder))
