@@ -188,3 +188,26 @@ def test_fleet_cli_fleet_command_and_bad_arguments(tmp_path: Path, capsys: pytes
     assert "not a folder" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["runs", "--all", "--config", str(folder / "prod-eu.yaml")])  # one or the other
+
+
+def test_fleet_runs_page_and_reports_per_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two clusters' scheduled runs may share a run id: the page links each to its cluster's report."""
+    from kafka_rebalancer.airflow.ui import run_report, runs_page
+
+    folder = fleet_folder(tmp_path)
+    run_id = "scheduled__2026-11-29T02:00:00+00:00"
+    folder_name = "scheduled__2026-11-29T02_00_00_00_00"  # the run id made a folder name (the page's links)
+    for name in ("prod-eu", "prod-us"):
+        report = tmp_path / "runs" / name / folder_name / "report" / "index.html"
+        report.parent.mkdir(parents=True)
+        report.write_text(f"report of {name}")
+    monkeypatch.delenv("KAFKA_REBALANCER_CONFIG", raising=False)
+    monkeypatch.setenv("KAFKA_REBALANCER_CONFIG_DIR", str(folder))
+    page = runs_page()
+    assert "<h2>cluster prod-eu</h2>" in page and "<h2>cluster prod-us</h2>" in page
+    assert f'href="/kafka-rebalancer/report/{folder_name}?cluster=prod-us"' in page
+    assert "Left out, its config does not load: " in page and "broken.yaml: default_pool" in page
+    assert Path(run_report(run_id, "prod-us").path).read_text() == "report of prod-us"
+    assert Path(run_report(run_id, "prod-eu").path).read_text() == "report of prod-eu"
+    assert deployment.cluster_of("kafka_rebalance_nightly__prod-us") == "prod-us"
+    assert deployment.cluster_of("kafka_rebalance_nightly") is None

@@ -44,6 +44,11 @@ class ClusterDags:
         return ["kafka", "rebalance", *tags, *([f"cluster:{self.cluster}"] if self.cluster else [])]
 
 
+def cluster_of(dag_id: str) -> str | None:
+    """The fleet cluster a DAG id names (`<base>__<cluster>`); None: the one config's (no suffix)."""
+    return dag_id.partition("__")[2] or None
+
+
 def deployed_clusters(default_config: Path, environ: Mapping[str, str] = os.environ) -> list[ClusterDags]:
     """The clusters to build DAGs for: the fleet folder's loadable ones, else the one config."""
     folder = environ.get(CONFIG_DIR_ENV)
