@@ -30,6 +30,7 @@ PROBE = textwrap.dedent("""
             events = {{"asset": asset.name, "watchers": [[w.name, *w.trigger.serialize()] for w in asset.watchers],
                       "trigger_dag_id": tasks["start_runs"].partial_kwargs["trigger_dag_id"]}}
         return {{"schedule": str(dag.schedule), "tags": sorted(dag.tags), "config_path": dag.params["config_path"],
+                 "tasks": sorted(tasks), "params": sorted(dag.params),
                  "pools": {{t.task_id: t.pool for t in dag.tasks if t.task_id == "execute"}}, **events}}
     print(json.dumps({{"import_errors": {{k: str(v) for k, v in bag.import_errors.items()}},
                       "dags": {{dag_id: facts(dag) for dag_id, dag in bag.dags.items()}}}}))
@@ -84,6 +85,11 @@ def test_fleet_dagbag_builds_each_clusters_dags(fleet: tuple[Path, dict[str, Any
                                        "kafka_rebalancer.airflow.cluster_watch.ClusterWatchTrigger",
                                        {"config_path": config}]]
         assert events["trigger_dag_id"] == f"kafka_rebalance_manual__{cluster}"
+        assert dags[f"kafka_rebalance_cancel__{cluster}"]["tasks"] == ["cancel"]
+        assert dags[f"kafka_rebalance_overrides__{cluster}"]["tasks"] == ["overrides"]
+        assert dags[f"kafka_rebalance_nightly__{cluster}"]["tasks"] == dags[f"kafka_rebalance_manual__{cluster}"][
+            "tasks"] == ["approve", "execute", "plan", "report", "snapshot", "unregister", "validate", "verify"]
+        assert "action" in dags[f"kafka_rebalance_manual__{cluster}"]["params"]
     # The cluster's own schedule, else the first start time of fleet.yaml's night (prod-us alone without one).
     assert "30 1 * * *" in dags["kafka_rebalance_nightly__prod-eu"]["schedule"]
     assert "0 3 * * *" in dags["kafka_rebalance_nightly__prod-us"]["schedule"]
