@@ -71,7 +71,9 @@ class Fleet:
 
 
 def load_fleet(folder: Path) -> Fleet:
-    """The folder's clusters, each with its nightly schedule, and the files that did not load."""
+    """The folder's clusters, each with its nightly schedule, and the files that did not load (absolute paths:
+    the DAGs' config_path is read by workers whose working directory is not the DAG processor's)."""
+    folder = folder.resolve()
     if not folder.is_dir():
         raise ConfigError(str(folder), "", f"not a folder ({CONFIG_DIR_ENV}), expected the folder of the clusters' "
                                            f"config files")

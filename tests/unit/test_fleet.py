@@ -122,7 +122,7 @@ def test_fleet_deployment_without_a_folder_is_todays_one_cluster(tmp_path: Path)
     assert deployment.fleet_config_errors({}) == []
 
 
-def test_fleet_deployment_with_a_folder(tmp_path: Path) -> None:
+def test_fleet_deployment_with_a_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write_config(tmp_path / "eu.yaml", cluster_config("prod-eu"))
     write_config(tmp_path / "bad.yaml", cluster_config("prod-us", pools={}))
     env = {deployment.CONFIG_DIR_ENV: str(tmp_path)}
@@ -134,6 +134,9 @@ def test_fleet_deployment_with_a_folder(tmp_path: Path) -> None:
     assert error.startswith(f"{tmp_path / 'bad.yaml'}: pools: ")
     with pytest.raises(Exception, match="1 config file"):
         deployment.raise_fleet_config_errors(env)
+    monkeypatch.chdir(tmp_path.parent)
+    (relative,) = deployment.deployed_clusters(tmp_path / "default.yaml", {deployment.CONFIG_DIR_ENV: tmp_path.name})
+    assert relative.config_path == str(tmp_path / "eu.yaml")
     missing = {deployment.CONFIG_DIR_ENV: str(tmp_path / "nope")}
     assert deployment.deployed_clusters(tmp_path, missing) == []
     assert "not a folder" in deployment.fleet_config_errors(missing)[0]
