@@ -156,12 +156,14 @@ def approval_decision(context: Context, run_dir: str) -> dict[str, Any]:
                               "and the execution window")
     for why in refusals:
         log.info("waiting for a person: %s", why)
+    from kafka_rebalancer.airflow.deployment import cluster_of
     from kafka_rebalancer.report.run_report import write_report
 
     report = write_report(run)  # the person reviews the plan in it before answering
     log.info("report for the review: %s", report)
+    link = report_url(context["run_id"], cluster_of(context["dag_run"].dag_id))
     body = approval_body(config, run, facts, refusals) + \
-        f"\n\n[The run's report: usage, band, every move]({report_url(context['run_id'])}) ({report})"
+        f"\n\n[The run's report: usage, band, every move]({link}) ({report})"
     timeout = _response_timeout(context, config)
     totals = facts.summary["totals"]
     plan = {"cluster": config.cluster.name, "run_id": context["run_id"], "action": str(context["params"].get(
@@ -187,8 +189,9 @@ def automatic_mode(config: RebalancerConfig, context: Context) -> str | None:
     return str(started[0].get("mode"))
 
 
-def report_url(run_id: str) -> str:
-    return f"{REPORTS_URL_PREFIX}/report/{run_id}"
+def report_url(run_id: str, cluster: str | None = None) -> str:
+    """The runs page's address of the run's report; `cluster`: a fleet's (kafka_rebalancer.airflow.deployment)."""
+    return f"{REPORTS_URL_PREFIX}/report/{run_id}" + (f"?cluster={cluster}" if cluster else "")
 
 
 def _response_timeout(context: Context, config: RebalancerConfig) -> timedelta:
