@@ -320,3 +320,37 @@ def test_notification_of_the_events_dags_decision_once_per_event(
     assert second["facts"]["outcome"] == "held back"
     assert set(read_sends(automation_dir(config) / RECORD_FILE)) == {
         "automation_event:started:automatic__pool-a__1", "automation_event:broker_lost:3:held back@200"}
+
+
+def test_notification_automatic_run_finding_its_pool_held_is_told_held_back_not_run_failed(
+        monkeypatch: pytest.MonkeyPatch, receiver: Receiver, tmp_path: Path) -> None:
+    """A person's run took the pool between the decision and the automatic run's snapshot: the run's events are
+    held back (recorded, kept for the retry, told once as such), and its failed snapshot is no run failed."""
+    from kafka_rebalancer.airflow.notifications import notify_task_failed
+    from kafka_rebalancer.airflow.tasks import _claim_pools
+    from kafka_rebalancer.automation.events_log import append_events, automation_dir, read_events
+    from kafka_rebalancer.config import load_config
+    from kafka_rebalancer.errors import PoolsHeld
+    from kafka_rebalancer.holds.claims import claim_pools
+
+    config_path = _configured(tmp_path, monkeypatch, receiver, ["automation_event", "run_failed"])
+    config = load_config(config_path)
+    run_id = "automatic__pool-a__x"
+    append_events(config, [_record("started", 100.0, run_id=run_id, mode="approve", why="drain of [3]")])
+    assert claim_pools(config, "kafka_rebalance_manual", "manual__person", ["pool-a"], lambda dag, run: True,
+                       exclusive=False) == []
+    ti = SimpleNamespace(task_id="snapshot", get_dr_count=lambda **kw: 1)  # every claim's run is live
+    context = {"params": {"config_path": str(config_path)}, "run_id": run_id, "ti": ti,
+               "dag_run": SimpleNamespace(dag_id="kafka_rebalance_manual")}
+    with pytest.raises(AirflowFailException) as failed:
+        _claim_pools(context)
+    assert isinstance(failed.value.__cause__, PoolsHeld)
+    held = read_events(config)[-1]
+    assert held["decision"] == "suppressed" and held["retry_at"] > held["decided_at"] and "run_id" not in held
+    assert held["why"] == f"pool(s) pool-a held by run manual__person of kafka_rebalance_manual (since " \
+                          f"{held['why'].split('(since ')[1].split(')')[0]}): run {run_id} started nothing"
+    assert (automation_dir(config) / "retry" / "broker_lost-3.json").exists()  # raised again after the cooldown
+    notify_task_failed({**context, "exception": failed.value})
+    [body] = _bodies(receiver)
+    assert body["kind"] == "automation_event" and body["facts"]["outcome"] == "held back", body
+    assert f"run {run_id} started nothing" in body["happened"]

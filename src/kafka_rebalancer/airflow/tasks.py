@@ -77,12 +77,17 @@ def _run_is_live(context: Context) -> Callable[[str, str], bool]:
 
 def _claim_pools(context: Context) -> bool:
     """The run holds its pools until its report (holds.claims); an automatic run starts nothing on a pool
-    another run holds, and its events are raised again after the cooldown. Whether the run is automatic."""
+    another run holds: its events are held back (recorded, told as such, raised again after the cooldown) and the
+    task fails on PoolsHeld, which the failure callback does not tell as a run failed. Whether the run is
+    automatic."""
     import time
 
     from airflow.sdk.exceptions import AirflowFailException
 
-    from kafka_rebalancer.automation.events_log import defer_events, started_records
+    from kafka_rebalancer.airflow.notifications import notify_automation_events
+    from kafka_rebalancer.automation.decide import held_back
+    from kafka_rebalancer.automation.events_log import append_events, defer_events, started_records
+    from kafka_rebalancer.errors import PoolsHeld
     from kafka_rebalancer.holds.claims import claim_pools
     from kafka_rebalancer.operations.request import run_config
 
@@ -93,10 +98,14 @@ def _claim_pools(context: Context) -> bool:
     holding = claim_pools(config, context["dag_run"].dag_id, run_id, pools, _run_is_live(context),
                           exclusive=bool(started))
     if holding:
-        defer_events(config, [{**e, "retry_at": time.time() + config.automation.cooldown_s} for e in started])
-        raise AirflowFailException("automatic run: " + "; ".join(
-            f"pool(s) {', '.join(sorted(set(c.broker_pools) & pools))} held by {c.describe()}" for c in holding)
-            + "; it starts nothing, its events are looked at again after the cooldown")
+        why = "; ".join(f"pool(s) {', '.join(sorted(set(c.broker_pools) & pools))} held by {c.describe()}"
+                        for c in holding)
+        records = held_back(started, why, time.time(), config.automation.cooldown_s, run_id)
+        append_events(config, records)
+        defer_events(config, records)
+        notify_automation_events(config, records)
+        raise AirflowFailException(f"automatic run: {why}; it starts nothing, its events are looked at again after "
+                                   "the cooldown") from PoolsHeld(why)
     return bool(started)
 
 
