@@ -354,3 +354,33 @@ def test_notification_automatic_run_finding_its_pool_held_is_told_held_back_not_
     [body] = _bodies(receiver)
     assert body["kind"] == "automation_event" and body["facts"]["outcome"] == "held back", body
     assert f"run {run_id} started nothing" in body["happened"]
+
+
+def test_notification_record_of_the_automation_is_pruned(
+        monkeypatch: pytest.MonkeyPatch, receiver: Receiver, tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from kafka_rebalancer.notify.outbox import pruned
+
+    now = datetime(2026, 11, 29, tzinfo=UTC)
+
+    def sends(days_ago: float) -> dict[str, Any]:
+        at = (now - timedelta(days=days_ago)).isoformat(timespec="seconds")
+        return {"pager": {"status": "sent", "attempts": 1, "at": at, "error": None}}
+
+    record = {"old": sends(8), "live-but-old": sends(30), "recent": sends(1), "newest": sends(0), "bad": {}}
+    assert set(pruned(record, {"live-but-old"}, now)) == {"live-but-old", "recent", "newest"}
+    assert set(pruned(record, {"live-but-old"}, now, max_kept=2)) == {"live-but-old", "newest"}
+    assert set(pruned(record, set(), now, max_kept=0)) == set()
+
+    # As the events DAG's decisions write it: an episode over and a week old is dropped at the next decision.
+    _connections(monkeypatch, receiver.url, _free_port())
+    settings = NotificationSettings.model_validate({"channels": HOOK, "routes": [
+        {"kinds": ["automation_event"], "channels": ["pager"]}]})
+    folder = tmp_path / ".automation"
+    folder.mkdir()
+    (folder / RECORD_FILE).write_text(json.dumps({"automation_event:broker_lost:9:held back@1": sends(8)}))
+    (folder / SEEN_FILE).write_text(json.dumps({"broker_lost:9:held back": {"first": 1.0, "last": 1.0}}))
+    notify_events(settings, "demo", [_record("suppressed", 10000.0, why="held", retry_at=13600.0)], folder, 7200.0,
+                  str)
+    assert set(read_sends(folder / RECORD_FILE)) == {"automation_event:broker_lost:3:held back@10000"}
