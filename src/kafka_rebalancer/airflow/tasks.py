@@ -350,11 +350,18 @@ def overrides_task(context: Context) -> list[dict[str, Any]]:
 
 
 def verify_task(context: Context, run_dir: str) -> dict[str, Any]:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from kafka_rebalancer.errors import PromiseNotKept
     from kafka_rebalancer.run_folder import RunFolder
     from kafka_rebalancer.verify.verification import verify_run
 
     config = run_config_of(context, run_dir)
-    summary = verify_run(config, _connection(config), RunFolder(run_dir))
+    try:
+        summary = verify_run(config, _connection(config), RunFolder(run_dir))
+    except PromiseNotKept as exc:
+        # No retry: it would judge the same cluster again a minute later, and hold back the message saying so.
+        raise AirflowFailException(str(exc)) from exc
     return {k: summary[k] for k in ("plan_hash", "out_of_band_before", "out_of_band_after")}
 
 
