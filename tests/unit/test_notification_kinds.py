@@ -384,3 +384,25 @@ def test_notification_record_of_the_automation_is_pruned(
     notify_events(settings, "demo", [_record("suppressed", 10000.0, why="held", retry_at=13600.0)], folder, 7200.0,
                   str)
     assert set(read_sends(folder / RECORD_FILE)) == {"automation_event:broker_lost:3:held back@10000"}
+
+
+def test_notification_verify_task_fails_at_once_on_a_broken_promise_and_tells_it(
+        monkeypatch: pytest.MonkeyPatch, receiver: Receiver, tmp_path: Path) -> None:
+    """No retry (AirflowFailException) for a promise not kept; the callback still sees the promise under it."""
+    import kafka_rebalancer.airflow.tasks as tasks
+    import kafka_rebalancer.verify.verification as verification
+
+    config = _configured(tmp_path, monkeypatch, receiver, ["verify_failed", "run_failed"])
+    run_dir = tmp_path / "runs" / "demo" / "manual__6"
+    run_dir.mkdir(parents=True)
+
+    def broken(*args: Any) -> dict[str, Any]:
+        raise PromiseNotKept("the run is not verified: ...", not_kept=["broken: t-0 still has a replica on broker 6"])
+
+    monkeypatch.setattr(verification, "verify_run", broken)
+    monkeypatch.setattr(tasks, "_connection", lambda config: None)
+    with pytest.raises(AirflowFailException) as failed:
+        tasks.verify_task({"params": {"config_path": str(config)}, "run_id": "manual__6"}, str(run_dir))
+    _failed(config, run_dir, "verify", failed.value)
+    [body] = _bodies(receiver)
+    assert body["kind"] == "verify_failed" and "- broken: t-0 still has a replica on broker 6" in body["happened"]
