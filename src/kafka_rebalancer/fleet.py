@@ -78,12 +78,11 @@ def load_fleet(folder: Path) -> Fleet:
         raise ConfigError(str(folder), "", f"not a folder ({CONFIG_DIR_ENV}), expected the folder of the clusters' "
                                            f"config files")
     broken: list[BrokenConfig] = []
-    settings = FleetSettings()
-    if (folder / FLEET_FILE).is_file():
-        try:
-            settings = load_fleet_settings(folder / FLEET_FILE)
-        except ConfigError as exc:
-            broken.append(BrokenConfig(folder / FLEET_FILE, exc))
+    try:
+        settings = fleet_settings(folder)
+    except ConfigError as exc:
+        settings = FleetSettings()
+        broken.append(BrokenConfig(folder / FLEET_FILE, exc))
     loaded: list[tuple[Path, RebalancerConfig]] = []
     for file in cluster_files(folder):
         try:
@@ -97,7 +96,11 @@ def load_fleet(folder: Path) -> Fleet:
     return Fleet(folder, settings, clusters, tuple(sorted(broken + duplicates, key=lambda b: b.file)))
 
 
-def load_fleet_settings(path: Path) -> FleetSettings:
+def fleet_settings(folder: Path) -> FleetSettings:
+    """The folder's fleet.yaml (the defaults without one); ConfigError naming the field if it does not load."""
+    path = folder / FLEET_FILE
+    if not path.is_file():
+        return FleetSettings()
     try:
         return FleetSettings.model_validate(read_config_file(path))
     except ValidationError as exc:

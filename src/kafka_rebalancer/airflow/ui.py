@@ -3,7 +3,8 @@ report; and a link to the run's report on the pipeline's tasks.
 
 A FastAPI app mounted by the API server under /kafka-rebalancer, behind the same authentication as the rest of the
 UI (the UI's session cookie or a bearer token; reading DAG runs is the permission it asks for), shown in the UI's
-navigation as an external view. The run folders are found through the configs the DAGs use: every cluster of the
+navigation as an external view; while the API server runs, it keeps a fleet's execution pool at fleet.yaml's size
+(execution_pool.py). The run folders are found through the configs the DAGs use: every cluster of the
 fleet folder (KAFKA_REBALANCER_CONFIG_DIR), else every cluster under the run root of KAFKA_REBALANCER_CONFIG.
 """
 
@@ -22,6 +23,7 @@ from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse
 
 from kafka_rebalancer.airflow.deployment import cluster_of
+from kafka_rebalancer.airflow.execution_pool import keep_execution_pool
 from kafka_rebalancer.airflow.tasks import report_url
 
 if TYPE_CHECKING:
@@ -34,8 +36,11 @@ COLUMNS = ("run", "started", "trigger", "action", "mode", "status", "moves", "by
 EVENT_COLUMNS = ("seen", "event", "broker", "pool", "decision", "why")
 REPORTED_TASKS = {"plan", "approve", "execute", "verify", "report"}
 
+# Its lifespan keeps a fleet's execution pool at fleet.yaml's size (execution_pool.py): the API server is where
+# Airflow's database may be written.
 runs_app = FastAPI(title="Kafka rebalancer runs", docs_url=None, redoc_url=None, openapi_url=None,
-                   dependencies=[Depends(requires_access_dag("GET", DagAccessEntity.RUN))])
+                   dependencies=[Depends(requires_access_dag("GET", DagAccessEntity.RUN))],
+                   lifespan=keep_execution_pool)
 
 
 def _cluster_folders() -> tuple[dict[str, Path], list[str]]:

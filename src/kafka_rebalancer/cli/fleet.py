@@ -1,5 +1,5 @@
 """The commands over a fleet folder (README: Fleet): `fleet` (its clusters, their nightly schedules, the Airflow
-pool to create), `runs --all` and `events --all` (every cluster's, newest first). A file that does not load is
+pool and its size), `runs --all` and `events --all` (every cluster's, newest first). A file that does not load is
 named on stderr (report_broken) and the others are shown all the same."""
 
 from __future__ import annotations
@@ -49,8 +49,10 @@ def fleet_command(fleet: Fleet) -> None:
     if not fleet.clusters:
         print(f"no cluster config (*.yaml with a cluster section) in {fleet.folder}")
     slots = fleet.settings.max_concurrent_executions
-    print(f"fleet-wide: at most {slots} broker pool execution(s) at once; create or resize the Airflow pool with\n"
-          f"  airflow pools set {EXECUTION_POOL} {slots} 'kafka-rebalancer: executions at once across the fleet'")
+    print(f"fleet-wide: at most {slots} broker pool execution(s) at once: the Airflow pool {EXECUTION_POOL}, which\n"
+          f"Airflow's API server (the kafka_rebalancer_ui plugin) creates and keeps at that size; without the "
+          f"plugin:\n  airflow pools set {EXECUTION_POOL} {slots} 'kafka-rebalancer: executions at once across the "
+          f"fleet'")
 
 
 def runs_all(fleet: Fleet, console: Console, limit: int) -> None:
