@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 from airflow.plugins_manager import AirflowPlugin
 from airflow.sdk import BaseOperatorLink
 
-from kafka_rebalancer.airflow.tasks import REPORTS_URL_PREFIX as URL_PREFIX
 from kafka_rebalancer.airflow.ui import RunReportLink, runs_app
+from kafka_rebalancer.notify.messages import REPORTS_URL_PREFIX as URL_PREFIX
 
 
 class KafkaRebalancerUIPlugin(AirflowPlugin):

@@ -214,3 +214,49 @@ def test_fleet_runs_page_and_reports_per_cluster(tmp_path: Path, monkeypatch: py
     assert Path(run_report(run_id, "prod-eu").path).read_text() == "report of prod-eu"
     assert deployment.cluster_of("kafka_rebalance_nightly__prod-us") == "prod-us"
     assert deployment.cluster_of("kafka_rebalance_nightly") is None
+
+
+def test_fleet_notices_link_the_clusters_report_as_the_runs_page_does(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every notice of a fleet cluster's run (a task failed, an execution stalled, the automation started a run,
+    the approval waits) links the report with the cluster, by the runs page's and the task link's one builder."""
+    from types import SimpleNamespace
+
+    from kafka_rebalancer.airflow import notifications
+    from kafka_rebalancer.airflow.operators import PlanApprovalOperator, send_approval_notice
+    from kafka_rebalancer.airflow.ui import RunReportLink
+    from kafka_rebalancer.notify import automation_events, outbox
+    from kafka_rebalancer.notify.messages import approval_waiting_notice, report_url
+
+    sent: list[Any] = []
+    for module in (outbox, automation_events):
+        monkeypatch.setattr(module, "deliver", lambda settings, notice, record: sent.append(notice))
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "http://airflow.example:8080/")
+    kinds = ["run_failed", "execution_stalled", "automation_event", "approval_waiting"]
+    path = write_config(tmp_path / "eu.yaml", cluster_config("prod-eu", run_root=str(tmp_path / "runs"), notifications={
+        "channels": {"pager": {"kind": "webhook", "airflow_connection_id": "hook"}},
+        "routes": [{"kinds": kinds, "channels": ["pager"]}]}))
+    config = load_config(path)
+    run_dir = config.run_dir("manual__1")
+    run_dir.mkdir(parents=True)
+    ti = SimpleNamespace(id="0190-ti", dag_id="kafka_rebalance_manual__prod-eu", run_id="manual__1",
+                         task_id="approve", map_index=-1)
+    context = {"ti": ti, "task_instance": ti, "run_id": "manual__1", "exception": RuntimeError("spark-submit"),
+               "params": {"config_path": str(path)}}
+
+    notifications.notify_task_failed(context)
+    notifications.stall_notifier(config, "manual__1", run_dir, "pool-a", "prod-eu")(["t-0"])
+    notifications.notify_automation_events(config, [{
+        "kind": "broker_lost", "broker_id": 3, "broker_pool": "pool-a", "decided_at": 100.0, "decision": "started",
+        "action": "drain-brokers", "run_id": "manual__1", "mode": "approve", "why": "drain of [3]"}], "prod-eu")
+    operator = PlanApprovalOperator(task_id="approve", run_dir=str(run_dir))
+    context["task"] = operator
+    plan = {"cluster": "prod-eu", "run_id": "manual__1", "action": "rebalance", "pool": None, "reason": "",
+            "replica_moves": 1, "moved_bytes": 1, "duration_s": 1.0, "why_asked": []}
+    send_approval_notice(context, operator, {"plan": plan, "report_file": "/r/index.html"},
+                         lambda p, approval, report: approval_waiting_notice(p, approval, report, "12:00:00"))
+    assert [n.kind for n in sent] == kinds
+    link = "/kafka-rebalancer/report/manual__1?cluster=prod-eu"
+    assert {n.links["report"] for n in sent} == {f"http://airflow.example:8080{link}"}
+    assert report_url("manual__1", "prod-eu") == link
+    assert RunReportLink().get_link(SimpleNamespace(task_id="plan"), ti_key=ti) == link  # type: ignore[arg-type]

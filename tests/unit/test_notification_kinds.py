@@ -62,7 +62,8 @@ def _bodies(receiver: Receiver) -> list[dict[str, Any]]:
 def _failed(config: Path, run_dir: Path, task_id: str, exc: BaseException) -> None:
     from kafka_rebalancer.airflow.notifications import notify_task_failed
 
-    notify_task_failed({"ti": SimpleNamespace(task_id=task_id), "exception": exc, "run_id": run_dir.name,
+    notify_task_failed({"ti": SimpleNamespace(task_id=task_id, dag_id="kafka_rebalance_manual"), "exception": exc,
+                        "run_id": run_dir.name,
                         "params": {"config_path": str(config), "broker_pool": "pool-a"}})
 
 

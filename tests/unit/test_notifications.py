@@ -336,7 +336,8 @@ def test_notification_of_a_failed_task_once_per_run(monkeypatch: pytest.MonkeyPa
     run_dir.mkdir(parents=True)
 
     def context(task_id: str, error: str) -> dict[str, Any]:
-        return {"ti": SimpleNamespace(task_id=task_id), "exception": RuntimeError(error), "run_id": "manual__1",
+        return {"ti": SimpleNamespace(task_id=task_id, dag_id="kafka_rebalance_manual"),
+                "exception": RuntimeError(error), "run_id": "manual__1",
                 "params": {"config_path": str(config), "broker_pool": "pool-a"}}
 
     notify_task_failed(context("plan", "spark-submit exited with 1\nmore lines"))

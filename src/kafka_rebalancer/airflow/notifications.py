@@ -60,6 +60,7 @@ def notify_task_failed(context: Any) -> None:
     report task's own failure only repeats that of the task before it ("the run failed at ..."), so it sends nothing
     of its own."""
     try:
+        from kafka_rebalancer.airflow.deployment import cluster_of
         from kafka_rebalancer.airflow.tasks import run_config_of
         from kafka_rebalancer.notify.messages import report_link
         from kafka_rebalancer.notify.outbox import deliver
@@ -73,7 +74,8 @@ def notify_task_failed(context: Any) -> None:
         if not config.notifications.routes:
             return
         run_dir = config.run_dir(context["run_id"])
-        report = report_link(airflow_base_url(), context["run_id"], str(run_dir / "report" / "index.html"))
+        report = report_link(airflow_base_url(), context["run_id"], str(run_dir / "report" / "index.html"),
+                             cluster_of(context["ti"].dag_id))
         notice = failure_notice(config.cluster.name, context["run_id"], task_id,
                                 exc if isinstance(exc, BaseException) else None, error, report,
                                 context["params"].get("broker_pool"))
@@ -83,15 +85,17 @@ def notify_task_failed(context: Any) -> None:
         log.exception("the run-failed notification was not sent")
 
 
-def stall_notifier(config: RebalancerConfig, run_id: str, run_dir: Path, pool: str) -> Callable[[list[str]], None]:
+def stall_notifier(config: RebalancerConfig, run_id: str, run_dir: Path, pool: str,
+                   cluster: str | None = None) -> Callable[[list[str]], None]:
     """The execution's on_stalled: tells the channels once per run and pool that moves copy nothing (it runs in the
-    executor's loop: it never raises and holds it at most 10 s per channel)."""
+    executor's loop: it never raises and holds it at most 10 s per channel). `cluster`: the fleet's, for the report
+    link (deployment.cluster_of; None: the one config's)."""
     from kafka_rebalancer.notify.messages import execution_stalled_notice, report_link
     from kafka_rebalancer.notify.outbox import deliver
 
     def tell(stalled: list[str]) -> None:
         try:
-            report = report_link(airflow_base_url(), run_id, str(run_dir / "report" / "index.html"))
+            report = report_link(airflow_base_url(), run_id, str(run_dir / "report" / "index.html"), cluster)
             notice = execution_stalled_notice(config.cluster.name, run_id, pool, stalled,
                                               config.execution.stall_after_s, report)
             deliver(config.notifications, notice, run_record(run_dir))
@@ -101,9 +105,11 @@ def stall_notifier(config: RebalancerConfig, run_id: str, run_dir: Path, pool: s
     return tell
 
 
-def notify_automation_events(config: RebalancerConfig, records: list[dict[str, Any]]) -> None:
+def notify_automation_events(config: RebalancerConfig, records: list[dict[str, Any]],
+                             cluster: str | None = None) -> None:
     """The events DAG's decision told: each event started, held back, suppressed or reported, once per event
-    (notify.automation_events); never raises."""
+    (notify.automation_events); never raises. `cluster`: the fleet's, for the report links (deployment.cluster_of;
+    None: the one config's)."""
     try:
         from kafka_rebalancer.automation.events_log import automation_dir
         from kafka_rebalancer.notify.automation_events import notify_events
@@ -114,7 +120,7 @@ def notify_automation_events(config: RebalancerConfig, records: list[dict[str, A
         rearm_s = 2 * max(automation.cooldown_s, automation.poll_interval_s, automation.out_of_band.check_interval_s)
         base_url = airflow_base_url()
         notify_events(config.notifications, config.cluster.name, records, automation_dir(config), rearm_s,
-                      lambda run_id: report_link(base_url, run_id, str(config.run_dir(run_id) / "report"
-                                                                      / "index.html")))
+                      lambda run_id: report_link(base_url, run_id,
+                                                 str(config.run_dir(run_id) / "report" / "index.html"), cluster))
     except Exception:  # the decision is recorded and its runs start whatever the channels do
         log.exception("the automation events' notifications were not sent")

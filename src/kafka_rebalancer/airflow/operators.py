@@ -32,6 +32,7 @@ def send_approval_notice(context: Context, operator: PlanApprovalOperator, waiti
     """Send the notice `build(plan, approval link, report link)` makes of the plan waiting; never raises (the HITL
     operator calls its notifiers unguarded, and an answer is recorded whatever the channels do)."""
     try:
+        from kafka_rebalancer.airflow.deployment import cluster_of
         from kafka_rebalancer.airflow.notifications import airflow_base_url, run_record
         from kafka_rebalancer.airflow.tasks import run_config_of
         from kafka_rebalancer.notify.messages import NO_BASE_URL, WaitingPlan, report_link
@@ -43,7 +44,7 @@ def send_approval_notice(context: Context, operator: PlanApprovalOperator, waiti
         base_url = airflow_base_url()
         approval = operator.generate_link_to_ui_from_context(context=context, base_url=base_url) if base_url \
             else f"Airflow's UI, Required Actions ({NO_BASE_URL})"
-        report = report_link(base_url, context["run_id"], waiting["report_file"])
+        report = report_link(base_url, context["run_id"], waiting["report_file"], cluster_of(context["ti"].dag_id))
         deliver(config.notifications, build(WaitingPlan(**waiting["plan"]), approval, report),
                 run_record(Path(operator.run_dir)))
     except Exception:  # a notification never fails the approval step

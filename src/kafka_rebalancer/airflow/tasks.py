@@ -21,7 +21,6 @@ if TYPE_CHECKING:  # the tasks import the package's modules when they run: the D
     from kafka_rebalancer.run_folder import RunFolder
 
 log = logging.getLogger(__name__)
-REPORTS_URL_PREFIX = "/kafka-rebalancer"  # the runs page and reports (ui.py), on the API server
 quiet_libraries()  # before the tasks import great-expectations, whose import alone logs dozens of lines
 
 
@@ -166,6 +165,7 @@ def approval_decision(context: Context, run_dir: str) -> dict[str, Any]:
     for why in refusals:
         log.info("waiting for a person: %s", why)
     from kafka_rebalancer.airflow.deployment import cluster_of
+    from kafka_rebalancer.notify.messages import report_url
     from kafka_rebalancer.report.run_report import write_report
 
     report = write_report(run)  # the person reviews the plan in it before answering
@@ -196,11 +196,6 @@ def automatic_mode(config: RebalancerConfig, context: Context) -> str | None:
             for e in started):
         return None
     return str(started[0].get("mode"))
-
-
-def report_url(run_id: str, cluster: str | None = None) -> str:
-    """The runs page's address of the run's report; `cluster`: a fleet's (kafka_rebalancer.airflow.deployment)."""
-    return f"{REPORTS_URL_PREFIX}/report/{run_id}" + (f"?cluster={cluster}" if cluster else "")
 
 
 def _response_timeout(context: Context, config: RebalancerConfig) -> timedelta:
@@ -246,6 +241,7 @@ def execute_task(context: Context, run_dir: str, broker_pool: str) -> dict[str, 
 
     from airflow.sdk.exceptions import AirflowFailException
 
+    from kafka_rebalancer.airflow.deployment import cluster_of
     from kafka_rebalancer.airflow.notifications import stall_notifier
     from kafka_rebalancer.errors import ExecutionCancelled, PermissionDenied
     from kafka_rebalancer.execute.executor import run_execute
@@ -258,7 +254,8 @@ def execute_task(context: Context, run_dir: str, broker_pool: str) -> dict[str, 
         result = run_execute(config, _connection(config), RunFolder(run_dir), broker_pool, dry_run=False,
                              throttle_bytes_per_s=params.get("throttle_bytes_per_s"),
                              resume_cancelled=bool(params.get("resume_cancelled")), require_approval=True,
-                             on_stalled=stall_notifier(config, context["run_id"], Path(run_dir), broker_pool))
+                             on_stalled=stall_notifier(config, context["run_id"], Path(run_dir), broker_pool,
+                                                       cluster_of(context["dag_run"].dag_id)))
     except ExecutionCancelled as exc:
         raise AirflowFailException(str(exc)) from exc  # no retry: a retry would undo the operator's cancel
     except PermissionDenied as exc:
@@ -407,6 +404,7 @@ def decide_task(context: Context, band_events: list[dict[str, Any]]) -> list[dic
     import secrets
     import time
 
+    from kafka_rebalancer.airflow.deployment import cluster_of
     from kafka_rebalancer.airflow.notifications import notify_automation_events
     from kafka_rebalancer.automation.decide import STARTED, decide, planned_situations
     from kafka_rebalancer.automation.events_log import append_events, defer_events, event_line, read_events
@@ -437,7 +435,7 @@ def decide_task(context: Context, band_events: list[dict[str, Any]]) -> list[dic
     defer_events(config, records)
     for record in records:
         log.info("%s: %s", record["decision"], event_line(record))
-    notify_automation_events(config, records)
+    notify_automation_events(config, records, cluster_of(context["dag_run"].dag_id))
     # approve and execute both run the manual DAG in execute mode; its approval step tells them apart.
     return [{"trigger_run_id": run_ids[r.broker_pool],
              "conf": {"action": r.action, "brokers": list(r.brokers),

@@ -24,7 +24,7 @@ from fastapi.responses import FileResponse, HTMLResponse
 
 from kafka_rebalancer.airflow.deployment import cluster_of
 from kafka_rebalancer.airflow.execution_pool import keep_execution_pool
-from kafka_rebalancer.airflow.tasks import report_url
+from kafka_rebalancer.notify.messages import report_url
 
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator

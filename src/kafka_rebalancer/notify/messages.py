@@ -14,6 +14,7 @@ from typing import Any
 
 from kafka_rebalancer.model.units import human_bytes, human_duration
 
+REPORTS_URL_PREFIX = "/kafka-rebalancer"  # where the UI plugin mounts the runs page and the reports
 NO_BASE_URL = "no link: Airflow's [api] base_url is not set (a dag.test() run has none)"
 
 
@@ -91,10 +92,17 @@ def json_payload(notice: Notice) -> dict[str, Any]:
             "run_id": notice.run_id, "facts": notice.facts, "links": notice.links}
 
 
-def report_link(base_url: str | None, run_id: str, report_file: str | None) -> str:
-    """The run's report on the API server's runs page (airflow/ui.py), else where its file is."""
+def report_url(run_id: str, cluster: str | None = None) -> str:
+    """The run's report on the API server's runs page (airflow/ui.py), from the server's root: the one address the
+    page, the tasks' "Run report" link, the approval and the notices give. `cluster`: a fleet's, None with one
+    config (kafka_rebalancer.airflow.deployment); two clusters' scheduled runs may share a run id."""
+    return f"{REPORTS_URL_PREFIX}/report/{run_id}" + (f"?cluster={cluster}" if cluster else "")
+
+
+def report_link(base_url: str | None, run_id: str, report_file: str | None, cluster: str | None = None) -> str:
+    """report_url on Airflow's base URL, else where the report's file is."""
     if base_url:
-        return f"{base_url.rstrip('/')}/kafka-rebalancer/report/{run_id}"
+        return base_url.rstrip("/") + report_url(run_id, cluster)
     return f"{report_file or 'report/index.html in the run folder'} ({NO_BASE_URL})"
 
 
