@@ -1,5 +1,6 @@
-"""The "Kafka rebalancer" page of the Airflow UI: every run of every cluster, newest first, each linking to its
-report; and a link to the run's report on the pipeline's tasks.
+"""The "Kafka rebalancer" page of the Airflow UI: each cluster's latest run and band status at a glance, then every
+run of every cluster, newest first, each linking to its report, filtered by cluster, broker pool, state and trigger
+(query parameters, set by the page's links); and a link to the run's report on the pipeline's tasks.
 
 A FastAPI app mounted by the API server under /kafka-rebalancer, behind the same authentication as the rest of the
 UI (the UI's session cookie or a bearer token; reading DAG runs is the permission it asks for), shown in the UI's
@@ -13,8 +14,10 @@ from __future__ import annotations
 import html
 import os
 import re
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlencode
 
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
 from airflow.api_fastapi.core_api.security import requires_access_dag
@@ -30,9 +33,12 @@ if TYPE_CHECKING:
     from airflow.sdk import BaseOperator
     from airflow.sdk.types import TaskInstanceKey
 
+    from kafka_rebalancer.report.overview import RunFilter, RunOverview
+
 RUN_ID = re.compile(r"^[A-Za-z0-9_.:+-]+$")
-COLUMNS = ("run", "started", "trigger", "action", "mode", "status", "moves", "bytes", "out of band", "approval",
-           "notifications failed")
+COLUMNS = ("run", "started", "trigger", "action", "pools", "mode", "status", "moves", "bytes", "out of band",
+           "approval", "notifications failed")
+GLANCE_COLUMNS = ("cluster", "latest run", "started", "trigger", "status", "band status")
 EVENT_COLUMNS = ("seen", "event", "broker", "pool", "decision", "why")
 REPORTED_TASKS = {"plan", "approve", "execute", "verify", "report"}
 
@@ -60,38 +66,102 @@ def _cluster_folders() -> tuple[dict[str, Path], list[str]]:
 
 
 @runs_app.get("/", response_class=HTMLResponse)
-def runs_page() -> str:
+def runs_page(cluster: str | None = None, pool: str | None = None, state: str | None = None,
+              trigger: str | None = None) -> str:
+    """Each cluster's latest run and band status, then the runs the query parameters choose (any of cluster,
+    broker pool, state and trigger; the filter links set them), a table per cluster."""
     from kafka_rebalancer.errors import RebalancerError
-    from kafka_rebalancer.model.units import human_bytes
-    from kafka_rebalancer.report.overview import list_runs
+    from kafka_rebalancer.report.overview import RunFilter, list_runs
 
     try:
         folders, broken = _cluster_folders()
     except (RebalancerError, KeyError) as exc:  # the page says what is wrong instead of a bare 500
         return _page("<p>Cannot read the kafka-rebalancer config (KAFKA_REBALANCER_CONFIG or "
                      f"KAFKA_REBALANCER_CONFIG_DIR): {html.escape(str(exc))}</p>")
-    sections = [f"<p>Left out, its config does not load: {html.escape(error)}</p>" for error in broken]
-    for cluster, folder in folders.items():
-        runs = list_runs(folder.parent, cluster)
-        if not runs and not (folder / ".automation").is_dir():  # neither a run nor an event yet
-            continue
-        rows = []
-        for r in runs:
-            band = "-" if r.out_of_band_before is None else f"{r.out_of_band_before} → {r.out_of_band_after}" + (
-                "" if r.out_of_band_after_measured else " (planned)")
-            run_cell = f'<a href="{_report_link(r.run_id, cluster)}">{html.escape(r.run_id)}</a>' if r.report \
-                else f"{html.escape(r.run_id)} <small>(no report yet)</small>"
-            cells = [run_cell, *(html.escape(str(v)) for v in (
-                r.started_at, r.trigger, r.action, r.mode, r.status,
-                "-" if r.replica_moves is None else r.replica_moves,
-                "-" if r.moved_bytes is None else human_bytes(r.moved_bytes), band, r.approval))]
-            cells.append("<br>".join(html.escape(line) for line in r.notifications_failed) or "-")
-            rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-        sections.append(f"<h2>cluster {html.escape(cluster)}</h2><table><thead><tr>"
-                        + "".join(f"<th>{c}</th>" for c in COLUMNS) + "</tr></thead><tbody>" + "".join(rows)
-                        + "</tbody></table>" + _events_table(folder.parent, cluster))
-    body = "".join(sections) or "<p>No runs yet.</p>"
+    chosen = RunFilter(cluster or None, pool or None, state or None, trigger or None)
+    runs_of = {name: list_runs(folder.parent, name) for name, folder in folders.items()}
+    notes = [f"<p>Left out, its config does not load: {html.escape(error)}</p>" for error in broken]
+    tables = [_cluster_runs(name, folder, runs_of[name], chosen) for name, folder in folders.items()
+              if chosen.cluster in (None, name)]
+    shown = "".join(tables) or ("<p>No run matches the filter.</p>" if any(runs_of.values()) else
+                                "<p>No runs yet.</p>")
+    glance = _glance(runs_of) + _filter_links(runs_of, chosen) if any(runs_of.values()) else ""
+    body = "".join(notes) + glance + shown
     return _page(body)
+
+
+def _cluster_runs(name: str, folder: Path, runs: list[RunOverview], chosen: RunFilter) -> str:
+    """The cluster's runs the filter keeps and its watcher's events; nothing for a cluster with neither a run nor an
+    event yet, or none of whose runs a filter of the runs keeps."""
+    shown = [r for r in runs if chosen.keeps(r)]
+    if (not runs and not (folder / ".automation").is_dir()) or (not shown and (chosen.pool or chosen.state
+                                                                               or chosen.trigger)):
+        return ""
+    count = "" if len(shown) == len(runs) else f"<p>{len(shown)} of its {len(runs)} runs match the filter.</p>"
+    return (f"<h2>cluster {html.escape(name)}</h2>{count}<table><thead><tr>"
+            + "".join(f"<th>{c}</th>" for c in COLUMNS) + "</tr></thead><tbody>" + "".join(_run_row(r) for r in shown)
+            + "</tbody></table>" + _events_table(folder.parent, name))
+
+
+def _run_row(r: RunOverview) -> str:
+    from kafka_rebalancer.model.units import human_bytes
+
+    band = "-" if r.out_of_band_before is None else f"{r.out_of_band_before} → {r.out_of_band_after}" + (
+        "" if r.out_of_band_after_measured else " (planned)")
+    cells = [_run_cell(r), *(html.escape(str(v)) for v in (
+        r.started_at, r.trigger, r.action, ", ".join(r.pools) or "-", r.mode, r.status,
+        "-" if r.replica_moves is None else r.replica_moves,
+        "-" if r.moved_bytes is None else human_bytes(r.moved_bytes), band, r.approval))]
+    cells.append("<br>".join(html.escape(line) for line in r.notifications_failed) or "-")
+    return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+def _run_cell(r: RunOverview) -> str:
+    return f'<a href="{_report_link(r.run_id, r.cluster)}">{html.escape(r.run_id)}</a>' if r.report \
+        else f"{html.escape(r.run_id)} <small>(no report yet)</small>"
+
+
+def _glance(runs_of: dict[str, list[RunOverview]]) -> str:
+    """A row per cluster: its latest run, and its latest measured band status (overview.latest_band_status)."""
+    from kafka_rebalancer.report.overview import RunFilter, latest_band_status
+
+    rows = []
+    for name, runs in runs_of.items():
+        cells = [f'<a href="{_filter_href(RunFilter(cluster=name))}">{html.escape(name)}</a>']
+        if runs:
+            latest = runs[0]
+            cells += [_run_cell(latest), *(html.escape(v) for v in (latest.started_at, latest.trigger,
+                                                                      latest.status))]
+        else:
+            cells += ["no run yet", "-", "-", "-"]
+        band = latest_band_status(runs)
+        cells.append("-" if band is None else f"{band.out_of_band} out of band <small>({band.measured_by} of "
+                                              f"{_run_cell(band.run)})</small>")
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    return ("<h2>clusters</h2><table><thead><tr>" + "".join(f"<th>{c}</th>" for c in GLANCE_COLUMNS)
+            + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+
+
+def _filter_links(runs_of: dict[str, list[RunOverview]], chosen: RunFilter) -> str:
+    """For each of cluster, pool, state and trigger: "all" and every value the runs have, the chosen one bold and
+    the others links that keep the other choices."""
+    runs = [r for rs in runs_of.values() for r in rs]
+    values = {"cluster": list(runs_of), "pool": sorted({p for r in runs for p in r.pools}),
+              "state": sorted({r.state for r in runs}), "trigger": sorted({r.trigger for r in runs})}
+    lines = []
+    for what, options in values.items():
+        links = []
+        for value in (None, *options):
+            label = html.escape(value or "all")
+            links.append(f"<strong>{label}</strong>" if getattr(chosen, what) == value else
+                         f'<a href="{_filter_href(replace(chosen, **{what: value}))}">{label}</a>')
+        lines.append(f"{what}: " + " | ".join(links))
+    return "<p class='filters'>" + "<br>".join(lines) + "</p>"
+
+
+def _filter_href(chosen: RunFilter) -> str:
+    query = urlencode({k: v for k, v in asdict(chosen).items() if v is not None})
+    return html.escape(f"?{query}" if query else "./")
 
 
 def _report_link(run_id: str, cluster: str) -> str:

@@ -51,6 +51,13 @@ class RunOverview:
     plan_hash: str | None
     report: str | None  # path of report/index.html when it exists
     notifications_failed: list[str] = field(default_factory=list)  # channel_failures: none when all were sent
+    pools: tuple[str, ...] = ()  # the broker pools it planned (planned_pools); none known before its plan
+
+    @property
+    def state(self) -> str:
+        """The status without its details ("executing or failed (pool-a: ...)": "executing or failed"), what the
+        runs page filters by."""
+        return self.status.split(" (", 1)[0]
 
 
 def run_overview(run: RunFolder) -> RunOverview:
@@ -72,7 +79,15 @@ def run_overview(run: RunFolder) -> RunOverview:
         out_of_band_after=(verified or totals).get("out_of_band_after"),
         out_of_band_after_measured=verified is not None,
         approval=_approval(decision), plan_hash=(summary or {}).get("plan_hash"),
-        report=str(report) if report.exists() else None, notifications_failed=channel_failures(run.path))
+        report=str(report) if report.exists() else None, notifications_failed=channel_failures(run.path),
+        pools=planned_pools(request, summary))
+
+
+def planned_pools(request: dict[str, Any] | None, summary: dict[str, Any] | None) -> tuple[str, ...]:
+    """The broker pools a run planned: its manual request's scope when that names pools, else every pool of its
+    plan's summary (a nightly run plans them all)."""
+    scoped = ((request or {}).get("scope") or {}).get("pools")
+    return tuple(sorted(scoped or (summary or {}).get("pools") or {}))
 
 
 def channel_failures(run_path: Path) -> list[str]:
@@ -192,3 +207,37 @@ def _json(run: RunFolder, relative: str) -> Any:
 
 def _mtime(path: Path) -> str:
     return datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """Which runs to show (the runs page's query parameters); None: any."""
+
+    cluster: str | None = None
+    pool: str | None = None
+    state: str | None = None
+    trigger: str | None = None
+
+    def keeps(self, run: RunOverview) -> bool:
+        return (self.cluster in (None, run.cluster) and self.state in (None, run.state)
+                and self.trigger in (None, run.trigger) and (self.pool is None or self.pool in run.pools))
+
+
+@dataclass(frozen=True)
+class BandStatus:
+    """A cluster's latest measured band status: the (broker, resource) pairs out of band, by whom measured."""
+
+    out_of_band: int
+    measured_by: str  # "verify" (after the run's execution) | "snapshot" (before the run changed anything)
+    run: RunOverview
+
+
+def latest_band_status(runs: list[RunOverview]) -> BandStatus | None:
+    """From the newest run (runs: newest first) that measured the bands: after execution if it was verified, else
+    at its snapshot (what a plan would leave is not the cluster's state). None before any plan."""
+    for run in runs:
+        if run.out_of_band_after_measured and run.out_of_band_after is not None:
+            return BandStatus(run.out_of_band_after, "verify", run)
+        if run.out_of_band_before is not None:
+            return BandStatus(run.out_of_band_before, "snapshot", run)
+    return None
