@@ -1,7 +1,8 @@
 """A fleet in one real Airflow (its own: the shared one serves one config), parsing only, no DAG runs: started
 with KAFKA_REBALANCER_CONFIG_DIR holding two clusters' configs, a broken third and fleet.yaml, its API server
 creates the execution pool at fleet.yaml's size and resizes it when fleet.yaml changes (Pools REST API), and both
-clusters' DAGs are listed while the broken file is the one import error."""
+clusters' DAGs are listed while the broken file is the one import error; the runs page shows every cluster of the
+folder at a glance and takes its filters."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from tools.airflow_services import AirflowError, AirflowServices
 
 pytestmark = [pytest.mark.airflow]  # no Kafka cluster: the DAGs only parse
 CLUSTERS = ("fleet-a", "fleet-b")
+RUN = "cli__2026-11-29"
 SETS = ("kafka_rebalance_nightly", "kafka_rebalance_manual", "kafka_rebalance_events", "kafka_rebalance_overrides",
         "kafka_rebalance_cancel")
 
@@ -36,6 +38,9 @@ def fleet_airflow(airflow_database: Path, tmp_path_factory: pytest.TempPathFacto
         write_config(folder / f"{name}.yaml", cluster_config(name, root / "runs"))
     write_config(folder / "broken.yaml", cluster_config("fleet-c", root / "runs", default_pool="nope"))
     write_config(folder / "fleet.yaml", {"max_concurrent_executions": 2})
+    manifest = root / "runs" / "fleet-a" / RUN / "snapshot" / "manifest.json"  # a run of fleet-a, its snapshot taken
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text('{"taken_at": "2026-11-29T01:00:00+00:00"}')
     spark_only = {k: v for k, v in connections("unused", "unused").items() if k == "spark_rebalancer"}
     services = AirflowServices(root / "airflow", folder / "fleet-a.yaml", spark_only,
                                database_template=airflow_database, settings={"KAFKA_REBALANCER_CONFIG_DIR": str(folder),
@@ -82,3 +87,13 @@ def test_fleet_airflow_parses_both_clusters_dags_and_reports_the_broken_config(
     (error,) = errors
     assert error["filename"].endswith("kafka_rebalance_fleet_errors.py")
     assert f"{fleet_airflow['folder'] / 'broken.yaml'}: default_pool" in error["stack_trace"]
+
+
+def test_fleet_airflow_runs_page_shows_every_cluster_and_filters(fleet_airflow: dict[str, Any]) -> None:
+    services = fleet_airflow["services"]
+    page = services.request_text("GET", "/kafka-rebalancer/?cluster=fleet-b")
+    glance = page.split("<h2>clusters</h2>", 1)[1].split("</table>", 1)[0]
+    assert '?cluster=fleet-a">fleet-a</a>' in glance and RUN in glance and "no run yet" in glance  # fleet-b's
+    assert "Left out, its config does not load" in page and "broken.yaml: default_pool" in page
+    assert "No run matches the filter." in page  # fleet-b has none
+    assert "<h2>cluster fleet-a</h2>" in services.request_text("GET", "/kafka-rebalancer/?trigger=cli")
