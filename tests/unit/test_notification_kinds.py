@@ -340,7 +340,8 @@ def test_notification_automatic_run_finding_its_pool_held_is_told_held_back_not_
     append_events(config, [_record("started", 100.0, run_id=run_id, mode="approve", why="drain of [3]")])
     assert claim_pools(config, "kafka_rebalance_manual", "manual__person", ["pool-a"], lambda dag, run: True,
                        exclusive=False) == []
-    ti = SimpleNamespace(task_id="snapshot", get_dr_count=lambda **kw: 1)  # every claim's run is live
+    ti = SimpleNamespace(task_id="snapshot", dag_id="kafka_rebalance_manual",
+                         get_dr_count=lambda **kw: 1)  # every claim's run is live
     context = {"params": {"config_path": str(config_path)}, "run_id": run_id, "ti": ti,
                "dag_run": SimpleNamespace(dag_id="kafka_rebalance_manual")}
     with pytest.raises(AirflowFailException) as failed:

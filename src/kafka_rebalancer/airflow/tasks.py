@@ -83,6 +83,7 @@ def _claim_pools(context: Context) -> bool:
 
     from airflow.sdk.exceptions import AirflowFailException
 
+    from kafka_rebalancer.airflow.deployment import cluster_of
     from kafka_rebalancer.airflow.notifications import notify_automation_events
     from kafka_rebalancer.automation.decide import held_back
     from kafka_rebalancer.automation.events_log import append_events, defer_events, started_records
@@ -102,7 +103,7 @@ def _claim_pools(context: Context) -> bool:
         records = held_back(started, why, time.time(), config.automation.cooldown_s, run_id)
         append_events(config, records)
         defer_events(config, records)
-        notify_automation_events(config, records)
+        notify_automation_events(config, records, cluster_of(context["dag_run"].dag_id))
         raise AirflowFailException(f"automatic run: {why}; it starts nothing, its events are looked at again after "
                                    "the cooldown") from PoolsHeld(why)
     return bool(started)
