@@ -116,9 +116,10 @@ def _run_row(r: RunOverview) -> str:
     return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
 
 
-def _run_cell(r: RunOverview) -> str:
+def _run_cell(r: RunOverview, say_no_report: bool = True) -> str:
+    """The run id, linked to its report if it has one."""
     return f'<a href="{_report_link(r.run_id, r.cluster)}">{html.escape(r.run_id)}</a>' if r.report \
-        else f"{html.escape(r.run_id)} <small>(no report yet)</small>"
+        else html.escape(r.run_id) + (" <small>(no report yet)</small>" if say_no_report else "")
 
 
 def _glance(runs_of: dict[str, list[RunOverview]]) -> str:
@@ -136,7 +137,7 @@ def _glance(runs_of: dict[str, list[RunOverview]]) -> str:
             cells += ["no run yet", "-", "-", "-"]
         band = latest_band_status(runs)
         cells.append("-" if band is None else f"{band.out_of_band} out of band <small>({band.measured_by} of "
-                                              f"{_run_cell(band.run)})</small>")
+                                              f"{_run_cell(band.run, say_no_report=False)})</small>")
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return ("<h2>clusters</h2><table><thead><tr>" + "".join(f"<th>{c}</th>" for c in GLANCE_COLUMNS)
             + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
