@@ -24,7 +24,8 @@ POOL_CHANGING_ACTIONS = ", ".join(a.name for a in MANUAL_ACTIONS if a.changes_po
 
 with DAG(
     dag_id="kafka_rebalance_manual",
-    description="Isolate topics, drain or add brokers, rebalance a pool, move leadership: reviewed and approved",
+    description="Isolate topics, drain or add brokers, rebalance a pool, move leadership, change a replication "
+                "factor: reviewed and approved",
     schedule=None,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
@@ -52,6 +53,9 @@ with DAG(
         "unregister": Param(False, type="boolean",
                             description=f"{taking('unregister')}: once executed and verified, unregister the drained "
                                         "brokers from the KRaft controller (dead brokers holding nothing only)"),
+        "replication_factor": Param(None, type=["null", "integer"], minimum=1,
+                                    description=f"{taking('replication_factor')}: the topics' target replication "
+                                                "factor (internal topics too: __consumer_offsets to 3)"),
         "reason": Param("", type="string",
                         description=f"Why (required for {POOL_CHANGING_ACTIONS}; recorded with the pool override)"),
         **execution_params(),

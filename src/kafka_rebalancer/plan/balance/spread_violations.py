@@ -69,6 +69,7 @@ def spread_cells(before: pd.DataFrame, after: pd.DataFrame, brokers_taking: Mapp
     cells, inverse = _sorted_unique(keys)
     n_before = len(old.topic)
     pair_before = old.topic.astype(np.int64) * n_pools + old.pool  # (topic, pool) of each replica before
+    pair_after = new.topic.astype(np.int64) * n_pools + new.pool
     cell_pool = cells % n_pools
     cell_pair = cells // n_pools // n_brokers * n_pools + cell_pool
     taking = np.array([max(len(brokers_taking.get(pool, ())), 1) for pool in pools], dtype=np.int64)[cell_pool]
@@ -78,7 +79,10 @@ def spread_cells(before: pd.DataFrame, after: pd.DataFrame, brokers_taking: Mapp
         chosen_after = new.leads if kind == "leaders" else slice(None)
         held_before = np.bincount(inverse[:n_before][chosen_before], minlength=len(cells))
         held = np.bincount(inverse[n_before:][chosen_after], minlength=len(cells))
-        total = np.bincount(pair_before[chosen_before], minlength=len(topics) * n_pools)[cell_pair]
+        # The topic's replicas (or leaders) before the plan, or after it where it has more: the same for any plan
+        # but a replication factor change, whose added replicas widen the topic's share.
+        total = np.maximum(np.bincount(pair_before[chosen_before], minlength=len(topics) * n_pools),
+                           np.bincount(pair_after[chosen_after], minlength=len(topics) * n_pools))[cell_pair]
         target = (total + taking - 1) // taking + settings.margin
         at = np.flatnonzero((held_before > 0) | (held > 0))
         parts.append((at, np.full(len(at), kind_code), held_before[at], held[at], target[at],
