@@ -1,0 +1,103 @@
+"""change-replication-factor on the real local cluster, through the CLI: a topic at replication factor 1 raised to 3
+and lowered again to 2 under acks=all traffic, the cluster's own replica lists and ISR checked after each, nothing
+lost; a target below min.insync.replicas refused with exit code 2 before anything is planned.
+
+The config is the dead-broker drain's: the six brokers in one pool on three racks (a: 1 and 4, b: 2 and 5, c: 3
+and 6), so a raised partition must end on three racks.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection, PartitionInfo
+from tests.integration.conftest import delete_topics, wait_until
+from tests.integration.test_dead_broker_drain import one_pool_config, set_min_isr
+from tests.live_traffic import LiveTraffic
+from tools.demo_workload import TopicSpec, create_topics, produce
+
+pytestmark = [pytest.mark.kafka]
+
+RACK = {1: "a", 4: "a", 2: "b", 5: "b", 3: "c", 6: "c"}
+
+
+def change_rf(config: Path, bootstrap: str, topic: str, target: int, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "kafka-rebalancer"), "change-replication-factor", "--config", str(config),
+         "--bootstrap-servers", bootstrap, "--topics", topic, "--replication-factor", str(target), *extra],
+        capture_output=True, text=True, timeout=300)
+
+
+def partitions_of(bootstrap: str, topic: str) -> list[PartitionInfo]:
+    with ClusterAdmin(KafkaConnection(bootstrap, request_timeout_s=10)) as admin:
+        return admin.describe_partitions([topic])
+
+
+def latest_run(config: Path) -> Path:
+    return max((config.parent / "runs").glob("*/cli__change-replication-factor__*"), key=lambda p: p.stat().st_mtime)
+
+
+def assert_at(bootstrap: str, topic: str, target: int, leaders: dict[int, int]) -> None:
+    """Every partition at `target` replicas, all in sync, on min(target, 3) racks, led by the broker that led it
+    before (`leaders`)."""
+    for p in partitions_of(bootstrap, topic):
+        assert len(p.replicas) == target and sorted(p.isr) == sorted(p.replicas), p
+        assert len({RACK[b] for b in p.replicas}) == min(target, 3), p
+        assert p.leader == leaders[p.partition], (p, leaders)
+
+
+def test_replication_factor_raised_to_3_and_lowered_to_2_through_the_cli_under_traffic(
+        kafka_cluster: Any, tmp_path: Path) -> None:
+    bootstrap = kafka_cluster.load().bootstrap_servers
+    topic = f"rf-{uuid.uuid4().hex[:8]}"
+    spec = TopicSpec(topic, [[1], [2], [3], [4], [5], [6]], [256] * 6)
+    config = one_pool_config(tmp_path)
+    create_topics(bootstrap, [spec])
+    try:
+        produce(bootstrap, [spec])
+        leaders = {p.partition: p.leader for p in partitions_of(bootstrap, topic)}
+        # A dry run by default: the approval body names the topic's RF before and after; nothing changes.
+        dry = change_rf(config, bootstrap, topic, 3)
+        assert dry.returncode == 0, dry.stdout[-3000:] + dry.stderr[-3000:]
+        assert "1 → 3" in dry.stdout and "dry run: nothing changed" in dry.stdout, dry.stdout[-3000:]
+        assert all(len(p.replicas) == 1 for p in partitions_of(bootstrap, topic))
+        with LiveTraffic(bootstrap, {topic: 6}, prefix="rf") as traffic:
+            raised = change_rf(config, bootstrap, topic, 3, "--apply", "--yes", "--throttle-bytes-per-s", "5000000")
+            assert raised.returncode == 0, raised.stdout[-3000:] + raised.stderr[-4000:]
+            assert ", 0 skipped" in raised.stdout, raised.stdout[-3000:]
+            assert_at(bootstrap, topic, 3, leaders)
+            run = latest_run(config)
+            verify = json.loads((run / "verify" / "summary.json").read_text())
+            assert verify["promises_kept"], verify["promises"]
+            summary = json.loads((run / "plan" / "summary.json").read_text())
+            assert summary["replication_factor"]["topics"][topic]["rf_before"] == "1"
+            assert summary["totals"]["replica_moves"] == 12
+            # The executor throttled the added replicas (follower side) and the leaders serving them.
+            log = [json.loads(line) for line in (run / "execute" / "all" / "execution_log.jsonl").read_text()
+                   .splitlines()]
+            assert any(e["action"] == "throttle_set" for e in log), [e["action"] for e in log]
+
+            set_min_isr(bootstrap, [topic])  # 2
+            with ClusterAdmin(KafkaConnection(bootstrap)) as admin:
+                wait_until(lambda: admin.min_insync_replicas([topic]) == {topic: 2}, 30, "min.insync.replicas 2")
+            refused = change_rf(config, bootstrap, topic, 1, "--apply", "--yes")
+            assert refused.returncode == 2, refused.stdout[-2000:] + refused.stderr[-2000:]
+            assert "below the min.insync.replicas" in refused.stderr and "Traceback" not in refused.stderr
+            assert "min.insync.replicas=1" in refused.stderr, refused.stderr
+
+            lowered = change_rf(config, bootstrap, topic, 2, "--apply", "--yes")
+            assert lowered.returncode == 0, lowered.stdout[-3000:] + lowered.stderr[-4000:]
+            assert "equals its min.insync.replicas" in lowered.stdout + lowered.stderr
+            assert_at(bootstrap, topic, 2, leaders)
+            verify = json.loads((latest_run(config) / "verify" / "summary.json").read_text())
+            assert verify["promises_kept"], verify["promises"]
+        traffic.check()
+    finally:
+        delete_topics(bootstrap, [topic])
