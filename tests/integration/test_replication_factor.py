@@ -1,6 +1,8 @@
 """change-replication-factor on the real local cluster, through the CLI: a topic at replication factor 1 raised to 3
 and lowered again to 2 under acks=all traffic, the cluster's own replica lists and ISR checked after each, nothing
-lost; a target below min.insync.replicas refused with exit code 2 before anything is planned.
+lost; a target below min.insync.replicas refused with exit code 2 before anything is planned. An internal topic is
+raised with it: `__rf-...` is excluded from balancing like `__consumer_offsets` (the config's default `__*`), whose
+replication factor the session's cluster already has at 3 (the tests share it).
 
 The config is the dead-broker drain's: the six brokers in one pool on three racks (a: 1 and 4, b: 2 and 5, c: 3
 and 6), so a raised partition must end on three racks.
@@ -56,12 +58,14 @@ def assert_at(bootstrap: str, topic: str, target: int, leaders: dict[int, int]) 
 def test_replication_factor_raised_to_3_and_lowered_to_2_through_the_cli_under_traffic(
         kafka_cluster: Any, tmp_path: Path) -> None:
     bootstrap = kafka_cluster.load().bootstrap_servers
-    topic = f"rf-{uuid.uuid4().hex[:8]}"
+    suffix = uuid.uuid4().hex[:8]
+    topic, internal = f"rf-{suffix}", f"__rf-{suffix}"
     spec = TopicSpec(topic, [[1], [2], [3], [4], [5], [6]], [256] * 6)
+    internal_spec = TopicSpec(internal, [[1], [5]], [64] * 2)
     config = one_pool_config(tmp_path)
-    create_topics(bootstrap, [spec])
+    create_topics(bootstrap, [spec, internal_spec])
     try:
-        produce(bootstrap, [spec])
+        produce(bootstrap, [spec, internal_spec])
         leaders = {p.partition: p.leader for p in partitions_of(bootstrap, topic)}
         # A dry run by default: the approval body names the topic's RF before and after; nothing changes.
         dry = change_rf(config, bootstrap, topic, 3)
@@ -69,16 +73,18 @@ def test_replication_factor_raised_to_3_and_lowered_to_2_through_the_cli_under_t
         assert "1 → 3" in dry.stdout and "dry run: nothing changed" in dry.stdout, dry.stdout[-3000:]
         assert all(len(p.replicas) == 1 for p in partitions_of(bootstrap, topic))
         with LiveTraffic(bootstrap, {topic: 6}, prefix="rf") as traffic:
-            raised = change_rf(config, bootstrap, topic, 3, "--apply", "--yes", "--throttle-bytes-per-s", "5000000")
+            raised = change_rf(config, bootstrap, f"{topic},{internal}", 3, "--apply", "--yes",
+                               "--throttle-bytes-per-s", "5000000")
             assert raised.returncode == 0, raised.stdout[-3000:] + raised.stderr[-4000:]
             assert ", 0 skipped" in raised.stdout, raised.stdout[-3000:]
             assert_at(bootstrap, topic, 3, leaders)
+            assert_at(bootstrap, internal, 3, {0: 1, 1: 5})
             run = latest_run(config)
             verify = json.loads((run / "verify" / "summary.json").read_text())
             assert verify["promises_kept"], verify["promises"]
             summary = json.loads((run / "plan" / "summary.json").read_text())
             assert summary["replication_factor"]["topics"][topic]["rf_before"] == "1"
-            assert summary["totals"]["replica_moves"] == 12
+            assert summary["totals"]["replica_moves"] == 12 + 4
             # The executor throttled the added replicas (follower side) and the leaders serving them.
             log = [json.loads(line) for line in (run / "execute" / "all" / "execution_log.jsonl").read_text()
                    .splitlines()]
@@ -100,4 +106,4 @@ def test_replication_factor_raised_to_3_and_lowered_to_2_through_the_cli_under_t
             assert verify["promises_kept"], verify["promises"]
         traffic.check()
     finally:
-        delete_topics(bootstrap, [topic])
+        delete_topics(bootstrap, [topic, internal])

@@ -321,9 +321,10 @@ def _plan_pools(job: _Job, inputs: _Inputs) -> _Planned:
                      f"{int((moves['action'] == 'leadership').sum())} leadership steps in {len(settings.brokers)} "
                      f"pools ({dropped} dropped by the run's budgets)")
         skipped_pdf, statuses = skipped_and_statuses.result()
-        if "cannot" in planned:  # the resized topics' partitions left as they are, with the placement's reason
-            skipped_pdf = pd.concat([skipped_pdf[~skipped_pdf["topic"].isin(planned["cannot"]["topic"])],
-                                     planned["cannot"]], ignore_index=True)
+        if "cannot" in planned:  # the resized topics' partitions: only those left as they are, with the reason
+            resized = planned["replication_factor"]["topics"]
+            skipped_pdf = pd.concat([skipped_pdf[~skipped_pdf["topic"].isin(resized)], planned["cannot"]],
+                                    ignore_index=True)
         return _Planned(load_pdf, bands_pdf, fix_pdf, planned, moves, dropped, skipped_pdf, statuses,
                         candidates.result(), current)
 
@@ -506,7 +507,8 @@ def _scoped_bands(bands_pdf: pd.DataFrame, scope: PlanningScope, action: str) ->
     outside = ~bands_pdf["broker_pool"].isin(scope.balanced_pools) & bands_pdf["balanced"]
     bands_pdf = bands_pdf.copy()
     bands_pdf.loc[outside, "balanced"] = False
-    bands_pdf.loc[outside, "note"] = f"not balanced by this run ({action}: only its pools are)"
+    bands_pdf.loc[outside, "note"] = f"not balanced by this run ({action}: " + (
+        "only its pools are)" if scope.balanced_pools else "it balances no pool)")
     return bands_pdf
 
 
