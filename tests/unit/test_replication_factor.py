@@ -11,11 +11,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from kafka_rebalancer.cli import main
 from kafka_rebalancer.cli.commands import COMMANDS, add_parsers, request_params
 from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.execute.moves import PartitionMove
+from kafka_rebalancer.execute.throttle import throttle_for
 from kafka_rebalancer.kafka_admin import BrokerInfo, PartitionInfo
 from kafka_rebalancer.model.band_status import band_status, broker_load_frame
 from kafka_rebalancer.model.reassignment import Reassignment
@@ -23,6 +26,7 @@ from kafka_rebalancer.operations.replication_factor import check_target, request
 from kafka_rebalancer.operations.request import RequestError, make_request, run_config
 from kafka_rebalancer.plan.balance.pool_bands import bands_frame
 from kafka_rebalancer.plan.balance.spread_violations import planned_spread
+from kafka_rebalancer.plan.changes import replicas_of_changes
 from kafka_rebalancer.plan.promises import BROKEN, CANNOT, KEPT, Excuses, placement_after, promise_rows
 from kafka_rebalancer.plan.replication_factor import RESIZE_HEADER, replication_factor_plan, resize_rows
 from kafka_rebalancer.snapshot.build import SnapshotTables, build_snapshot_tables
@@ -249,6 +253,27 @@ def test_replication_factor_raised_widens_the_topics_spread_share(config: Rebala
     replicas = cells[cells["kind"] == "replicas"]
     # 36 replicas on 6 brokers: a share of 6, target 7 (not the 3 of the 12 replicas before); each broker holds 6.
     assert set(replicas["target"]) == {7} and (replicas["held"] <= replicas["cap"]).all()
+
+
+def test_replication_factor_raise_throttles_the_leader_and_the_added_replicas() -> None:
+    raised = PartitionMove("orders", 0, (1,), (1, 2, 3), 100, leader=1)
+    lowered = PartitionMove("orders", 1, (4, 5, 6), (4, 5), 100, leader=4)
+    throttle = throttle_for([raised, lowered], 1000)
+    # Kafka's own tool's lists: the existing replicas serve (leader side), the added ones fetch (follower side); a
+    # removal copies nothing, so it is not throttled.
+    assert throttle.brokers == {1, 2, 3} and throttle.topic_replicas == {"orders": ("0:1", "0:2,0:3")}
+    assert (raised.bytes_to_copy, lowered.bytes_to_copy) == (200, 0)
+    assert not lowered.leadership_only  # its replica set changes: a reassignment like any move, copying nothing
+
+
+def test_replication_factor_after_loads_count_the_leaders_new_followers(config: RebalancerConfig) -> None:
+    snap = tables(config, [("orders", 0, [1], 100)])
+    parts = snap.partitions.assign(bytes_in_per_s=10.0, bytes_out_per_s=5.0)
+    changes = pd.DataFrame({"broker_pool": ["all"], "topic": ["orders"], "partition": [0], "old_replicas": [[1]],
+                            "new_replicas": [[1, 2, 3]], "size_bytes": [100]})
+    rows = replicas_of_changes(changes, parts)
+    # The leader's network out: its consumers' 5 plus 10 to each of its two new followers.
+    assert rows.set_index("broker_id")["nw_out_bytes_per_s"].to_dict() == {1: 25.0, 2: 0.0, 3: 0.0}
 
 
 # -- the CLI and the manual DAG ------------------------------------------------------------------------------
