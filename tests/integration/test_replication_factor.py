@@ -30,11 +30,14 @@ pytestmark = [pytest.mark.kafka]
 RACK = {1: "a", 4: "a", 2: "b", 5: "b", 3: "c", 6: "c"}
 
 
+def kafka_rebalancer(command: str, config: Path, bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(Path(sys.executable).parent / "kafka-rebalancer"), command, "--config", str(config),
+                           "--bootstrap-servers", bootstrap, *args], capture_output=True, text=True, timeout=300)
+
+
 def change_rf(config: Path, bootstrap: str, topic: str, target: int, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(Path(sys.executable).parent / "kafka-rebalancer"), "change-replication-factor", "--config", str(config),
-         "--bootstrap-servers", bootstrap, "--topics", topic, "--replication-factor", str(target), *extra],
-        capture_output=True, text=True, timeout=300)
+    return kafka_rebalancer("change-replication-factor", config, bootstrap, "--topics", topic, "--replication-factor",
+                            str(target), *extra)
 
 
 def partitions_of(bootstrap: str, topic: str) -> list[PartitionInfo]:
@@ -42,8 +45,8 @@ def partitions_of(bootstrap: str, topic: str) -> list[PartitionInfo]:
         return admin.describe_partitions([topic])
 
 
-def latest_run(config: Path) -> Path:
-    return max((config.parent / "runs").glob("*/cli__change-replication-factor__*"), key=lambda p: p.stat().st_mtime)
+def latest_run(config: Path, action: str = "change-replication-factor") -> Path:
+    return max((config.parent / "runs").glob(f"*/cli__{action}__*"), key=lambda p: p.stat().st_mtime)
 
 
 def assert_at(bootstrap: str, topic: str, target: int, leaders: dict[int, int]) -> None:
@@ -67,19 +70,20 @@ def test_replication_factor_raised_to_3_and_lowered_to_2_through_the_cli_under_t
     try:
         produce(bootstrap, [spec, internal_spec])
         leaders = {p.partition: p.leader for p in partitions_of(bootstrap, topic)}
-        # A dry run by default: the approval body names the topic's RF before and after; nothing changes.
-        dry = change_rf(config, bootstrap, topic, 3)
+        # A dry run by default: the approval body names each topic's RF before and after; nothing changes.
+        dry = change_rf(config, bootstrap, f"{topic},{internal}", 3)
         assert dry.returncode == 0, dry.stdout[-3000:] + dry.stderr[-3000:]
-        assert "1 → 3" in dry.stdout and "dry run: nothing changed" in dry.stdout, dry.stdout[-3000:]
+        assert f"| {topic} | 6 | 1 → 3 |" in dry.stdout and "dry run: nothing changed" in dry.stdout, dry.stdout
         assert all(len(p.replicas) == 1 for p in partitions_of(bootstrap, topic))
         with LiveTraffic(bootstrap, {topic: 6}, prefix="rf") as traffic:
-            raised = change_rf(config, bootstrap, f"{topic},{internal}", 3, "--apply", "--yes",
-                               "--throttle-bytes-per-s", "5000000")
+            # The dry run's plan executed once read, throttled like any move.
+            raised = kafka_rebalancer("execute-reviewed", config, bootstrap, "--run-id", latest_run(config).name,
+                                      "--apply", "--yes", "--throttle-bytes-per-s", "5000000")
             assert raised.returncode == 0, raised.stdout[-3000:] + raised.stderr[-4000:]
             assert ", 0 skipped" in raised.stdout, raised.stdout[-3000:]
             assert_at(bootstrap, topic, 3, leaders)
             assert_at(bootstrap, internal, 3, {0: 1, 1: 5})
-            run = latest_run(config)
+            run = latest_run(config, "execute-reviewed")
             verify = json.loads((run / "verify" / "summary.json").read_text())
             assert verify["promises_kept"], verify["promises"]
             summary = json.loads((run / "plan" / "summary.json").read_text())
@@ -88,7 +92,8 @@ def test_replication_factor_raised_to_3_and_lowered_to_2_through_the_cli_under_t
             # The executor throttled the added replicas (follower side) and the leaders serving them.
             log = [json.loads(line) for line in (run / "execute" / "all" / "execution_log.jsonl").read_text()
                    .splitlines()]
-            assert any(e["action"] == "throttle_set" for e in log), [e["action"] for e in log]
+            (throttled,) = [e for e in log if e["action"] == "throttle_set"]
+            assert throttled["topics"] == sorted([topic, internal]) and throttled["brokers"] == [1, 2, 3, 4, 5, 6]
 
             set_min_isr(bootstrap, [topic])  # 2
             with ClusterAdmin(KafkaConnection(bootstrap)) as admin:
