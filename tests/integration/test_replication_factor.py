@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from kafka_rebalancer.kafka_admin import ClusterAdmin, KafkaConnection, PartitionInfo
-from tests.integration.conftest import delete_topics, wait_until
+from tests.integration.conftest import delete_topics, reassign_by_hand, wait_until
 from tests.integration.test_dead_broker_drain import one_pool_config, set_min_isr
 from tests.live_traffic import LiveTraffic
 from tools.demo_workload import TopicSpec, create_topics, produce
@@ -112,3 +112,54 @@ def test_replication_factor_raised_to_3_and_lowered_to_2_through_the_cli_under_t
         traffic.check()
     finally:
         delete_topics(bootstrap, [topic, internal])
+
+
+def commit_offset(bootstrap: str, group: str, topic: str, offset: int) -> None:
+    """A consumer group's committed offset (the first commit of the session's cluster creates __consumer_offsets)."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+
+    def committed() -> bool:
+        try:
+            consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+        except KafkaException:  # the coordinator is still loading (or the topic is being created)
+            return False
+        return True
+
+    try:
+        wait_until(committed, 60, f"group {group}'s offset committed", poll_s=1.0)
+    finally:
+        consumer.close()
+
+
+def test_replication_factor_of_consumer_offsets_lowered_to_1_and_raised_back_to_3(
+        kafka_cluster: Any, tmp_path: Path) -> None:
+    """The classic case, backwards first: the session's cluster creates __consumer_offsets at 3 (the tests share
+    it), so it is lowered to 1 and raised again to 3, its leaders kept and a group's committed offset still there.
+    Its placement as it was is put back afterwards."""
+    bootstrap = kafka_cluster.load().bootstrap_servers
+    suffix = uuid.uuid4().hex[:8]
+    topic, group, offsets = f"rf-offsets-{suffix}", f"rf-group-{suffix}", "__consumer_offsets"
+    config = one_pool_config(tmp_path)
+    create_topics(bootstrap, [TopicSpec(topic, [[1, 2, 3]], [64])])
+    commit_offset(bootstrap, group, topic, 42)
+    before = {p.partition: p for p in partitions_of(bootstrap, offsets)}
+    leaders = {p: info.leader for p, info in before.items()}
+    try:
+        lowered = change_rf(config, bootstrap, offsets, 1, "--apply", "--yes")
+        assert lowered.returncode == 0, lowered.stdout[-3000:] + lowered.stderr[-4000:]
+        assert {p.partition: p.replicas for p in partitions_of(bootstrap, offsets)} == {
+            p: [leader] for p, leader in leaders.items()}
+        raised = change_rf(config, bootstrap, offsets, 3, "--apply", "--yes")
+        assert raised.returncode == 0, raised.stdout[-3000:] + raised.stderr[-4000:]
+        assert "1 → 3" in raised.stdout, raised.stdout[-3000:]
+        assert_at(bootstrap, offsets, 3, leaders)
+        with ClusterAdmin(KafkaConnection(bootstrap, request_timeout_s=10)) as admin:
+            assert admin.committed_offsets()[group] == {(topic, 0): 42}
+    finally:
+        now = {p.partition: p.replicas for p in partitions_of(bootstrap, offsets)}
+        back = {(offsets, p): info.replicas for p, info in before.items() if now.get(p) != info.replicas}
+        if back:
+            reassign_by_hand(bootstrap, back)
+        delete_topics(bootstrap, [topic])
