@@ -180,6 +180,22 @@ def test_replication_factor_leaves_partitions_it_may_not_change_with_why(config:
         short.cannot["reason"].iloc[0]
 
 
+@pytest.mark.parametrize(("budgets", "placed", "reason"), [
+    ({"max_replica_moves": 6}, 3, "the run's budget max_replica_moves=6 is spent (config budgets)"),
+    ({"max_moved_bytes": 650}, 3, "the run's budget max_moved_bytes=650 is spent (config budgets)"),
+    # Eight new replicas, each of the six brokers may take one: the smallest partition finds one broker left.
+    ({"max_moves_per_broker": 1}, 3, "too many are at max_moves_per_broker=1 (config budgets)"),
+])
+def test_replication_factor_keeps_within_the_runs_budgets(tmp_path: Path, budgets: dict, placed: int,
+                                                          reason: str) -> None:
+    config = run_config(write_config(tmp_path / "budgets.yaml", {**BODY, "run_root": str(tmp_path / "runs"),
+                                                                  "budgets": budgets}))
+    snap = tables(config, [("orders", p, [1 + p], 100 + p) for p in range(4)])
+    result = plan(config, snap, ["orders"], 3)
+    assert len(result.changes) == placed and result.cannot["partition"].tolist() == [0]  # the largest first
+    assert result.cannot["reason"].str.contains(reason, regex=False).all(), result.cannot["reason"].tolist()
+
+
 def test_replication_factor_of_an_internal_topic_goes_to_its_leaders_pool(config: RebalancerConfig) -> None:
     snap = tables(config, [("__consumer_offsets", p, [1 + p % 3], 10) for p in range(3)])
     assert snap.partitions["excluded"].all()  # internal topics are excluded from balancing by default

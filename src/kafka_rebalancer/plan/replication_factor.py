@@ -11,7 +11,9 @@ apart from the balance planner (no pool is balanced in such a run; replicas are 
   rack spread is kept), of those the most loaded broker's.
 - A partition is left as it is, with the reason (the plan's skipped partitions, the promise's `cannot`), when it has
   no leader, is under-replicated (a replica outside the ISR: its data is not all there to copy or keep), has a
-  replica on an excluded broker, has no pool, or its pool has too few brokers taking replicas.
+  replica on an excluded broker, has no pool, its pool has too few brokers taking replicas, or the run's budgets
+  (config `budgets`: replica moves, bytes, moves per broker) are spent: the largest partitions are placed first,
+  each within what is left.
 
 The new replica list is the leader first, the others in their order, the added ones last: the executor's preferred
 leader election then keeps the leader where it is.
@@ -26,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.config import Budgets, RebalancerConfig
 from kafka_rebalancer.model.schemas import PARTITION_CHANGES, SKIPPED
 from kafka_rebalancer.model.units import human_bytes
 from kafka_rebalancer.operations.replication_factor import requested_topics, target_warnings
@@ -100,7 +102,7 @@ def replication_factor_plan(config: RebalancerConfig, partitions: pd.DataFrame, 
     state = _brokers(brokers, load, bands, names, cordoned)
     excluded = set(config.exclude.brokers) | {int(b) for b, x in zip(brokers["broker_id"], brokers["excluded"],
                                                                      strict=True) if bool(x)}
-    spread = _Spread(config, chosen, target, state.taking)
+    spread, budget = _Spread(config, chosen, target, state.taking), _Budget(config.budgets)
     rows, cannot = [], []
     order = np.lexsort((chosen["partition"].to_numpy(), chosen["topic"].to_numpy(),
                         -chosen["size_bytes"].to_numpy("int64")))
@@ -110,18 +112,61 @@ def replication_factor_plan(config: RebalancerConfig, partitions: pd.DataFrame, 
         old = [int(b) for b in row["replicas"]]
         if len(old) == target:
             continue
-        why = _why_not(old, [int(b) for b in row["isr"]], int(row["leader"]), pool, excluded)
-        new = None if why else _resized(old, int(row["leader"]), target, str(pool), follow[i], state, spread, topic)
+        size = int(row["size_bytes"])
+        why = _why_not(old, [int(b) for b in row["isr"]], int(row["leader"]), pool, excluded) or \
+            budget.why_not(max(target - len(old), 0), size)
+        new = None if why else _resized(old, int(row["leader"]), target, str(pool), follow[i], state, spread, topic,
+                                        budget.full())
         if new is None:
-            free = len([b for b in state.taking.get(str(pool), []) if b not in old])
-            cannot.append((topic, partition, pool if isinstance(pool, str) else None, why or (
-                f"pool {pool!r} has {free} broker(s) taking replicas besides the partition's {len(old)}: too few "
-                f"for {target} replicas")))
+            cannot.append((topic, partition, pool if isinstance(pool, str) else None,
+                           why or _short(old, target, state.taking.get(str(pool), []), pool, budget)))
             continue
-        rows.append((str(pool), topic, partition, old, new, int(row["size_bytes"])))
+        budget.take(old, new, size)
+        rows.append((str(pool), topic, partition, old, new, size))
     changes = pd.DataFrame(sorted(rows, key=lambda r: (r[1], r[2])), columns=PARTITION_CHANGES.names)
     skipped = pd.DataFrame(sorted(cannot, key=lambda r: (r[0], r[1])), columns=SKIPPED.names)
     return ReplicationFactorPlan(changes, skipped, _summary(chosen, changes, skipped, target, min_insync))
+
+
+def _short(old: list[int], target: int, taking: list[int], pool: object, budget: _Budget) -> str:
+    """Why `_resized` found no placement: too few brokers in the pool, or those there at their move budget."""
+    full = f"at max_moves_per_broker={budget.budgets.max_moves_per_broker} (config budgets)"
+    if target < len(old):
+        return f"every follower's broker is {full}"
+    free = [b for b in taking if b not in old]
+    if len(free) >= target - len(old):
+        return f"of the {len(free)} broker(s) of pool {pool!r} that could take its replicas, too many are {full}"
+    return (f"pool {pool!r} has {len(free)} broker(s) taking replicas besides the partition's {len(old)}: too few for "
+            f"{target} replicas")
+
+
+class _Budget:
+    """The run's budgets (config `budgets`, as the validation holds every plan to them) spent as partitions change:
+    replica copies, bytes copied, and changes touching each broker (a replica added or removed there)."""
+
+    def __init__(self, budgets: Budgets) -> None:
+        self.budgets = budgets
+        self.copies = self.bytes = 0
+        self.per_broker: dict[int, int] = {}
+
+    def why_not(self, copies: int, size: int) -> str | None:
+        limit = self.budgets
+        if self.copies + copies > limit.max_replica_moves:
+            return f"the run's budget max_replica_moves={limit.max_replica_moves} is spent (config budgets)"
+        if limit.max_moved_bytes is not None and self.bytes + copies * size > limit.max_moved_bytes:
+            return f"the run's budget max_moved_bytes={limit.max_moved_bytes} is spent (config budgets)"
+        return None
+
+    def full(self) -> frozenset[int]:
+        """The brokers at max_moves_per_broker."""
+        most = self.budgets.max_moves_per_broker
+        return frozenset() if most is None else frozenset(b for b, n in self.per_broker.items() if n >= most)
+
+    def take(self, old: list[int], new: list[int], size: int) -> None:
+        added = set(new) - set(old)
+        self.copies, self.bytes = self.copies + len(added), self.bytes + len(added) * size
+        for b in added | (set(old) - set(new)):
+            self.per_broker[b] = self.per_broker.get(b, 0) + 1
 
 
 def _why_not(old: list[int], isr: list[int], leader: int, pool: object, excluded: set[int]) -> str | None:
@@ -167,12 +212,12 @@ class _Spread:
 
 
 def _resized(old: list[int], leader: int, target: int, pool: str, follow: np.ndarray, state: _Brokers,
-             spread: _Spread, topic: str) -> list[int] | None:
+             spread: _Spread, topic: str, full: frozenset[int]) -> list[int] | None:
     """The partition's replicas at the target (the leader first), the brokers' loads and counts updated; None
-    when its pool has too few brokers."""
+    when its pool has too few brokers, not counting those `full` (at their move budget)."""
     replicas = [leader, *(b for b in old if b != leader)]
     if target > len(old):
-        free = [b for b in state.taking.get(pool, []) if b not in old]
+        free = [b for b in state.taking.get(pool, []) if b not in old and b not in full]
         if len(free) < target - len(old):
             return None
         def rank(broker: int) -> tuple[bool, bool, bool, int, float, int]:
@@ -187,8 +232,10 @@ def _resized(old: list[int], leader: int, target: int, pool: str, follow: np.nda
             state.load[best] = state.load.get(best, np.zeros(len(follow))) + follow
             spread.count(topic, best, 1)
         return replicas
+    if len([b for b in replicas[1:] if b not in full]) < len(replicas) - target:
+        return None
     while len(replicas) > target:
-        followers = replicas[1:]
+        followers = [b for b in replicas[1:] if b not in full]
         racks = [state.rack[b] for b in replicas]
         worst = max(followers, key=lambda b: (racks.count(state.rack[b]) > 1,
                                               state.balance_key(b, pool, np.zeros(len(follow)))[1], b))
