@@ -14,24 +14,17 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pendulum
-from airflow.sdk import DAG, Param
-from kafka_rebalancer_pipeline import execution_params, notify_task_failed, rebalance_tasks
+from airflow.sdk import Param
+from kafka_rebalancer_pipeline import clusters, execution_params, notify_task_failed, rebalance_tasks
 
+from kafka_rebalancer.airflow.deployment import ClusterDags, cluster_dag
 from kafka_rebalancer.model.run_actions import ACTION_NAMES, MANUAL_ACTIONS, Action, taking
 
 POOL_CHANGING_ACTIONS = ", ".join(a.name for a in MANUAL_ACTIONS if a.changes_pools)
 
-with DAG(
-    dag_id="kafka_rebalance_manual",
-    description="Isolate topics, drain or add brokers, rebalance a pool, move leadership, change a replication "
-                "factor: reviewed and approved",
-    schedule=None,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    tags=["kafka", "rebalance", "manual"],
-    default_args={"retries": 2, "retry_delay": timedelta(minutes=1), "on_failure_callback": notify_task_failed},
-    params={
+
+def manual_params(cluster: ClusterDags) -> dict[str, Param]:
+    return {
         "action": Param(Action.REBALANCE_POOL.value, enum=list(ACTION_NAMES),
                         description="; ".join(f"{a.name}: {a.help}" for a in MANUAL_ACTIONS)),
         "mode": Param("dry-run", enum=["dry-run", "execute"],
@@ -58,11 +51,18 @@ with DAG(
                                                 "factor (internal topics too: __consumer_offsets to 3)"),
         "reason": Param("", type="string",
                         description=f"Why (required for {POOL_CHANGING_ACTIONS}; recorded with the pool override)"),
-        **execution_params(),
-    },
-) as dag:
-    rebalance_tasks()
+        **execution_params(cluster),
+    }
 
 
-if __name__ == "__main__":
-    dag.test()
+for cluster in clusters():
+    with cluster_dag(
+        cluster, "kafka_rebalance_manual",
+        description="Isolate topics, drain or add brokers, rebalance a pool, move leadership, change a replication "
+                    "factor: reviewed and approved",
+        schedule=None,
+        tags=("manual",),
+        default_args={"retries": 2, "retry_delay": timedelta(minutes=1), "on_failure_callback": notify_task_failed},
+        params=manual_params(cluster),
+    ):
+        rebalance_tasks(cluster)

@@ -1,4 +1,4 @@
-"""Nightly rebalancing of one Kafka cluster, per broker pool.
+"""Nightly rebalancing of each Kafka cluster, per broker pool (one DAG per cluster of a fleet: README: Fleet).
 
 snapshot -> plan (Spark) -> validate (great-expectations) -> approve -> execute[pool] -> verify
 
@@ -12,32 +12,27 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pendulum
-from airflow.sdk import DAG, Param
-from kafka_rebalancer_pipeline import execution_params, notify_task_failed, rebalance_tasks
+from airflow.sdk import Param
+from kafka_rebalancer_pipeline import clusters, execution_params, notify_task_failed, rebalance_tasks
 
+from kafka_rebalancer.airflow.deployment import cluster_dag
 from kafka_rebalancer.model.run_actions import Action
 
-with DAG(
-    dag_id="kafka_rebalance_nightly",
-    description="Snapshot, plan, validate, approve and execute Kafka replica moves per broker pool",
-    schedule="0 2 * * *",
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    max_active_runs=1,
-    tags=["kafka", "rebalance", Action.NIGHTLY.value],
-    default_args={"retries": 2, "retry_delay": timedelta(minutes=1), "on_failure_callback": notify_task_failed},
-    params={
-        "mode": Param("auto", enum=["auto", "dry-run", "execute"],
-                      description="auto: scheduled runs execute (within the auto-approval limits), manual runs "
-                                  "only plan; execute: a person approves the plan at the approve step"),
-        "resume_cancelled": Param(False, type="boolean",
-                                  description="Execute pools of this run even though they were cancelled"),
-        **execution_params(),
-    },
-) as dag:
-    rebalance_tasks()
-
-
-if __name__ == "__main__":
-    dag.test()
+for cluster in clusters():
+    with cluster_dag(
+        cluster, "kafka_rebalance_nightly",
+        description="Snapshot, plan, validate, approve and execute Kafka replica moves per broker pool",
+        schedule=cluster.nightly_schedule,
+        max_active_runs=1,
+        tags=(Action.NIGHTLY.value,),
+        default_args={"retries": 2, "retry_delay": timedelta(minutes=1), "on_failure_callback": notify_task_failed},
+        params={
+            "mode": Param("auto", enum=["auto", "dry-run", "execute"],
+                          description="auto: scheduled runs execute (within the auto-approval limits), manual runs "
+                                      "only plan; execute: a person approves the plan at the approve step"),
+            "resume_cancelled": Param(False, type="boolean",
+                                      description="Execute pools of this run even though they were cancelled"),
+            **execution_params(cluster),
+        },
+    ) as dag:  # the last cluster's: tools/airflow_run.py runs the one config's with dag.test()
+        rebalance_tasks(cluster)

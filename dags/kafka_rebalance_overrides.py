@@ -6,29 +6,30 @@ and topics again, and moves what that requires.
 
 from __future__ import annotations
 
-import pendulum
-from airflow.sdk import DAG, Param, get_current_context, task
-from kafka_rebalancer_pipeline import config_param
+from airflow.sdk import Param, get_current_context, task
+from kafka_rebalancer_pipeline import clusters, config_param
 
-with DAG(
-    dag_id="kafka_rebalance_overrides",
-    description="List or revert the pool overrides of manual operations",
-    schedule=None,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    tags=["kafka", "rebalance", "manual"],
-    params={
-        "action": Param("list", enum=["list", "revert"], description="list: every override; revert: one of them"),
-        "override_id": Param(None, type=["null", "integer"], minimum=1,
-                             description="revert: the override's id (see the list)"),
-        "config_path": config_param(),
-    },
-) as dag:
+from kafka_rebalancer.airflow.deployment import cluster_dag
 
-    @task(retries=0)
-    def overrides() -> list[dict]:
-        from kafka_rebalancer.airflow.tasks import overrides_task
 
-        return overrides_task(get_current_context())
+@task(retries=0)
+def overrides() -> list[dict]:
+    from kafka_rebalancer.airflow.tasks import overrides_task
 
-    overrides()
+    return overrides_task(get_current_context())
+
+
+for cluster in clusters():
+    with cluster_dag(
+        cluster, "kafka_rebalance_overrides",
+        description="List or revert the pool overrides of manual operations",
+        schedule=None,
+        tags=("manual",),
+        params={
+            "action": Param("list", enum=["list", "revert"], description="list: every override; revert: one of them"),
+            "override_id": Param(None, type=["null", "integer"], minimum=1,
+                                 description="revert: the override's id (see the list)"),
+            "config_path": config_param(cluster),
+        },
+    ):
+        overrides()

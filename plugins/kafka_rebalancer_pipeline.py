@@ -23,6 +23,7 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Param, get_current_context, task
 
+from kafka_rebalancer.airflow.deployment import ClusterDags, deployed_clusters
 from kafka_rebalancer.airflow.operators import RUN_DIR, PlanApprovalOperator
 from kafka_rebalancer.spark_settings import plan_spark_conf
 
@@ -32,20 +33,25 @@ SPARK_LOG_CONFIG = REPO / "spark" / "conf" / "log4j2.properties"
 PACKAGE_ZIP = REPO / "dist" / "kafka_rebalancer.zip"  # built by make (tools/package_zip.py), for the workers
 SPARK_CONNECTION = "spark_rebalancer"  # master URL: local[2] for the demo, spark://host:7077 for a cluster
 PYTHON = os.environ.get("PYSPARK_PYTHON", sys.executable)
-DEFAULT_CONFIG = os.environ.get("KAFKA_REBALANCER_CONFIG", str(REPO / "config" / "rebalancer.yaml"))
+DEFAULT_CONFIG = REPO / "config" / "rebalancer.yaml"  # without KAFKA_REBALANCER_CONFIG(_DIR)
 
 log = logging.getLogger(__name__)
 
 
-def config_param() -> Param:
-    """Every DAG's config file (default: KAFKA_REBALANCER_CONFIG where the DAG is parsed)."""
-    return Param(DEFAULT_CONFIG, type="string", description="The kafka-rebalancer config file (YAML)")
+def clusters() -> list[ClusterDags]:
+    """The clusters whose DAGs each DAG file builds (kafka_rebalancer.airflow.deployment)."""
+    return deployed_clusters(DEFAULT_CONFIG)
 
 
-def execution_params() -> dict[str, Param]:
+def config_param(cluster: ClusterDags) -> Param:
+    """Every DAG's config file (default: the cluster's; KAFKA_REBALANCER_CONFIG's where the DAG is parsed)."""
+    return Param(cluster.config_path, type="string", description="The kafka-rebalancer config file (YAML)")
+
+
+def execution_params(cluster: ClusterDags) -> dict[str, Param]:
     """The Params every DAG running the pipeline has: its config, throttle and approval timeout."""
     return {
-        "config_path": config_param(),
+        "config_path": config_param(cluster),
         "throttle_bytes_per_s": Param(None, type=["null", "integer"], minimum=1,
                                       description="Replication throttle per broker; empty: the config's"),
         "approval_timeout": Param(None, type=["null", "string"], pattern=r"^([0-9]+(\.[0-9]+)?\s*[smhd]\s*)+$",
@@ -62,8 +68,9 @@ def notify_task_failed(context: Any) -> None:
     notify(context)
 
 
-def rebalance_tasks() -> None:
-    """Add the pipeline's tasks to the DAG being defined (call inside `with DAG(...)`)."""
+def rebalance_tasks(cluster: ClusterDags) -> None:
+    """Add the pipeline's tasks to the DAG being defined (call inside `with DAG(...)`). In a fleet the execute
+    tasks take a slot of the fleet's pool (its limit on executions at once)."""
 
     @task
     def snapshot() -> str:
@@ -92,7 +99,7 @@ def rebalance_tasks() -> None:
 
     approve = PlanApprovalOperator(task_id="approve", retries=0)
 
-    @task(map_index_template="{{ broker_pool }}")
+    @task(map_index_template="{{ broker_pool }}", pool=cluster.execution_pool)  # None: Airflow's default pool
     def execute(run_dir: str, broker_pool: str) -> dict:
         from kafka_rebalancer.airflow.tasks import execute_task
 
@@ -125,13 +132,13 @@ def rebalance_tasks() -> None:
         >> report()
 
 
-MANUAL_DAG = "kafka_rebalance_manual"
+MANUAL_DAG = "kafka_rebalance_manual"  # the base id: the cluster's is cluster.named(MANUAL_DAG)
 
 
-def automation_tasks() -> None:
+def automation_tasks(cluster: ClusterDags) -> None:
     """The events DAG's tasks (call inside `with DAG(...)`): check the bands when due, decide what the cluster's
-    events start, then start each as a run of the manual DAG, which plans, validates, approves and reports it like
-    any other."""
+    events start, then start each as a run of the cluster's manual DAG, which plans, validates, approves and
+    reports it like any other."""
     from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 
     @task(retries=0)  # its events are the decision's input: a retry would record them twice
@@ -146,5 +153,6 @@ def automation_tasks() -> None:
 
         return decide_task(get_current_context(), band_events)
 
-    TriggerDagRunOperator.partial(task_id="start_runs", trigger_dag_id=MANUAL_DAG, retries=0).expand_kwargs(
+    TriggerDagRunOperator.partial(task_id="start_runs", trigger_dag_id=cluster.named(MANUAL_DAG),
+                                  retries=0).expand_kwargs(
         decide(check_bands()))

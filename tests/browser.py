@@ -67,3 +67,35 @@ def every_chart_drawn(shown: dict[str, Any]) -> bool:
     charts = shown["charts"]
     return bool(charts) and len(charts) == shown["placeholders"] and all(
         c["w"] > 0 and c["h"] > 0 and c["marks"] > 0 for c in charts)
+
+
+def open_airflow_link_logged_in(url: str, user: str, password: str, expected: list[str], name: str,
+                                timeout_ms: float = 60_000) -> dict[str, Any]:
+    """Open a link into Airflow's UI in Chromium as a person would from a message: the UI sends a browser without
+    a session to its login page; log in there, land on the link, and wait until each of `expected` shows. Returns
+    the page's final URL and text, the console errors and the screenshot's path."""
+    from playwright.sync_api import sync_playwright
+
+    executable = chromium_path()
+    assert executable, "Chromium is not installed: `python -m tools.browser ensure` (make test does it)"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    screenshot = SCREENSHOTS / f"{name}.png"
+    errors: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.set_default_timeout(timeout_ms)
+            page.goto(url)
+            page.fill("input[name=username]", user)
+            page.fill("input[name=password]", password)
+            page.click("button[type=submit]")
+            try:
+                for text in expected:
+                    page.get_by_text(text).first.wait_for(state="visible")
+            finally:
+                page.screenshot(path=str(screenshot))
+            return {"url": page.url, "text": page.inner_text("body"), "errors": errors, "screenshot": screenshot}
+        finally:
+            browser.close()

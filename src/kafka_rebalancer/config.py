@@ -386,6 +386,8 @@ class RebalancerConfig(_Strict):
     approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
     automation: AutomationSettings = Field(default_factory=AutomationSettings)
     notifications: NotificationSettings = Field(default_factory=NotificationSettings)  # default: none sent
+    # The nightly DAG's cron in a fleet folder (README: Fleet); null: a start time spread over the night.
+    schedule: str | None = None
     run_root: Path = Path("runs")
     source_file: Path | None = Field(default=None, exclude=True)
 
@@ -395,6 +397,16 @@ class RebalancerConfig(_Strict):
         for name in v:
             if name not in RESOURCES:
                 raise ValueError(f"unknown resource {name!r}; supported: {', '.join(RESOURCES)}")
+        return v
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, v: str | None) -> str | None:
+        from croniter import croniter  # type: ignore[import-untyped]  # Airflow's cron parser: what it takes, we take
+
+        if v is not None and not croniter.is_valid(v):
+            raise ValueError(f"expected a cron expression such as '0 2 * * *' (minute hour day month weekday), "
+                             f"got {v!r}")
         return v
 
     @model_validator(mode="after")
@@ -460,7 +472,7 @@ class RebalancerConfig(_Strict):
     def fingerprint(self) -> str:
         """Hash of everything that shapes a plan (execution limits and connection details excluded)."""
         planning = self.model_dump(mode="json", exclude={"execution": True, "run_root": True, "approval": True,
-                                                         "automation": True,
+                                                         "automation": True, "schedule": True,
                                                          "notifications": True, "pools": {"__all__": {"claim"}},
                                                          "cluster": {"bootstrap_servers", "client_config",
                                                                      "airflow_connection_id",
@@ -493,7 +505,8 @@ def _loc(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def _format_validation_error(file: str, exc: ValidationError) -> ConfigError:
+def format_validation_error(file: str, exc: ValidationError) -> ConfigError:
+    """The first problem pydantic found (of how many), as the field and what was expected."""
     first = exc.errors()[0]
     got = first.get("input")
     message = first["msg"].removeprefix("Value error, ")
@@ -519,7 +532,7 @@ def load_config(path: str | Path) -> RebalancerConfig:
     try:
         config = RebalancerConfig.model_validate(raw)
     except ValidationError as exc:
-        raise _format_validation_error(file, exc) from None
+        raise format_validation_error(file, exc) from None
 
     updates: dict[str, Any] = {"source_file": path, "run_root": (base / config.run_root).resolve()}
     if config.capacity.cruise_control_file is not None:

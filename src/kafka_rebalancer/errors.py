@@ -83,3 +83,9 @@ class PromiseNotKept(RebalancerError):
     def __init__(self, message: str, not_kept: list[str] | None = None) -> None:
         super().__init__(message)
         self.not_kept = list(not_kept or [])
+
+
+class PoolsHeld(RebalancerError):
+    """An automatic run found a pool it was started for held by another run: it starts nothing and its events are
+    held back (raised again after the cooldown). Not a failure to tell anyone about: the events' notification says
+    it."""

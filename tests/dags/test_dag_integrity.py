@@ -27,7 +27,7 @@ PROBE = textwrap.dedent("""
     # the approval operator.
     light = ("kafka_rebalancer.spark_settings", "kafka_rebalancer.model", "kafka_rebalancer.model.run_actions",
              "kafka_rebalancer.airflow", "kafka_rebalancer.airflow.operators",
-             "kafka_rebalancer.airflow.cluster_watch")
+             "kafka_rebalancer.airflow.cluster_watch", "kafka_rebalancer.airflow.deployment")
     heavy += [n for n in sys.modules if n.startswith("kafka_rebalancer.") and n not in light]
     from airflow.dag_processing.dagbag import DagBag
     bag = DagBag(dag_folder={dags!r})
@@ -100,7 +100,8 @@ def test_no_heavy_imports_at_the_top_of_dag_files(facts: dict) -> None:
         # the probe: no heavy imports.
         top = [line for line in top if not line.startswith(("from kafka_rebalancer_pipeline import ",
                                                             "from kafka_rebalancer.model.run_actions import ",
-                                                            "from kafka_rebalancer.airflow.cluster_watch import "))]
+                                                            "from kafka_rebalancer.airflow.cluster_watch import ",
+                                                            "from kafka_rebalancer.airflow.deployment import "))]
         assert not any(name in line for line in top for name in ("pyspark", "pandas", "great_expectations",
                                                                   "kafka_rebalancer", "confluent_kafka"))
 

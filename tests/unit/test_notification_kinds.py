@@ -320,3 +320,89 @@ def test_notification_of_the_events_dags_decision_once_per_event(
     assert second["facts"]["outcome"] == "held back"
     assert set(read_sends(automation_dir(config) / RECORD_FILE)) == {
         "automation_event:started:automatic__pool-a__1", "automation_event:broker_lost:3:held back@200"}
+
+
+def test_notification_automatic_run_finding_its_pool_held_is_told_held_back_not_run_failed(
+        monkeypatch: pytest.MonkeyPatch, receiver: Receiver, tmp_path: Path) -> None:
+    """A person's run took the pool between the decision and the automatic run's snapshot: the run's events are
+    held back (recorded, kept for the retry, told once as such), and its failed snapshot is no run failed."""
+    from kafka_rebalancer.airflow.notifications import notify_task_failed
+    from kafka_rebalancer.airflow.tasks import _claim_pools
+    from kafka_rebalancer.automation.events_log import append_events, automation_dir, read_events
+    from kafka_rebalancer.config import load_config
+    from kafka_rebalancer.errors import PoolsHeld
+    from kafka_rebalancer.holds.claims import claim_pools
+
+    config_path = _configured(tmp_path, monkeypatch, receiver, ["automation_event", "run_failed"])
+    config = load_config(config_path)
+    run_id = "automatic__pool-a__x"
+    append_events(config, [_record("started", 100.0, run_id=run_id, mode="approve", why="drain of [3]")])
+    assert claim_pools(config, "kafka_rebalance_manual", "manual__person", ["pool-a"], lambda dag, run: True,
+                       exclusive=False) == []
+    ti = SimpleNamespace(task_id="snapshot", get_dr_count=lambda **kw: 1)  # every claim's run is live
+    context = {"params": {"config_path": str(config_path)}, "run_id": run_id, "ti": ti,
+               "dag_run": SimpleNamespace(dag_id="kafka_rebalance_manual")}
+    with pytest.raises(AirflowFailException) as failed:
+        _claim_pools(context)
+    assert isinstance(failed.value.__cause__, PoolsHeld)
+    held = read_events(config)[-1]
+    assert held["decision"] == "suppressed" and held["retry_at"] > held["decided_at"] and "run_id" not in held
+    assert held["why"] == f"pool(s) pool-a held by run manual__person of kafka_rebalance_manual (since " \
+                          f"{held['why'].split('(since ')[1].split(')')[0]}): run {run_id} started nothing"
+    assert (automation_dir(config) / "retry" / "broker_lost-3.json").exists()  # raised again after the cooldown
+    notify_task_failed({**context, "exception": failed.value})
+    [body] = _bodies(receiver)
+    assert body["kind"] == "automation_event" and body["facts"]["outcome"] == "held back", body
+    assert f"run {run_id} started nothing" in body["happened"]
+
+
+def test_notification_record_of_the_automation_is_pruned(
+        monkeypatch: pytest.MonkeyPatch, receiver: Receiver, tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from kafka_rebalancer.notify.outbox import pruned
+
+    now = datetime(2026, 11, 29, tzinfo=UTC)
+
+    def sends(days_ago: float) -> dict[str, Any]:
+        at = (now - timedelta(days=days_ago)).isoformat(timespec="seconds")
+        return {"pager": {"status": "sent", "attempts": 1, "at": at, "error": None}}
+
+    record = {"old": sends(8), "live-but-old": sends(30), "recent": sends(1), "newest": sends(0), "bad": {}}
+    assert set(pruned(record, {"live-but-old"}, now)) == {"live-but-old", "recent", "newest"}
+    assert set(pruned(record, {"live-but-old"}, now, max_kept=2)) == {"live-but-old", "newest"}
+    assert set(pruned(record, set(), now, max_kept=0)) == set()
+
+    # As the events DAG's decisions write it: an episode over and a week old is dropped at the next decision.
+    _connections(monkeypatch, receiver.url, _free_port())
+    settings = NotificationSettings.model_validate({"channels": HOOK, "routes": [
+        {"kinds": ["automation_event"], "channels": ["pager"]}]})
+    folder = tmp_path / ".automation"
+    folder.mkdir()
+    (folder / RECORD_FILE).write_text(json.dumps({"automation_event:broker_lost:9:held back@1": sends(8)}))
+    (folder / SEEN_FILE).write_text(json.dumps({"broker_lost:9:held back": {"first": 1.0, "last": 1.0}}))
+    notify_events(settings, "demo", [_record("suppressed", 10000.0, why="held", retry_at=13600.0)], folder, 7200.0,
+                  str)
+    assert set(read_sends(folder / RECORD_FILE)) == {"automation_event:broker_lost:3:held back@10000"}
+
+
+def test_notification_verify_task_fails_at_once_on_a_broken_promise_and_tells_it(
+        monkeypatch: pytest.MonkeyPatch, receiver: Receiver, tmp_path: Path) -> None:
+    """No retry (AirflowFailException) for a promise not kept; the callback still sees the promise under it."""
+    import kafka_rebalancer.airflow.tasks as tasks
+    import kafka_rebalancer.verify.verification as verification
+
+    config = _configured(tmp_path, monkeypatch, receiver, ["verify_failed", "run_failed"])
+    run_dir = tmp_path / "runs" / "demo" / "manual__6"
+    run_dir.mkdir(parents=True)
+
+    def broken(*args: Any) -> dict[str, Any]:
+        raise PromiseNotKept("the run is not verified: ...", not_kept=["broken: t-0 still has a replica on broker 6"])
+
+    monkeypatch.setattr(verification, "verify_run", broken)
+    monkeypatch.setattr(tasks, "_connection", lambda config: None)
+    with pytest.raises(AirflowFailException) as failed:
+        tasks.verify_task({"params": {"config_path": str(config)}, "run_id": "manual__6"}, str(run_dir))
+    _failed(config, run_dir, "verify", failed.value)
+    [body] = _bodies(receiver)
+    assert body["kind"] == "verify_failed" and "- broken: t-0 still has a replica on broker 6" in body["happened"]

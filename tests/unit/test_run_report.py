@@ -317,6 +317,13 @@ def test_show_and_the_approval_body_print_the_summarys_rechecked_figures(tmp_pat
     for pool, facts in summary["pools"].items():
         assert f"| {pool} | {facts['replica_moves']} | {facts['preferred_leader_changes']} | " \
                f"{facts['leadership_only_changes']} |" in body
+    # The topic spread (on by default): show prints its table, the approval body a line per pool.
+    spread = {pool: facts["topic_spread"] for pool, facts in summary["pools"].items()}
+    assert spread and "topic spread: per topic and broker" in text
+    for pool, kinds in spread.items():
+        replicas = kinds["replicas"]
+        assert (f"- {pool}: replicas: {replicas['over_target_before']} -> {replicas['over_target_after']} over "
+                f"target, {replicas['over_cap_after']} over cap; leaders: ") in body
 
 
 

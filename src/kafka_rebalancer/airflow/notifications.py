@@ -37,13 +37,16 @@ def run_record(run_dir: Path) -> Path | None:
 
 
 def failure_notice(cluster: str, run_id: str, task_id: str, exc: BaseException | None, error: str, report: str,
-                   pool: str | None) -> Notice:
+                   pool: str | None) -> Notice | None:
     """The message of a failed task: a verify that found promises not kept and an execution timed out or cancelled
-    are told as such (their own kinds, routed on their own), anything else as the run failed."""
-    from kafka_rebalancer.errors import ExecutionCancelled, ExecutionTimedOut, PromiseNotKept
+    are told as such (their own kinds, routed on their own), an automatic run that found its pool held not at all
+    (its events were told held back), anything else as the run failed."""
+    from kafka_rebalancer.errors import ExecutionCancelled, ExecutionTimedOut, PoolsHeld, PromiseNotKept
     from kafka_rebalancer.notify.messages import execution_ended_notice, run_failed_notice, verify_failed_notice
 
     cause = exc.__cause__ if exc is not None and exc.__cause__ is not None else exc  # the task may wrap it
+    if isinstance(cause, PoolsHeld):
+        return None
     if isinstance(cause, PromiseNotKept):
         return verify_failed_notice(cluster, run_id, cause.not_kept, str(cause), report, pool=pool)
     if isinstance(cause, ExecutionCancelled | ExecutionTimedOut):
@@ -74,7 +77,8 @@ def notify_task_failed(context: Any) -> None:
         notice = failure_notice(config.cluster.name, context["run_id"], task_id,
                                 exc if isinstance(exc, BaseException) else None, error, report,
                                 context["params"].get("broker_pool"))
-        deliver(config.notifications, notice, run_record(run_dir))
+        if notice is not None:
+            deliver(config.notifications, notice, run_record(run_dir))
     except Exception:  # the callback must not hide the failure it reports
         log.exception("the run-failed notification was not sent")
 

@@ -78,12 +78,17 @@ def _run_is_live(context: Context) -> Callable[[str, str], bool]:
 
 def _claim_pools(context: Context) -> bool:
     """The run holds its pools until its report (holds.claims); an automatic run starts nothing on a pool
-    another run holds, and its events are raised again after the cooldown. Whether the run is automatic."""
+    another run holds: its events are held back (recorded, told as such, raised again after the cooldown) and the
+    task fails on PoolsHeld, which the failure callback does not tell as a run failed. Whether the run is
+    automatic."""
     import time
 
     from airflow.sdk.exceptions import AirflowFailException
 
-    from kafka_rebalancer.automation.events_log import defer_events, started_records
+    from kafka_rebalancer.airflow.notifications import notify_automation_events
+    from kafka_rebalancer.automation.decide import held_back
+    from kafka_rebalancer.automation.events_log import append_events, defer_events, started_records
+    from kafka_rebalancer.errors import PoolsHeld
     from kafka_rebalancer.holds.claims import claim_pools
     from kafka_rebalancer.operations.request import run_config
 
@@ -94,10 +99,14 @@ def _claim_pools(context: Context) -> bool:
     holding = claim_pools(config, context["dag_run"].dag_id, run_id, pools, _run_is_live(context),
                           exclusive=bool(started))
     if holding:
-        defer_events(config, [{**e, "retry_at": time.time() + config.automation.cooldown_s} for e in started])
-        raise AirflowFailException("automatic run: " + "; ".join(
-            f"pool(s) {', '.join(sorted(set(c.broker_pools) & pools))} held by {c.describe()}" for c in holding)
-            + "; it starts nothing, its events are looked at again after the cooldown")
+        why = "; ".join(f"pool(s) {', '.join(sorted(set(c.broker_pools) & pools))} held by {c.describe()}"
+                        for c in holding)
+        records = held_back(started, why, time.time(), config.automation.cooldown_s, run_id)
+        append_events(config, records)
+        defer_events(config, records)
+        notify_automation_events(config, records)
+        raise AirflowFailException(f"automatic run: {why}; it starts nothing, its events are looked at again after "
+                                   "the cooldown") from PoolsHeld(why)
     return bool(started)
 
 
@@ -157,12 +166,14 @@ def approval_decision(context: Context, run_dir: str) -> dict[str, Any]:
                               "and the execution window")
     for why in refusals:
         log.info("waiting for a person: %s", why)
+    from kafka_rebalancer.airflow.deployment import cluster_of
     from kafka_rebalancer.report.run_report import write_report
 
     report = write_report(run)  # the person reviews the plan in it before answering
     log.info("report for the review: %s", report)
+    link = report_url(context["run_id"], cluster_of(context["dag_run"].dag_id))
     body = approval_body(config, run, facts, refusals) + \
-        f"\n\n[The run's report: usage, band, every move]({report_url(context['run_id'])}) ({report})"
+        f"\n\n[The run's report: usage, band, every move]({link}) ({report})"
     timeout = _response_timeout(context, config)
     totals = facts.summary["totals"]
     plan = {"cluster": config.cluster.name, "run_id": context["run_id"], "action": str(context["params"].get(
@@ -188,8 +199,9 @@ def automatic_mode(config: RebalancerConfig, context: Context) -> str | None:
     return str(started[0].get("mode"))
 
 
-def report_url(run_id: str) -> str:
-    return f"{REPORTS_URL_PREFIX}/report/{run_id}"
+def report_url(run_id: str, cluster: str | None = None) -> str:
+    """The runs page's address of the run's report; `cluster`: a fleet's (kafka_rebalancer.airflow.deployment)."""
+    return f"{REPORTS_URL_PREFIX}/report/{run_id}" + (f"?cluster={cluster}" if cluster else "")
 
 
 def _response_timeout(context: Context, config: RebalancerConfig) -> timedelta:
@@ -339,11 +351,18 @@ def overrides_task(context: Context) -> list[dict[str, Any]]:
 
 
 def verify_task(context: Context, run_dir: str) -> dict[str, Any]:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from kafka_rebalancer.errors import PromiseNotKept
     from kafka_rebalancer.run_folder import RunFolder
     from kafka_rebalancer.verify.verification import verify_run
 
     config = run_config_of(context, run_dir)
-    summary = verify_run(config, _connection(config), RunFolder(run_dir))
+    try:
+        summary = verify_run(config, _connection(config), RunFolder(run_dir))
+    except PromiseNotKept as exc:
+        # No retry: it would judge the same cluster again a minute later, and hold back the message saying so.
+        raise AirflowFailException(str(exc)) from exc
     return {k: summary[k] for k in ("plan_hash", "out_of_band_before", "out_of_band_after")}
 
 

@@ -3,8 +3,8 @@ report; and a link to the run's report on the pipeline's tasks.
 
 A FastAPI app mounted by the API server under /kafka-rebalancer, behind the same authentication as the rest of the
 UI (the UI's session cookie or a bearer token; reading DAG runs is the permission it asks for), shown in the UI's
-navigation as an external view. The run folders are found through the config the DAGs use
-(KAFKA_REBALANCER_CONFIG).
+navigation as an external view. The run folders are found through the configs the DAGs use: every cluster of the
+fleet folder (KAFKA_REBALANCER_CONFIG_DIR), else every cluster under the run root of KAFKA_REBALANCER_CONFIG.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from airflow.sdk import BaseOperatorLink
 from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse
 
+from kafka_rebalancer.airflow.deployment import cluster_of
 from kafka_rebalancer.airflow.tasks import report_url
 
 if TYPE_CHECKING:
@@ -37,10 +38,20 @@ runs_app = FastAPI(title="Kafka rebalancer runs", docs_url=None, redoc_url=None,
                    dependencies=[Depends(requires_access_dag("GET", DagAccessEntity.RUN))])
 
 
-def _run_root() -> Path:
+def _cluster_folders() -> tuple[dict[str, Path], list[str]]:
+    """Each cluster's folder of runs (`<run_root>/<cluster>`), and why each config of the fleet folder that does
+    not load is left out."""
+    from kafka_rebalancer.airflow.deployment import CONFIG_DIR_ENV, CONFIG_ENV
     from kafka_rebalancer.config import load_config
+    from kafka_rebalancer.fleet import load_fleet
 
-    return load_config(os.environ["KAFKA_REBALANCER_CONFIG"]).run_root
+    if os.environ.get(CONFIG_DIR_ENV):
+        fleet = load_fleet(Path(os.environ[CONFIG_DIR_ENV]))
+        return ({c.name: c.config.run_root / c.name for c in fleet.clusters},
+                [str(broken.error) for broken in fleet.broken])
+    run_root = load_config(os.environ[CONFIG_ENV]).run_root
+    return {folder.name: folder for folder in sorted(run_root.iterdir()) if folder.is_dir()
+            and not folder.name.startswith(".")} if run_root.is_dir() else {}, []
 
 
 @runs_app.get("/", response_class=HTMLResponse)
@@ -50,19 +61,20 @@ def runs_page() -> str:
     from kafka_rebalancer.report.overview import list_runs
 
     try:
-        run_root = _run_root()
+        folders, broken = _cluster_folders()
     except (RebalancerError, KeyError) as exc:  # the page says what is wrong instead of a bare 500
-        return _page("<p>Cannot read the kafka-rebalancer config (KAFKA_REBALANCER_CONFIG): "
-                     f"{html.escape(str(exc))}</p>")
-    runs = list_runs(run_root)
-    sections = []
-    watched = {folder.parent.name for folder in run_root.glob("*/.automation")}  # events, maybe no run yet
-    for cluster in sorted({r.cluster for r in runs} | watched):
+        return _page("<p>Cannot read the kafka-rebalancer config (KAFKA_REBALANCER_CONFIG or "
+                     f"KAFKA_REBALANCER_CONFIG_DIR): {html.escape(str(exc))}</p>")
+    sections = [f"<p>Left out, its config does not load: {html.escape(error)}</p>" for error in broken]
+    for cluster, folder in folders.items():
+        runs = list_runs(folder.parent, cluster)
+        if not runs and not (folder / ".automation").is_dir():  # neither a run nor an event yet
+            continue
         rows = []
-        for r in (r for r in runs if r.cluster == cluster):
+        for r in runs:
             band = "-" if r.out_of_band_before is None else f"{r.out_of_band_before} → {r.out_of_band_after}" + (
                 "" if r.out_of_band_after_measured else " (planned)")
-            run_cell = f'<a href="{report_url(r.run_id)}">{html.escape(r.run_id)}</a>' if r.report \
+            run_cell = f'<a href="{_report_link(r.run_id, cluster)}">{html.escape(r.run_id)}</a>' if r.report \
                 else f"{html.escape(r.run_id)} <small>(no report yet)</small>"
             cells = [run_cell, *(html.escape(str(v)) for v in (
                 r.started_at, r.trigger, r.action, r.mode, r.status,
@@ -72,9 +84,16 @@ def runs_page() -> str:
             rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
         sections.append(f"<h2>cluster {html.escape(cluster)}</h2><table><thead><tr>"
                         + "".join(f"<th>{c}</th>" for c in COLUMNS) + "</tr></thead><tbody>" + "".join(rows)
-                        + "</tbody></table>" + _events_table(run_root, cluster))
-    body = "".join(sections) or f"<p>No runs yet under {html.escape(str(run_root))}.</p>"
+                        + "</tbody></table>" + _events_table(folder.parent, cluster))
+    body = "".join(sections) or "<p>No runs yet.</p>"
     return _page(body)
+
+
+def _report_link(run_id: str, cluster: str) -> str:
+    """The report's address; in a fleet it names the cluster (two clusters' scheduled runs may share a run id)."""
+    from kafka_rebalancer.airflow.deployment import CONFIG_DIR_ENV
+
+    return html.escape(report_url(run_id, cluster if os.environ.get(CONFIG_DIR_ENV) else None))
 
 
 def _events_table(run_root: Path, cluster: str, shown: int = 20) -> str:
@@ -88,7 +107,7 @@ def _events_table(run_root: Path, cluster: str, shown: int = 20) -> str:
     for entry in reversed(entries[-shown:]):
         cells = [html.escape(c) for c in event_fields(entry)]
         if entry.get("run_id") and RUN_ID.match(str(entry["run_id"])):
-            cells[-1] += f' <a href="{report_url(entry["run_id"])}">report</a>'
+            cells[-1] += f' <a href="{_report_link(entry["run_id"], cluster)}">report</a>'
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return (f"<h3>events of the cluster's watcher (latest {min(shown, len(entries))} of {len(entries)})</h3>"
             "<table><thead><tr>" + "".join(f"<th>{c}</th>" for c in EVENT_COLUMNS) + "</tr></thead><tbody>"
@@ -96,14 +115,15 @@ def _events_table(run_root: Path, cluster: str, shown: int = 20) -> str:
 
 
 @runs_app.get("/report/{run_id}")
-def run_report(run_id: str) -> FileResponse:
+def run_report(run_id: str, cluster: str | None = None) -> FileResponse:
     from kafka_rebalancer.config import safe_run_id
 
     if not RUN_ID.match(run_id):
         raise HTTPException(404, "no such run")
-    run_root = _run_root()
-    for report in sorted(run_root.glob(f"*/{safe_run_id(run_id)}/report/index.html")):  # folder names are safe
-        if report.resolve().is_relative_to(run_root.resolve()):
+    folders, _ = _cluster_folders()
+    for name, folder in folders.items():
+        report = folder / safe_run_id(run_id) / "report" / "index.html"  # folder names are safe
+        if cluster in (None, name) and report.is_file() and report.resolve().is_relative_to(folder.resolve()):
             return FileResponse(report, media_type="text/html")
     raise HTTPException(404, f"run {run_id} has no report yet (kafka-rebalancer report --config C {run_id})")
 
@@ -123,4 +143,4 @@ class RunReportLink(BaseOperatorLink):
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
         if not ti_key.dag_id.startswith("kafka_rebalance_") or operator.task_id not in REPORTED_TASKS:
             return ""
-        return report_url(ti_key.run_id)
+        return report_url(ti_key.run_id, cluster_of(ti_key.dag_id))

@@ -21,6 +21,7 @@ from kafka_rebalancer.model.copy_time import CopyBytes
 from kafka_rebalancer.model.units import human_bytes, human_duration
 from kafka_rebalancer.operations.overrides import now_iso
 from kafka_rebalancer.operations.request import read_request
+from kafka_rebalancer.plan.balance.tables import spread_pool_line
 from kafka_rebalancer.plan.promises import validation_promise_lines
 from kafka_rebalancer.plan.replication_factor import RESIZE_HEADER, resize_rows
 from kafka_rebalancer.run_folder import APPROVAL, PLAN, VALIDATION, RunFolder, read_json, write_json
@@ -142,6 +143,10 @@ def approval_body(config: RebalancerConfig, run: RunFolder, facts: PlanFacts, wa
                  if "forced_bytes" in p else "")
         lines.append(f"| {pool} | {p['replica_moves']} | {p['preferred_leader_changes']} | "
                      f"{p.get('leadership_only_changes', '-')} | {human_bytes(p['moved_bytes'])}{split} | {band} |")
+    spread = {pool: p["topic_spread"] for pool, p in s["pools"].items() if "topic_spread" in p}
+    if spread:
+        lines += ["", "Topic spread, per topic and broker against the topic's target ceil(share) + margin:",
+                  *[f"- {pool}: {spread_pool_line(kinds)}" for pool, kinds in spread.items()]]
     largest = facts.changes.assign(copies=[len(set(n) - set(o)) for o, n in zip(
         facts.changes["old_replicas"], facts.changes["new_replicas"], strict=True)])
     largest = largest[largest["copies"] > 0].sort_values("size_bytes", ascending=False).head(LARGEST_MOVES)

@@ -112,3 +112,13 @@ def decide(events: Iterable[ClusterEvent], config: RebalancerConfig, last_starte
         records += [{**e.as_dict(), "decision": STARTED, "action": run.action, "mode": run.mode,
                      "brokers": list(run.brokers), "why": run.describe()} for e in pooled]
     return runs, records
+
+
+def held_back(started: Iterable[Mapping[str, Any]], why: str, now: float, cooldown_s: float,
+              run_id: str) -> list[dict[str, Any]]:
+    """The events an automatic run was started for, held back after all: the run found its pool held when it
+    started (another run took it in between). Recorded like the decision's own held-back events (suppressed, with
+    why and a retry_at after the cooldown), decided in that run, which the why names (it has no run of its own)."""
+    return [{**{k: v for k, v in e.items() if k != "run_id"}, "decision": SUPPRESSED,
+             "why": f"{why}: run {run_id} started nothing", "retry_at": now + cooldown_s, "decided_at": now,
+             "decided_in": run_id} for e in started]

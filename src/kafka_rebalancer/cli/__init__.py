@@ -14,6 +14,9 @@
     kafka-rebalancer capacity --config C                   growth forecast per pool (disk at +7/+30/+90 days, days
                                                            until a broker and the pool cross the threshold); no plan
     kafka-rebalancer runs     --config C [--limit N]       the cluster's runs (CLI and Airflow), newest first
+    kafka-rebalancer runs     --all [--config-dir D]       every cluster's of the fleet folder (README: Fleet);
+                                                           events --all likewise
+    kafka-rebalancer fleet    [--config-dir D]             the folder's clusters, schedules, the Airflow pool
     kafka-rebalancer show     --config C [RUN]             a run's summary: bands, largest moves, validation, execution
     kafka-rebalancer report   --config C [RUN]             (re)build the run's report/index.html, print its path
     kafka-rebalancer assign   --brokers 1,2,3 --partitions N --replication-factor R [--racks 1:a,2:b,3:c]
@@ -53,6 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kafka_rebalancer.cli.commands import COMMANDS, add_parsers
+from kafka_rebalancer.cli.fleet import add_config_dir_argument, add_fleet_arguments
 from kafka_rebalancer.errors import RebalancerError, UnreachableError
 from kafka_rebalancer.log_setup import FORMAT, RUN_LOG, libraries_to_file, quiet_libraries
 
@@ -186,11 +190,13 @@ def main(argv: list[str] | None = None) -> int:
 
     add_parsers(sub, common)
     runs = sub.add_parser("runs", help="the cluster's runs, newest first (CLI and Airflow alike)")
-    runs.add_argument("--config", required=True, type=Path)
+    add_fleet_arguments(runs, "the runs")
     runs.add_argument("--limit", type=positive_int, default=30)
     events = sub.add_parser("events", help="what the cluster's watcher saw and the decisions taken, newest first")
-    events.add_argument("--config", required=True, type=Path)
+    add_fleet_arguments(events, "the events")
     events.add_argument("--limit", type=positive_int, default=50)
+    fleet = sub.add_parser("fleet", help="the fleet folder's clusters, their nightly schedules, the Airflow pool")
+    add_config_dir_argument(fleet)
     show = sub.add_parser("show", help="a run's summary: bands before -> after, largest moves, validation, execution")
     show.add_argument("--config", required=True, type=Path)
     show.add_argument("run_id", nargs="?", help="default: the newest run")
@@ -296,6 +302,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return operations_cli.overrides_command(args, lambda c: connection_for(c, args.bootstrap_servers))
     if args.command == "pools":
         return operations_cli.pools_command(args, lambda c: connection_for(c, args.bootstrap_servers))
+    if args.command == "fleet" or getattr(args, "all", False):
+        return _fleet(args)
     config = run_config(args.config)
     if args.command in COMMANDS or args.command in RUN_STEPS:
         from kafka_rebalancer.holds.claims import command_holds_pools
@@ -373,6 +381,20 @@ def _run_step(args: argparse.Namespace, config: RebalancerConfig) -> int:
 
         verify_and_unregister(config, connection_for(config, args.bootstrap_servers), run)
     return 0
+
+
+def _fleet(args: argparse.Namespace) -> int:
+    """`fleet`, `runs --all`, `events --all`: what loads is shown, a file that does not is named (exit code 2)."""
+    from kafka_rebalancer.cli import fleet as fleet_cli
+
+    fleet = fleet_cli.fleet_of(args)
+    if args.command == "fleet":
+        fleet_cli.fleet_command(fleet)
+    elif args.command == "runs":
+        fleet_cli.runs_all(fleet, _console(), args.limit)
+    else:
+        fleet_cli.events_all(fleet, args.limit)
+    return EXIT_REFUSED if fleet_cli.report_broken(fleet) else 0
 
 
 def _events(config: RebalancerConfig, limit: int) -> int:

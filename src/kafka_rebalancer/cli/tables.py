@@ -12,6 +12,7 @@ from rich.table import Table
 from kafka_rebalancer.errors import RebalancerError
 from kafka_rebalancer.model.schemas import PARTITION_CHANGES
 from kafka_rebalancer.model.units import human_bytes
+from kafka_rebalancer.plan.balance.tables import spread_table
 from kafka_rebalancer.plan.promises import validation_promise_lines
 from kafka_rebalancer.plan.replication_factor import RESIZE_HEADER, resize_rows
 from kafka_rebalancer.report.log_dir_table import log_dirs_view
@@ -33,15 +34,17 @@ def plain_table(console: Console, title: str | None, columns: list[str]) -> Tabl
     return table
 
 
-def runs_table(console: Console, runs: list[RunOverview]) -> None:
-    table = plain_table(console, None, ["run", "started", "trigger", "action", "mode", "status", "moves", "bytes",
-                                   "out of band", "approval", "report", "notifications"])
+def runs_table(console: Console, runs: list[RunOverview], by_cluster: bool = False) -> None:
+    """One row per run; `by_cluster`: the cluster first (runs --all)."""
+    table = plain_table(console, None, ["cluster"] * by_cluster + [
+        "run", "started", "trigger", "action", "mode", "status", "moves", "bytes", "out of band", "approval", "report",
+        "notifications"])
     for r in runs:
         moves = "-" if r.replica_moves is None else f"{r.replica_moves}" + (
             f" (+{r.preferred_leader_changes} new leaders)" if r.preferred_leader_changes else "")
         band = "-" if r.out_of_band_before is None else \
             f"{r.out_of_band_before} -> {r.out_of_band_after}" + ("" if r.out_of_band_after_measured else " planned")
-        table.add_row(r.run_id, r.started_at, r.trigger, r.action, r.mode, r.status, moves,
+        table.add_row(*[r.cluster] * by_cluster, r.run_id, r.started_at, r.trigger, r.action, r.mode, r.status, moves,
                       "-" if r.moved_bytes is None else human_bytes(r.moved_bytes), band, r.approval,
                       r.report or "-", "\n".join(r.notifications_failed) or "-")
     console.print(table)
@@ -62,6 +65,9 @@ def show_run(console: Console, run: RunFolder) -> None:
     for broker_pool, facts in summary["pools"].items():
         _pool_table(console, broker_pool, facts)
         _pool_notes(console, broker_pool, facts)
+    spread = {pool: facts["topic_spread"] for pool, facts in summary["pools"].items() if "topic_spread" in facts}
+    if spread:
+        console.print(spread_table(spread))
     _top_moves(console, read_table(plan_dir, PARTITION_CHANGES))
     _log_dirs(console, run)
     _resized(console, summary)

@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from kafka_rebalancer.notification_settings import NotificationSettings
-from kafka_rebalancer.notify.messages import Notice, automation_notice, automation_outcome
-from kafka_rebalancer.notify.outbox import RECORD_FILE, deliver
+from kafka_rebalancer.notify.messages import Notice, automation_notice, automation_outcome, message_key
+from kafka_rebalancer.notify.outbox import RECORD_FILE, deliver, prune
 from kafka_rebalancer.run_folder import write_json
 
 SEEN_FILE = "notified_events.json"  # subject -> {"first": epoch s, "last": epoch s} of its current episode
+KIND = "automation_event"
 
 
 def event_subject(record: dict[str, Any]) -> str:
@@ -25,6 +26,11 @@ def event_subject(record: dict[str, Any]) -> str:
     outcome."""
     about = record.get("broker_id") if record.get("broker_id") is not None else record.get("broker_pool") or "-"
     return f"{record.get('kind')}:{about}:{automation_outcome(record)}"
+
+
+def episode_state(subject: str, first: float) -> str:
+    """The state an episode's message is sent once for."""
+    return f"{subject}@{first:.0f}"
 
 
 def event_notices(cluster: str, records: list[dict[str, Any]], seen: dict[str, dict[str, float]], rearm_s: float,
@@ -43,7 +49,7 @@ def event_notices(cluster: str, records: list[dict[str, Any]], seen: dict[str, d
         episode = episodes.get(subject)
         first = episode["first"] if episode is not None else at
         episodes[subject] = {"first": first, "last": at}
-        notices.append(automation_notice(cluster, [record], f"{subject}@{first:.0f}", None))
+        notices.append(automation_notice(cluster, [record], episode_state(subject, first), None))
     notices += [automation_notice(cluster, answered, f"started:{run_id}", report_of(run_id))
                 for run_id, answered in started.items()]
     return notices, episodes
@@ -52,8 +58,9 @@ def event_notices(cluster: str, records: list[dict[str, Any]], seen: dict[str, d
 def notify_events(settings: NotificationSettings, cluster: str, records: list[dict[str, Any]], folder: Path,
                   rearm_s: float, report_of: Callable[[str], str]) -> list[Notice]:
     """Send the notices of one decision's records (those not sent yet) and keep the episodes in `folder` (the
-    automation folder); never raises for a channel (outbox.deliver). The notices built, sent or not."""
-    if not records or not settings.channels_for("automation_event", None):
+    automation folder); never raises for a channel (outbox.deliver). The sends' record keeps what this decision
+    sent and the live episodes', and is pruned of the rest (outbox.prune). The notices built, sent or not."""
+    if not records or not settings.channels_for(KIND, None):
         return []
     seen_path = folder / SEEN_FILE
     seen = json.loads(seen_path.read_text()) if seen_path.exists() else {}
@@ -62,4 +69,7 @@ def notify_events(settings: NotificationSettings, cluster: str, records: list[di
     write_json(seen_path, episodes)
     for notice in notices:
         deliver(settings, notice, folder / RECORD_FILE)
+    live = {notice.key for notice in notices} | {message_key(KIND, episode_state(subject, episode["first"]))
+                                                  for subject, episode in episodes.items()}
+    prune(folder / RECORD_FILE, live)
     return notices

@@ -35,8 +35,11 @@ def provider_notifier(channel: NotificationChannel, notice: Notice) -> Any:
         from airflow.providers.slack.notifications.slack_webhook import SlackWebhookNotifier
 
         text, blocks = slack_message(notice)
+        # No retry by the SDK: its retry handler logs "Going to retry the same request: POST <the webhook's URL>",
+        # token and all, at INFO (Airflow masks the task log, not the worker's output); the outbox tries again on
+        # the next occasion.
         return SlackWebhookNotifier(slack_webhook_conn_id=channel.airflow_connection_id, text=text, blocks=blocks,
-                                    timeout=timeout)
+                                    timeout=timeout, retry_handlers=[])
     if channel.kind == "smtp":
         from airflow.providers.smtp.notifications.smtp import SmtpNotifier
 

@@ -35,7 +35,12 @@ class Notice:
 
     @property
     def key(self) -> str:
-        return f"{self.kind}:{self.state}"
+        return message_key(self.kind, self.state)
+
+
+def message_key(kind: str, state: str) -> str:
+    """What a message is sent once for (its entry in a notifications record)."""
+    return f"{kind}:{state}"
 
 
 def _facts_of(notice: Notice) -> dict[str, str]:

@@ -3,6 +3,10 @@ channel. A channel that took it is not sent it again (a retried task, a second l
 failed is tried again on the next occasion, at most MAX_RETRIES more times. Record:
 
     {"approval_waiting:waiting": {"ops-slack": {"status": "sent", "attempts": 1, "at": "...", "error": null}}}
+
+A run's record ends with the run; the automation folder's would grow with every event, so it is pruned (`prune`):
+a message no occasion can send again is dropped once its last attempt is KEEP_S old, and at most MAX_KEPT
+messages are kept.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from kafka_rebalancer.run_folder import NOTIFICATIONS_RECORD, write_json
 log = logging.getLogger(__name__)
 RECORD_FILE = NOTIFICATIONS_RECORD
 MAX_RETRIES = 3  # after the first attempt
+KEEP_S = 7 * 24 * 3600.0  # a week to read what was sent or failed
+MAX_KEPT = 500
 
 
 @contextmanager
@@ -69,3 +75,39 @@ def deliver(settings: NotificationSettings, notice: Notice, record: Path | None)
     except OSError as exc:  # the record cannot be written: the run goes on, the log says so
         log.warning("notification %s: record %s not written (%s)", notice.key, record, exc)
         return []
+
+
+def _last_attempt(entries: dict[str, Any]) -> datetime:
+    """When a message was last tried on any channel (an entry without a readable time counts as long ago)."""
+    times = []
+    for entry in entries.values():
+        try:
+            times.append(datetime.fromisoformat(str(entry["at"])))
+        except (TypeError, KeyError, ValueError):
+            continue
+    return max(times, default=datetime.min.replace(tzinfo=UTC))
+
+
+def pruned(sends: dict[str, Any], keep: set[str], now: datetime, keep_s: float = KEEP_S,
+           max_kept: int = MAX_KEPT) -> dict[str, Any]:
+    """The record without the messages that need not be remembered: those not in `keep` (the keys an occasion may
+    still send: a live episode's) last tried more than `keep_s` ago; then of the others the newest, so that at most
+    `max_kept` messages are left beside those in `keep`."""
+    kept = {key: entries for key, entries in sends.items()
+            if key in keep or (now - _last_attempt(entries)).total_seconds() <= keep_s}
+    others = sorted((key for key in kept if key not in keep), key=lambda k: _last_attempt(kept[k]), reverse=True)
+    dropped = set(others[max(max_kept - len(keep & kept.keys()), 0):])
+    return {key: entries for key, entries in kept.items() if key not in dropped}
+
+
+def prune(record: Path, keep: set[str], now: datetime | None = None) -> None:
+    """Prune the record (`pruned`) in place, under its lock; never raises (a record left long is no harm)."""
+    if not record.exists():
+        return
+    try:
+        with _locked(record) as sends:
+            left = pruned(sends, keep, now or datetime.now(UTC))
+            sends.clear()
+            sends.update(left)
+    except (OSError, ValueError) as exc:
+        log.warning("notifications record %s not pruned (%s)", record, exc)

@@ -89,6 +89,13 @@ def spread_cells_text(kind_figures: dict[str, Any]) -> list[str]:
             worst(f["worst_before"]), worst(f["worst_after"])]
 
 
+def spread_pool_line(kinds: dict[str, dict[str, Any]]) -> str:
+    """One pool's topic spread in a line (the approval body): per kind, the (topic, broker) cells over the topic's
+    target before -> after and how many end above their cap."""
+    return "; ".join(f"{kind}: {f['over_target_before']} -> {f['over_target_after']} over target, "
+                     f"{f['over_cap_after']} over cap" for kind, f in kinds.items())
+
+
 def spread_table(figures: dict[str, dict[str, dict[str, Any]]]) -> str:
     """Per pool and kind (replicas, leaders), the topic spread before and after: how many (topic, broker) hold more
     than the topic's target (ceil(share) + margin), how many end above their cap (max(held before, target)), and the
