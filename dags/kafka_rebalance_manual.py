@@ -46,6 +46,9 @@ def manual_params(cluster: ClusterDags) -> dict[str, Param]:
         "unregister": Param(False, type="boolean",
                             description=f"{taking('unregister')}: once executed and verified, unregister the drained "
                                         "brokers from the KRaft controller (dead brokers holding nothing only)"),
+        "replication_factor": Param(None, type=["null", "integer"], minimum=1,
+                                    description=f"{taking('replication_factor')}: the topics' target replication "
+                                                "factor (internal topics too: __consumer_offsets to 3)"),
         "reason": Param("", type="string",
                         description=f"Why (required for {POOL_CHANGING_ACTIONS}; recorded with the pool override)"),
         **execution_params(cluster),
@@ -55,7 +58,8 @@ def manual_params(cluster: ClusterDags) -> dict[str, Param]:
 for cluster in clusters():
     with cluster_dag(
         cluster, "kafka_rebalance_manual",
-        description="Isolate topics, drain or add brokers, rebalance a pool, move leadership: reviewed and approved",
+        description="Isolate topics, drain or add brokers, rebalance a pool, move leadership, change a replication "
+                    "factor: reviewed and approved",
         schedule=None,
         tags=("manual",),
         default_args={"retries": 2, "retry_delay": timedelta(minutes=1), "on_failure_callback": notify_task_failed},

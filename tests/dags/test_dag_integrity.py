@@ -151,8 +151,18 @@ def test_manual_dag_shares_the_wiring_and_validates_its_params(facts: dict) -> N
     assert params["brokers"]["items"]["type"] == "integer" and params["topics"]["type"] == "array"
     assert params["throttle_bytes_per_s"]["minimum"] == 1
     assert params["unregister"]["type"] == "boolean" and defaults["unregister"] is False
-    for name in ("action", "mode", "broker_pool", "brokers", "topics", "run_id", "reason", "unregister"):
+    for name in ("action", "mode", "broker_pool", "brokers", "topics", "run_id", "reason", "unregister",
+                 "replication_factor"):
         assert params[name].get("description"), name
+
+
+def test_manual_dag_takes_a_replication_factor(facts: dict) -> None:
+    """change-replication-factor's target: a whole number of at least 1, empty for every other action."""
+    params, defaults = facts["manual"]["params"], facts["manual"]["defaults"]
+    assert "change-replication-factor" in params["action"]["enum"]
+    assert params["replication_factor"]["type"] == ["null", "integer"] and params["replication_factor"]["minimum"] == 1
+    assert defaults["replication_factor"] is None
+    assert "change-replication-factor" in params["replication_factor"]["description"]
 
 
 def test_the_events_dag_is_scheduled_on_the_cluster_watchers_asset_and_starts_manual_runs(facts: dict) -> None:

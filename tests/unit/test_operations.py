@@ -111,7 +111,7 @@ def test_the_brokers_a_request_names_are_checked_against_the_snapshot(config_pat
 @pytest.mark.parametrize("action", MANUAL_ACTIONS, ids=ACTION_NAMES)
 def test_a_field_the_action_does_not_take_is_refused(config_path: Path, action: RunAction) -> None:
     for field, value in {"broker_pool": "a", "brokers": [1], "topics": ["t"], "reviewed_run_id": "r",
-                         "unregister": True}.items():
+                         "unregister": True, "replication_factor": 3}.items():
         if field not in action.fields:
             with pytest.raises(RequestError, match=re_escape(f"'{field}': not used by {action.name}")):
                 make_request(run_config(config_path), action=action.name, **{field: value})
@@ -157,7 +157,7 @@ def test_every_manual_action_is_defined_once_in_its_table() -> None:
     assert set(sub.choices) == {*COMMANDS, "overrides", "pools"}
     # Each command's options reach the request as its fields: (text given, value asked for); others: "x", "x".
     typed = {"topics": ("t1,t2", ["t1", "t2"]), "brokers": ("7,8", [7, 8]),
-             "log_dirs": ("3:/d2,4:/d2", ["3:/d2", "4:/d2"])}
+             "log_dirs": ("3:/d2,4:/d2", ["3:/d2", "4:/d2"]), "replication_factor": ("3", 3)}
     for action in MANUAL_ACTIONS:
         argv = ["--config", "c.yaml"]
         expected: dict[str, Any] = {"action": action.name}

@@ -64,6 +64,7 @@ def snapshot_task(context: Context) -> str:
                           "brokers": params.get("brokers"), "topics": params.get("topics"),
                           "reviewed_run_id": params.get("run_id"), "log_dirs": params.get("log_dirs"),
                           "unregister": params.get("unregister"),
+                          "replication_factor": params.get("replication_factor"),
                           "reason": params.get("reason"),
                           "requested_by": "automation" if automatic else _user(context)}
     return str(start_run(params["config_path"], context["run_id"], request_params, _connection).path)

@@ -23,6 +23,7 @@ from kafka_rebalancer.operations.overrides import now_iso
 from kafka_rebalancer.operations.request import read_request
 from kafka_rebalancer.plan.balance.tables import spread_pool_line
 from kafka_rebalancer.plan.promises import validation_promise_lines
+from kafka_rebalancer.plan.replication_factor import RESIZE_HEADER, resize_rows
 from kafka_rebalancer.run_folder import APPROVAL, PLAN, VALIDATION, RunFolder, read_json, write_json
 from kafka_rebalancer.snapshot.store import read_snapshot
 
@@ -159,6 +160,11 @@ def approval_body(config: RebalancerConfig, run: RunFolder, facts: PlanFacts, wa
                   f"{human_bytes(log_dirs['bytes'])}, copied inside their brokers (plan/log_dir_moves.json)"
                   + (f"; log dirs emptied: {', '.join(log_dirs['removed'])}" if log_dirs["removed"] else "") + "."]
         lines += [f"- stays where it is: {line}" for line in log_dirs["stranded"]]
+    resized = s.get("replication_factor")
+    if resized:
+        lines += ["", f"Replication factor to {resized['target']}:", "", f"| {' | '.join(RESIZE_HEADER)} |",
+                  "|---" * len(RESIZE_HEADER) + "|", *(f"| {' | '.join(row)} |" for row in resize_rows(resized))]
+        lines += [f"- warning: {warning}" for warning in resized["warnings"]]
     skipped = s["skipped"]["by_reason"]
     if skipped:
         lines += ["", "Skipped partitions: " + ", ".join(f"{n} ({why})" for why, n in skipped.items())]

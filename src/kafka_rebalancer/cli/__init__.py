@@ -31,6 +31,8 @@ confirming on the terminal or with --yes):
     kafka-rebalancer rebalance-pool --config C --pool P
     kafka-rebalancer elect-leaders  --config C [--pool P] [--topics T]
     kafka-rebalancer demote         --config C --brokers 7
+    kafka-rebalancer change-replication-factor --config C --topics '__consumer_offsets,orders.*'
+                                    --replication-factor 3   replicas added or removed (internal topics too)
     kafka-rebalancer execute-reviewed --config C --run-id ID  the plan of an earlier dry run
     kafka-rebalancer overrides      --config C list | revert ID
     kafka-rebalancer pools          --config C             effective pools, and where each broker and rule

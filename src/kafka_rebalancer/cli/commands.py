@@ -53,6 +53,7 @@ OPTIONS: dict[str, Option] = {
     "unregister": Option("unregister", "once the drain is executed and verified, unregister its brokers from the "
                                        "KRaft controller (refused while one is running or holds a replica)",
                          switch=True),
+    "replication_factor": Option("replication-factor", "the topics' target replication factor (e.g. 3)", int),
 }
 
 

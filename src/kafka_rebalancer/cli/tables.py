@@ -14,6 +14,7 @@ from kafka_rebalancer.model.schemas import PARTITION_CHANGES
 from kafka_rebalancer.model.units import human_bytes
 from kafka_rebalancer.plan.balance.tables import spread_table
 from kafka_rebalancer.plan.promises import validation_promise_lines
+from kafka_rebalancer.plan.replication_factor import RESIZE_HEADER, resize_rows
 from kafka_rebalancer.report.log_dir_table import log_dirs_view
 from kafka_rebalancer.report.overview import RunOverview, run_overview
 from kafka_rebalancer.report.views import LogDirUsage
@@ -69,6 +70,7 @@ def show_run(console: Console, run: RunFolder) -> None:
         console.print(spread_table(spread))
     _top_moves(console, read_table(plan_dir, PARTITION_CHANGES))
     _log_dirs(console, run)
+    _resized(console, summary)
     _skipped(console, summary)
     _validation(console, run)
     _execution(console, run, overview)
@@ -212,6 +214,19 @@ def _bytes(value: int | None) -> str:
 
 def _share(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
+
+
+def _resized(console: Console, summary: dict[str, Any]) -> None:
+    """A replication factor change: each topic's replication factor before -> after, its bytes, the warnings."""
+    resized = summary.get("replication_factor")
+    if not resized:
+        return
+    table = plain_table(console, f"replication factor to {resized['target']}", RESIZE_HEADER)
+    for row in resize_rows(resized):
+        table.add_row(*row)
+    console.print(table)
+    for warning in resized["warnings"]:
+        console.print(f"  warning: {warning}")
 
 
 def _skipped(console: Console, summary: dict[str, Any]) -> None:

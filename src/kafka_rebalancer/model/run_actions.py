@@ -12,7 +12,9 @@ processor when it parses the DAG.
 An action's parts, one per step: its resolver, which decides the pool override and the planning scope
 (operations/request.py); the pool change (operations/overrides.py); the partitions no pool balances that a drain or
 a demotion still touches (snapshot/evacuation.py); the forced moves the re-check holds the plan to
-(plan/recheck.py); its promise (plan/promises.py); a drain's cordon and its undoing on revert (execute/cordon.py).
+(plan/recheck.py); its promise (plan/promises.py); a drain's cordon and its undoing on revert (execute/cordon.py); a
+replication factor change's checks against the cluster (operations/replication_factor.py) and its placement
+(plan/replication_factor.py).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class Action(StrEnum):
     ELECT_LEADERS = "elect-leaders"
     DEMOTE_BROKERS = "demote-brokers"
     REMOVE_DISKS = "remove-disks"
+    CHANGE_REPLICATION_FACTOR = "change-replication-factor"
     EXECUTE_REVIEWED = "execute-reviewed"
 
 
@@ -82,6 +85,9 @@ MANUAL_ACTIONS: tuple[RunAction, ...] = (
     RunAction(Action.REMOVE_DISKS, "remove-disks", ("log_dirs", "reason"),
               "log_dirs (broker:path) emptied onto their brokers' other log dirs",
               promises=True),
+    RunAction(Action.CHANGE_REPLICATION_FACTOR, "change-replication-factor",
+              ("topics", "replication_factor", "reason"),
+              "topics (internal ones too) to replication_factor: replicas added or removed", promises=True),
     RunAction(Action.EXECUTE_REVIEWED, "execute-reviewed", ("reviewed_run_id",), "execute the plan of dry run run_id",
               plans=False),
 )

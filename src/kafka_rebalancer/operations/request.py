@@ -52,7 +52,8 @@ class PlanningScope(BaseModel):
     no_give: frozenset[int] = frozenset()  # brokers that give replicas away only when forced
     leadership: Literal["elect", "demote"] | None = None  # leadership only: no replica moves
     demoted: frozenset[int] = frozenset()
-    topics: tuple[str, ...] = ()  # leadership only: these topic patterns (empty: every topic)
+    topics: tuple[str, ...] = ()  # leadership only, or a replication factor change: these topic patterns
+    replication_factor: int | None = None  # change-replication-factor: the topics' partitions to this many replicas
     removed_log_dirs: frozenset[tuple[int, str]] = frozenset()  # remove-disks: (broker, path) emptied in place
     # The brokers the run drains, each with the pool it leaves (None: it was in no pool): they leave their pools,
     # are cordoned while it runs, and every replica on them goes home.
@@ -78,6 +79,7 @@ class ManualRequest(BaseModel):
     log_dirs: list[str] = Field(default_factory=list)  # remove-disks: "broker:path", the path as in log.dirs
     # drain-brokers: once verified, the drained brokers (dead, holding nothing) are unregistered (verify/unregister)
     unregister: bool = False
+    replication_factor: int | None = Field(default=None, ge=1)  # change-replication-factor: the target
     reason: str = ""
     requested_by: str = Field(default_factory=current_user)
     requested_at: str = Field(default_factory=now_iso)
@@ -139,7 +141,8 @@ def _decisions(record: RunAction, override: PoolOverride | None) -> dict[str, An
 
 
 def _unused(request: ManualRequest, allowed: tuple[str, ...]) -> None:
-    for name in ("broker_pool", "brokers", "topics", "reviewed_run_id", "log_dirs", "unregister"):
+    for name in ("broker_pool", "brokers", "topics", "reviewed_run_id", "log_dirs", "unregister",
+                 "replication_factor"):
         if name not in allowed and getattr(request, name):
             raise _fail(request.action, name, f"not used by {request.action}; leave it empty")
 
@@ -241,6 +244,19 @@ def _remove_disks(r: ManualRequest, config: RebalancerConfig) -> Resolved:
     return None, PlanningScope(pools=frozenset(), removed_log_dirs=frozenset(removed))
 
 
+def _change_replication_factor(r: ManualRequest, config: RebalancerConfig) -> Resolved:
+    if not r.topics:
+        raise _fail(r.action, "topics", "at least one topic name or glob pattern is required (internal topics such as "
+                    "__consumer_offsets too)")
+    if r.replication_factor is None:
+        raise _fail(r.action, "replication_factor", "the target replication factor is required (a whole number, at "
+                    "least 1)")
+    # No pool is balanced: replicas are only added or removed (plan/replication_factor.py); what the cluster must
+    # allow (the topics exist, min.insync.replicas, brokers enough) is checked on the run's snapshot.
+    return None, PlanningScope(pools=frozenset(), balanced_pools=frozenset(), topics=tuple(r.topics),
+                               replication_factor=r.replication_factor)
+
+
 def _execute_reviewed(r: ManualRequest, config: RebalancerConfig) -> Resolved:
     if not r.reviewed_run_id:
         raise _fail(r.action, "run_id", "the run id of the reviewed dry run is required")
@@ -256,7 +272,7 @@ RESOLVERS: dict[Action, Callable[[ManualRequest, RebalancerConfig], Resolved]] =
     Action.NIGHTLY: _nightly, Action.ISOLATE_TOPICS: _isolate_topics, Action.DRAIN_BROKERS: _drain_brokers,
     Action.ADD_BROKERS: _add_brokers, Action.REBALANCE_POOL: _rebalance_pool, Action.ELECT_LEADERS: _elect_leaders,
     Action.DEMOTE_BROKERS: _demote_brokers, Action.REMOVE_DISKS: _remove_disks,
-    Action.EXECUTE_REVIEWED: _execute_reviewed}
+    Action.CHANGE_REPLICATION_FACTOR: _change_replication_factor, Action.EXECUTE_REVIEWED: _execute_reviewed}
 
 
 def make_request(config: RebalancerConfig, **params: object) -> ManualRequest:
@@ -315,7 +331,8 @@ def write_request(run: RunFolder, request: ManualRequest) -> None:
     path = run.path / REQUEST_FILE
     if path.exists():
         existing = read_request(run)
-        same = {"action", "broker_pool", "brokers", "topics", "reviewed_run_id", "log_dirs", "unregister", "reason"}
+        same = {"action", "broker_pool", "brokers", "topics", "reviewed_run_id", "log_dirs", "unregister",
+                "replication_factor", "reason"}
         if existing is not None and existing.model_dump(include=same) != request.model_dump(include=same):
             raise RunFolderError(f"{path} already holds another request ({existing.action}); use a new run")
         return

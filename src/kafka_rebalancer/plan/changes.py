@@ -104,6 +104,7 @@ def replicas_of_changes(changes: pd.DataFrame, partitions: pd.DataFrame) -> pd.D
         return pd.DataFrame(columns=REPLICAS.names)
     info = changes[["topic", "partition", "new_replicas", "size_bytes"]].merge(
         partitions[["topic", "partition", *TRAFFIC]], on=["topic", "partition"])
+    info["replication_factor"] = info["new_replicas"].map(len)  # the leader serves this many followers after
     rows = info.explode("new_replicas", ignore_index=True)
     rows["position"] = rows.groupby(["topic", "partition"]).cumcount().astype("int32")
     rows["broker_id"] = rows["new_replicas"].astype("int32")
@@ -135,7 +136,7 @@ def load_after(load: pd.DataFrame, changes: pd.DataFrame, partitions: pd.DataFra
     old = info.explode("old_replicas", ignore_index=True)
     old["broker_id"] = old["old_replicas"].astype(int)
     old["is_leader"] = old["broker_id"] == old["leader"]
-    new = info.explode("new_replicas", ignore_index=True)
+    new = info.assign(replication_factor=info["new_replicas"].map(len)).explode("new_replicas", ignore_index=True)
     new["broker_id"] = new["new_replicas"].astype(int)
     new["is_leader"] = new.groupby(["topic", "partition"]).cumcount() == 0
 

@@ -48,6 +48,7 @@ from kafka_rebalancer.model.schemas import (
     SKIPPED,
     TOPIC_SPREAD,
 )
+from kafka_rebalancer.operations.replication_factor import min_insync_of
 from kafka_rebalancer.operations.request import ManualRequest, PlanningScope, read_request, scope_of
 from kafka_rebalancer.plan.balance import per_broker
 from kafka_rebalancer.plan.balance.bands import Band
@@ -86,6 +87,7 @@ from kafka_rebalancer.plan.recheck import (
     recheck_plan,
     replica_facts,
 )
+from kafka_rebalancer.plan.replication_factor import replication_factor_plan
 from kafka_rebalancer.plan.summary import build_summary, planner_claim, totals_sentence
 from kafka_rebalancer.run_folder import PLAN, SNAPSHOT, RunFolder, read_json, read_table, write_json, write_table
 from kafka_rebalancer.snapshot.evacuation import held_pools
@@ -287,7 +289,7 @@ def _plan_pools(job: _Job, inputs: _Inputs) -> _Planned:
         # One aggregation of the replicas; the tables per broker and pool are added up from it on the driver (a
         # few rows per broker, where Spark would spend seconds planning and scheduling small jobs). Of those only
         # the pre-check's pairs go back to Spark, as a local table whose size Spark knows (it broadcasts it).
-        if scope.leadership is None:
+        if scope.leadership is None and scope.replication_factor is None:
             # The planner's Python workers start first, while the bands are worked out (a failure to start them
             # shows in plan_pools, which starts its own).
             reports.submit(rows.start_planner_workers, inputs.brokers_pdf["broker_pool"].nunique())
@@ -306,10 +308,12 @@ def _plan_pools(job: _Job, inputs: _Inputs) -> _Planned:
         pairs = precheck_pairs(load_pdf, bands_pdf, fix_pdf)
         candidates = reports.submit(rows.candidates, pairs, resources)
         settings = _planning_settings(config, scope, bands_pdf, load_pdf, parts, inputs)
-        if scope.leadership is None:
-            planned = split_planner_output(rows.plan_pools(settings))
-        else:
+        if scope.leadership is not None:
             planned = _leadership_plan(rows, scope)
+        elif scope.replication_factor is not None:
+            planned = _replication_factor_plan(job, inputs, load_pdf, bands_pdf)
+        else:
+            planned = split_planner_output(rows.plan_pools(settings))
         moves = trim_to_budgets(planned["moves"], config.budgets)
         dropped = len(planned["moves"]) - len(moves)
         # Planner steps, not the plan's counts: a replica the planner moves twice is copied once (summary below).
@@ -317,6 +321,10 @@ def _plan_pools(job: _Job, inputs: _Inputs) -> _Planned:
                      f"{int((moves['action'] == 'leadership').sum())} leadership steps in {len(settings.brokers)} "
                      f"pools ({dropped} dropped by the run's budgets)")
         skipped_pdf, statuses = skipped_and_statuses.result()
+        if "cannot" in planned:  # the resized topics' partitions: only those left as they are, with the reason
+            resized = planned["replication_factor"]["topics"]
+            skipped_pdf = pd.concat([skipped_pdf[~skipped_pdf["topic"].isin(resized)], planned["cannot"]],
+                                    ignore_index=True)
         return _Planned(load_pdf, bands_pdf, fix_pdf, planned, moves, dropped, skipped_pdf, statuses,
                         candidates.result(), current)
 
@@ -343,8 +351,10 @@ def _changes(job: _Job, inputs: _Inputs, planned: _Planned) -> _Changes:
     # The partitions the moves touch, from the snapshot the re-check reads anyway (read beside the planner).
     snapshot_tables, _ = job.snapshot_read.result()
     keys = ["topic", "partition"]
-    touched = snapshot_tables.partitions.merge(planned.moves[keys].drop_duplicates(), on=keys)
-    changes = partition_changes(touched, planned.moves)
+    resized = planned.output.get("changes")  # a replication factor change's: its own placement, not moves
+    touched = snapshot_tables.partitions.merge(
+        (planned.moves if resized is None else resized)[keys].drop_duplicates(), on=keys)
+    changes = partition_changes(touched, planned.moves) if resized is None else resized
     # The planner's claim: its models' loads, unless the run's budgets cut their moves (or no model planned:
     # leadership-only actions), when it is the kept moves replayed on the loads before.
     if planned.output["load_changes"] is not None and not planned.dropped:
@@ -441,6 +451,8 @@ def _write_plan(job: _Job, inputs: _Inputs, planned: _Planned, changes: _Changes
                 "stranded": changes.log_dirs.stranded}
         if changes.arrival_dirs:
             summary["arrival_log_dirs"] = changes.arrival_dirs
+        if "replication_factor" in planned.output:
+            summary["replication_factor"] = planned.output["replication_factor"]
         summary["plan_seconds"] = round(time.monotonic() - started, 3)
         write_json(out / "summary.json", summary)
     return summary
@@ -495,7 +507,8 @@ def _scoped_bands(bands_pdf: pd.DataFrame, scope: PlanningScope, action: str) ->
     outside = ~bands_pdf["broker_pool"].isin(scope.balanced_pools) & bands_pdf["balanced"]
     bands_pdf = bands_pdf.copy()
     bands_pdf.loc[outside, "balanced"] = False
-    bands_pdf.loc[outside, "note"] = f"not balanced by this run ({action}: only its pools are)"
+    bands_pdf.loc[outside, "note"] = f"not balanced by this run ({action}: " + (
+        "only its pools are)" if scope.balanced_pools else "it balances no pool)")
     return bands_pdf
 
 
@@ -533,6 +546,23 @@ def _leadership_plan(planner_input: PlannerInput, scope: PlanningScope) -> dict[
     alive = {b for members in partitions["isr"] for b in members}
     moves = leadership_moves(partitions, alive, scope.leadership or "elect", scope.demoted, scope.pools,
                              scope.topics)
+    return _without_planner(moves)
+
+
+def _without_planner(moves: pd.DataFrame) -> dict[str, Any]:
+    """The planners' output for a plan made without them: its moves, no notes, no bound, no model's loads."""
     empty = {name: pd.DataFrame(columns=schema.names)
              for name, schema in (("notes", PLANNER_NOTES), ("hot", HOT_PARTITIONS), ("infeasible", INFEASIBLE))}
     return {"moves": moves, **empty, "lower_bound_bytes": {}, "load_changes": None}
+
+
+def _replication_factor_plan(job: _Job, inputs: _Inputs, load_pdf: pd.DataFrame,
+                             bands_pdf: pd.DataFrame) -> dict[str, Any]:
+    """change-replication-factor instead of the planners (plan/replication_factor.py): its partition changes, the
+    partitions it leaves as they are, and its summary."""
+    scope = job.scope
+    plan = replication_factor_plan(job.config, job.snapshot_read.result()[0].partitions, inputs.brokers_pdf,
+                                   load_pdf, bands_pdf, scope.topics, int(scope.replication_factor or 0),
+                                   min_insync_of(inputs.manifest), cordoned_brokers(inputs.manifest))
+    return {**_without_planner(pd.DataFrame(columns=MOVES.names)), "changes": plan.changes, "cannot": plan.cannot,
+            "replication_factor": plan.summary}

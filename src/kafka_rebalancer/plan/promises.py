@@ -11,6 +11,8 @@ approval) or the cluster's after execution (verify).
   checked against the snapshot when they are made: a replica no other dir of its broker has room for is "cannot").
 - demote-brokers: a demoted broker leads no partition that has another in-sync replica on a live broker that is not
   demoted; a partition without one is named (exempt), its leadership has nowhere to go.
+- change-replication-factor: every partition of its topics has the target number of replicas, all in sync, on as
+  many racks as the target and its pool's brokers that take replicas allow.
 The nightly run, rebalance-pool and elect-leaders promise bands, which the validation's band expectations hold.
 
 Verdicts: kept; broken (the validation or verify fails, naming broker and partition); cannot (the plan says why
@@ -113,6 +115,7 @@ class Promised:
     brokers: tuple[int, ...] = ()
     broker_pool: str | None = None
     topics: tuple[str, ...] = ()
+    replication_factor: int | None = None  # change-replication-factor's target
 
 
 def promised_action(request: ManualRequest | None) -> Promised | None:
@@ -122,6 +125,8 @@ def promised_action(request: ManualRequest | None) -> Promised | None:
         return None
     if request.scope.demoted:
         return Promised(promise, tuple(sorted(request.scope.demoted)))
+    if request.scope.replication_factor is not None:
+        return Promised(promise, topics=request.scope.topics, replication_factor=request.scope.replication_factor)
     named = request.override or request
     return Promised(promise, tuple(named.brokers), named.broker_pool, tuple(named.topics))
 
@@ -239,9 +244,37 @@ def _demote(request: Promised, config: RebalancerConfig, placement: pd.DataFrame
     return rows
 
 
+def _replication_factor(request: Promised, config: RebalancerConfig, placement: pd.DataFrame,
+                        status: pd.DataFrame, alive: frozenset[int], excuses: Excuses) -> list[dict]:
+    target = int(request.replication_factor or 0)
+    promise = f"every partition of the topics at replication factor {target}, in sync, its racks spread"
+    brokers = status.drop_duplicates("broker_id").set_index("broker_id")
+    rack = {int(b): r if isinstance(r, str) and r else f"#{b}" for b, r in brokers["rack"].items()}
+    taking = brokers[brokers["eligible"].astype(bool)]
+    racks_of_pool = {str(p): {rack[int(b)] for b in group.index} for p, group in taking.groupby("broker_pool")}
+    rows = []
+    resized = placement[_mask(matches_any(t, request.topics) for t in placement["topic"])]
+    for t, p, replicas, isr, leader in zip(resized["topic"], resized["partition"], resized["replicas"],
+                                           resized["isr"], resized["leader"], strict=True):
+        ids = [int(b) for b in replicas]
+        pool = config.topic_pool(t) or brokers["broker_pool"].get(int(leader))
+        racks = {rack.get(b, f"#{b}") for b in ids}
+        required = min(target, len(racks_of_pool.get(str(pool), set(rack.values()))))
+        faults = ([f"{len(ids)} replicas {ids}"] if len(ids) != target else []) + (
+            [f"replica(s) {sorted(set(ids) - {int(b) for b in isr})} out of sync"] if set(ids) - set(isr) else []) + (
+            [f"on {len(racks)} rack(s), {required} possible"] if len(racks) < required else [])
+        if faults:
+            rows.append(_unkept(request, promise, int(leader), t, int(p), f"{t}-{p}: " + "; ".join(faults),
+                                excuses.partitions.get((t, int(p)))))
+    if not rows:
+        rows.append(_row(request, promise, None, KEPT, f"{len(resized)} partition(s) of "
+                         f"{', '.join(request.topics)} at replication factor {target}, in sync, racks spread"))
+    return rows
+
+
 # How each promise is checked; remove-disks' by `log_dir_promises`, on the log dirs.
 _CHECKS = {Action.DRAIN_BROKERS: _drain, Action.ADD_BROKERS: _add, Action.ISOLATE_TOPICS: _isolate,
-           Action.DEMOTE_BROKERS: _demote}
+           Action.DEMOTE_BROKERS: _demote, Action.CHANGE_REPLICATION_FACTOR: _replication_factor}
 
 
 def log_dir_promises(request: ManualRequest | None, replica_log_dirs: pd.DataFrame | None,

@@ -179,7 +179,8 @@ def _plan(run: RunFolder) -> PlanView | None:
         skipped_by_reason=dict(skipped.get("by_reason") or {}),
         skipped=list(skipped.get("partitions") or [])[:SKIPPED_SHOWN],
         skipped_total=int(totals.get("skipped_partitions", len(skipped.get("partitions") or []))),
-        hot_partitions=list(hot), hot_total=int(totals.get("hot_partitions", len(hot))))
+        hot_partitions=list(hot), hot_total=int(totals.get("hot_partitions", len(hot))),
+        replication_factor=summary.get("replication_factor"))
 
 
 def _log_dirs(run: RunFolder) -> LogDirsView | None:

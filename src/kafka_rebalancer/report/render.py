@@ -16,6 +16,7 @@ import plotly.offline
 from kafka_rebalancer.model.resources import RESOURCES
 from kafka_rebalancer.model.units import human_bytes
 from kafka_rebalancer.plan.balance.tables import SPREAD_HEADER, spread_cells_text
+from kafka_rebalancer.plan.replication_factor import RESIZE_HEADER, resize_rows
 from kafka_rebalancer.report.charts import PLOTLY_CONFIG_JSON, execution_timeline, figure_html, moves_sankey, usage_bars
 from kafka_rebalancer.report.views import MARKERS_SHOWN, SANKEY_BROKERS, SKIPPED_SHOWN, PlanView, RunReportData
 
@@ -144,6 +145,8 @@ def _render_moves(plan: PlanView) -> str:
                f"{human_bytes(plan.bytes_total)} to copy (the re-check of plan.json against the snapshot; the moves "
                f"below are read from {plan.moves_source}).")
     parts = [f'<p id="moves-summary" data-moves="{plan.moves_total}">{_esc(summary)}</p>']
+    if plan.replication_factor:  # a replication factor change: each topic's before -> after and bytes
+        parts.append(_table(RESIZE_HEADER, [list(row) for row in resize_rows(plan.replication_factor)]))
     for i, pool in enumerate(plan.pools):
         if not pool.flows:
             continue

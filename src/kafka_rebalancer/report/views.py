@@ -142,6 +142,7 @@ class PlanView:
     skipped_total: int
     hot_partitions: list[dict[str, Any]]
     hot_total: int
+    replication_factor: dict[str, Any] | None = None  # a replication factor change's (the plan summary's)
 
 
 @dataclass(frozen=True)

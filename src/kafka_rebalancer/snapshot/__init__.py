@@ -8,6 +8,8 @@ from typing import Any
 
 from kafka_rebalancer.config import PrometheusSettings, RebalancerConfig
 from kafka_rebalancer.kafka_admin import BrokerInfo, ClusterAdmin, KafkaConnection, PartitionInfo
+from kafka_rebalancer.operations.replication_factor import MIN_INSYNC, requested_topics
+from kafka_rebalancer.operations.request import read_request
 from kafka_rebalancer.run_folder import SNAPSHOT, RunFolder
 from kafka_rebalancer.snapshot.build import SnapshotTables, build_snapshot_tables
 from kafka_rebalancer.snapshot.capacity import read_capacity_file
@@ -22,10 +24,11 @@ __all__ = ["SnapshotTables", "capture", "read_snapshot", "take_snapshot", "write
 log = logging.getLogger(__name__)
 
 
-def capture(config: RebalancerConfig, connection: KafkaConnection,
-            now: float | None = None) -> tuple[SnapshotTables, dict[str, Any]]:
+def capture(config: RebalancerConfig, connection: KafkaConnection, now: float | None = None,
+            min_insync_topics: tuple[str, ...] = ()) -> tuple[SnapshotTables, dict[str, Any]]:
     """Query the cluster (and Prometheus, over the window ending `now`, default: now) and build the snapshot tables
-    (nothing written)."""
+    (nothing written). `min_insync_topics`: names or patterns of the topics whose min.insync.replicas the manifest
+    records (a replication factor change's)."""
     started = time.monotonic()
     # The files and credentials are checked before the first network call: a bad one is reported at once, not
     # after a timeout.
@@ -43,6 +46,8 @@ def capture(config: RebalancerConfig, connection: KafkaConnection,
         phase("partitions")
         partitions = admin.describe_partitions()
         log.info("%d partitions described", len(partitions))
+        min_insync = (admin.min_insync_replicas(requested_topics(min_insync_topics, {p.topic for p in partitions}))
+                      if min_insync_topics else None)
         phase("log dirs")
         log_dirs = admin.describe_log_dirs([b.broker_id for b in brokers])
         sizes = _partition_sizes(partitions, log_dirs)
@@ -70,6 +75,8 @@ def capture(config: RebalancerConfig, connection: KafkaConnection,
                 # KIP-1066: Kafka places no new partition on these, but accepts reassignments onto them, so the
                 # planner must not target them either
                 "cordoned_brokers": sorted(b for b, dirs in log_dirs.items() if dirs.get("cordoned"))}
+    if min_insync is not None:
+        manifest[MIN_INSYNC] = min_insync
     if manifest["cordoned_brokers"]:
         log.info("cordoned brokers (no new partitions): %s", manifest["cordoned_brokers"])
     if measured is not None and prometheus is not None and prometheus_client is not None:  # measured: both are set
@@ -122,7 +129,9 @@ def _prometheus_manifest(settings: PrometheusSettings, client: PrometheusHttp, m
 def take_snapshot(config: RebalancerConfig, connection: KafkaConnection, run: RunFolder,
                   stage: str = SNAPSHOT) -> dict[str, Any]:
     """Capture the cluster into `run/<stage>` atomically; returns the manifest."""
-    tables, manifest = capture(config, connection)
+    request = read_request(run)
+    rf_topics = request.scope.topics if request is not None and request.scope.replication_factor else ()
+    tables, manifest = capture(config, connection, min_insync_topics=rf_topics)
     manifest = write_snapshot(run, tables, manifest, stage)
     log.info("snapshot written to %s (%d brokers, %d partitions, %d replicas, hash %s)", run.stage_path(stage),
              manifest["rows"]["brokers"], manifest["rows"]["partitions"], manifest["rows"]["replicas"],

@@ -8,7 +8,9 @@ default) and a topic that matches no pool rule where there is no `default_pool`.
 leaving replicas (and only those: the exclusion still keeps the rest of the partition where it is) in the topic's
 pool if it has one, else in the pool the broker leaves. A partition left with no such pool (its broker was in no
 pool either) cannot leave; the plan's promises name it (plan/promises.py). A demotion takes leadership off its
-brokers in such partitions the same way (the topic's pool, else the demoted broker's plans the change).
+brokers in such partitions the same way (the topic's pool, else the demoted broker's plans the change). A
+replication factor change of such a topic (`__consumer_offsets` raised to 3) adds or removes replicas in the topic's
+pool, else in the pool of the partition's leader (its first replica when it has none).
 
 The run's snapshot is read through `as_planned`, so the planner, the re-check, the validation and the executor all
 see the same pool for these partitions.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from kafka_rebalancer.model.topics import matches_any
 from kafka_rebalancer.operations.request import ManualRequest
 
 # Why a held partition's replica stays on a drained broker when no pool can take it (plan.promises' excuse).
@@ -35,12 +38,13 @@ def held_pools(partitions: pd.DataFrame, brokers: pd.DataFrame, request: ManualR
     """The partitions no pool balances (excluded, or of no pool) that the run's action must still touch, with the
     pool that plans them in this run (None: none can). A drain's, with a replica on a drained broker (only those
     replicas move): the topic's pool, else the pool the first such broker leaves. A demotion's, led by or preferring
-    a demoted broker (only the leadership changes): the topic's pool, else the demoted broker's. Columns: topic,
-    partition, run_pool."""
+    a demoted broker (only the leadership changes): the topic's pool, else the demoted broker's. A replication factor
+    change's, of its topics: the topic's pool, else the leader's. Columns: topic, partition, run_pool."""
     columns = ["topic", "partition", "run_pool"]
     leaving = request.scope.drained if request is not None else {}
     demoted = set(request.scope.demoted) if request is not None else set()
-    if not (leaving or demoted) or partitions.empty:
+    resized = request.scope.topics if request is not None and request.scope.replication_factor else ()
+    if not (leaving or demoted or resized) or partitions.empty:
         return pd.DataFrame(columns=columns)
     pool_of = {int(b): p for b, p in zip(brokers["broker_id"], brokers["broker_pool"], strict=True)
                if isinstance(p, str)}
@@ -51,6 +55,8 @@ def held_pools(partitions: pd.DataFrame, brokers: pd.DataFrame, request: ManualR
         ids = [int(b) for b in replicas]
         on_leaving = [b for b in ids if b in leaving]
         touched = [int(leader)] if int(leader) in demoted else ids[:1] if ids[:1] and ids[0] in demoted else []
+        if not touched and ids and matches_any(topic, resized):
+            touched = [int(leader) if int(leader) >= 0 else ids[0]]
         if on_leaving or touched:
             own = topic_pool if isinstance(topic_pool, str) else None
             pool = own or (leaving[on_leaving[0]] if on_leaving else pool_of.get(touched[0]))

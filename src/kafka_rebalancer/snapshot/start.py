@@ -10,6 +10,7 @@ from typing import Any
 
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.run_actions import run_action
+from kafka_rebalancer.operations.replication_factor import check_replication_factor
 from kafka_rebalancer.operations.request import check_brokers_in_snapshot, make_request, run_config, write_request
 from kafka_rebalancer.run_folder import RunFolder
 from kafka_rebalancer.snapshot import take_snapshot
@@ -32,4 +33,5 @@ def start_run(config_path: str | Path, run_id: str, request_params: Mapping[str,
     config = run_config(config_path, run)
     take_snapshot(config, connect(config), run)
     check_brokers_in_snapshot(run)
+    check_replication_factor(run)
     return run

@@ -12,6 +12,7 @@ import pandas as pd
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.model.band_status import band_status, broker_load_frame
 from kafka_rebalancer.model.reassignment import Reassignment
+from kafka_rebalancer.model.topics import matches_any
 from kafka_rebalancer.plan.balance.spread_violations import received_forced
 from kafka_rebalancer.plan.recheck import replicas_after
 from kafka_rebalancer.snapshot.build import SnapshotTables
@@ -45,11 +46,13 @@ def _distance(status: pd.DataFrame) -> pd.Series:
 def build_checks(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[Reassignment],
                  rollback: list[Reassignment], bands: pd.DataFrame, leaving: frozenset[int] = frozenset(),
                  demoting: bool = False, cordoned: frozenset[int] = frozenset(),
-                 kept_explained: frozenset[int] = frozenset()) -> CheckTables:
+                 kept_explained: frozenset[int] = frozenset(),
+                 resized: tuple[tuple[str, ...], int] | None = None) -> CheckTables:
     """`snapshot`: the run's, as it plans it (`read_snapshot`); `leaving`: the brokers the run drains; `demoting`:
     the run takes leadership off brokers (it may change an excluded topic's replica order); `cordoned`: the
     brokers the snapshot found cordoned (none may receive a replica); `kept_explained`: the brokers the planner
-    says why it leaves holding replicas that must leave them (`recheck.left_outside`'s explained HARD rows)."""
+    says why it leaves holding replicas that must leave them (`recheck.left_outside`'s explained HARD rows);
+    `resized`: a replication factor change's topic patterns and target (every other partition keeps its RF)."""
     # Duplicate rows are counted, not trusted: the suite flags them, and lookups take the first row.
     brokers = snapshot.brokers.drop_duplicates("broker_id").set_index("broker_id")
     rows_per_key = snapshot.partitions.groupby(["topic", "partition"]).size()
@@ -81,12 +84,13 @@ def build_checks(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[
         removed = set(snap) - set(new)
         members = pool_brokers.get(pool, set()) if pool is not None else set()
         forced_out += [(r.topic, r.partition, b) for b in removed if b in dead or b in leaving or b not in members]
-        required = min(len(snap), len(eligible_racks.get(pool, ())), racks(snap)) if known else 0
+        required = min(len(snap), len(new), len(eligible_racks.get(pool, ())), racks(snap)) if known else 0
+        target = resized[1] if resized is not None and matches_any(r.topic, resized[0]) else None
         rows.append({
             "topic": r.topic, "partition": r.partition, "broker_pool": pool, "in_snapshot": known,
             "snapshot_rows": int(rows_per_key.get(key, 0)),
             "size_bytes": int(parts.at[key, "size_bytes"]) if known else 0,
-            "rf_before": len(snap), "rf_after": len(new),
+            "rf_before": len(snap), "rf_after": len(new), "rf_expected": len(snap) if target is None else target,
             "old_matches_snapshot": old == snap,
             "no_duplicate_broker": len(set(new)) == len(new),
             # A replica outside the pool may stay where the partition is under-replicated (ISR safety lets the plan
@@ -104,15 +108,15 @@ def build_checks(config: RebalancerConfig, snapshot: SnapshotTables, plan: list[
             "has_leader": known and int(parts.at[key, "leader"]) >= 0,
             # An excluded topic's replicas leave drained brokers (and only those); a demotion may reorder them.
             "topic_not_excluded": not config.topic_excluded(r.topic) or (
-                bool(removed) and removed <= leaving) or (demoting and set(new) == set(snap)),
+                bool(removed) and removed <= leaving) or (demoting and set(new) == set(snap)) or target is not None,
             "no_excluded_broker": not any(b in config.exclude.brokers for b in set(snap) | set(new)),
             "moved_bytes": int(parts.at[key, "size_bytes"]) * len(added) if known else 0,
             "replica_moves": len(added),
         })
     partitions = pd.DataFrame(rows, columns=[
         "topic", "partition", "broker_pool", "in_snapshot", "snapshot_rows", "size_bytes", "rf_before", "rf_after",
-        "old_matches_snapshot", "no_duplicate_broker", "targets_in_pool", "targets_alive", "racks_before",
-        "racks_after", "racks_required", "racks_kept", "isr_safe", "has_leader", "topic_not_excluded",
+        "rf_expected", "old_matches_snapshot", "no_duplicate_broker", "targets_in_pool", "targets_alive",
+        "racks_before", "racks_after", "racks_required", "racks_kept", "isr_safe", "has_leader", "topic_not_excluded",
         "no_excluded_broker", "moved_bytes", "replica_moves"])
 
     return CheckTables(partitions, _broker_rows(config, snapshot, plan, bands, forced_out),

@@ -15,7 +15,7 @@ from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.errors import RunFolderError, ValidationFailed
 from kafka_rebalancer.model.reassignment import parse_reassignment, plan_folder_hash
 from kafka_rebalancer.model.schemas import BANDS, BROKER_LOAD_AFTER, HARD, INFEASIBLE, LOG_DIR_MOVES, PLANNER_NOTES
-from kafka_rebalancer.operations.request import read_request, scope_of
+from kafka_rebalancer.operations.request import PlanningScope, read_request, scope_of
 from kafka_rebalancer.plan.balance.spread_violations import forced_receivers
 from kafka_rebalancer.plan.promises import (
     VALID_VERDICTS,
@@ -38,8 +38,8 @@ _TRUE = {"value_set": [True]}
 SUITE: list[tuple[str, str, dict[str, Any], str]] = [
     ("partitions", "ExpectColumnValuesToBeInSet", {"column": "in_snapshot", **_TRUE},
      "every planned partition exists (partition count unchanged)"),
-    ("partitions", "ExpectColumnPairValuesToBeEqual", {"column_A": "rf_before", "column_B": "rf_after"},
-     "replication factor unchanged"),
+    ("partitions", "ExpectColumnPairValuesToBeEqual", {"column_A": "rf_expected", "column_B": "rf_after"},
+     "replication factor unchanged (change-replication-factor: its topics at the target, every other unchanged)"),
     ("partitions", "ExpectColumnValuesToBeInSet", {"column": "no_duplicate_broker", **_TRUE},
      "no broker twice in a partition"),
     ("partitions", "ExpectColumnValuesToBeInSet", {"column": "targets_in_pool", **_TRUE},
@@ -210,7 +210,8 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
     kept_explained = frozenset(int(b) for b in left.loc[(left["resource"] == HARD) & left["explained"], "broker_id"])
     checks = build_checks(config, snapshot, plan, rollback, bands, draining,
                           demoting=bool(scope_of(request).demoted),
-                          cordoned=cordoned_brokers(manifest), kept_explained=kept_explained)
+                          cordoned=cordoned_brokers(manifest), kept_explained=kept_explained,
+                          resized=resized_topics(scope_of(request)))
     checks.claims = claim_rows(read_table(plan_dir, BROKER_LOAD_AFTER), recheck, bands)
     checks.bands = band_rows(recheck, bands)
     checks.left_outside = left
@@ -264,6 +265,11 @@ def validate_plan(config: RebalancerConfig, run: RunFolder) -> dict[str, Any]:
              digest[:12], report["expectations"], len(checks.partitions), len(checks.brokers),
              run.stage_path(VALIDATION))
     return report
+
+
+def resized_topics(scope: PlanningScope) -> tuple[tuple[str, ...], int] | None:
+    """A replication factor change's topic patterns and target (None: the run keeps every partition's RF)."""
+    return None if scope.replication_factor is None else (scope.topics, scope.replication_factor)
 
 
 def assert_validated(run: RunFolder, digest: str) -> None:

@@ -3,8 +3,9 @@ re-check of plan.json against the snapshot, and for verify after execution.
 
 A placement is one row per partition: topic, the topic's pool (`broker_pool`), replicas (broker ids, the first
 the preferred leader) and, where known, the `leader` (else the first replica leads, as after the executor's
-preferred leader election). The caps come from the placement before the plan (`model.topic_spread.spread_caps`),
-the share from the pool's brokers that take replicas; `spread_cells` gives a row per (topic, broker, kind) held
+preferred leader election). The caps come from the placement before the plan (`model.topic_spread.spread_caps`;
+a topic the plan gives more replicas, its replication factor raised, takes its replicas' share from the placement
+after), the share from the pool's brokers that take replicas; `spread_cells` gives a row per (topic, broker, kind) held
 before or after, `spread_violations` those held above their cap, `spread_figures` a pool's worst and counts.
 
 Every plan's re-check and validation compute these on the whole cluster (millions of replicas), so they work on
@@ -69,6 +70,9 @@ def spread_cells(before: pd.DataFrame, after: pd.DataFrame, brokers_taking: Mapp
     cells, inverse = _sorted_unique(keys)
     n_before = len(old.topic)
     pair_before = old.topic.astype(np.int64) * n_pools + old.pool  # (topic, pool) of each replica before
+    pair_after = new.topic.astype(np.int64) * n_pools + new.pool
+    held_before_per_topic = np.bincount(old.topic, minlength=len(topics))
+    grown = (np.bincount(new.topic, minlength=len(topics)) > held_before_per_topic) & (held_before_per_topic > 0)
     cell_pool = cells % n_pools
     cell_pair = cells // n_pools // n_brokers * n_pools + cell_pool
     taking = np.array([max(len(brokers_taking.get(pool, ())), 1) for pool in pools], dtype=np.int64)[cell_pool]
@@ -78,7 +82,11 @@ def spread_cells(before: pd.DataFrame, after: pd.DataFrame, brokers_taking: Mapp
         chosen_after = new.leads if kind == "leaders" else slice(None)
         held_before = np.bincount(inverse[:n_before][chosen_before], minlength=len(cells))
         held = np.bincount(inverse[n_before:][chosen_after], minlength=len(cells))
-        total = np.bincount(pair_before[chosen_before], minlength=len(topics) * n_pools)[cell_pair]
+        total = np.bincount(pair_before[chosen_before], minlength=len(topics) * n_pools)
+        if kind == "replicas":  # a topic with more replicas after the plan (its replication factor raised): those
+            total = np.where(grown[np.arange(len(total)) // n_pools],
+                             np.maximum(total, np.bincount(pair_after, minlength=len(total))), total)
+        total = total[cell_pair]
         target = (total + taking - 1) // taking + settings.margin
         at = np.flatnonzero((held_before > 0) | (held > 0))
         parts.append((at, np.full(len(at), kind_code), held_before[at], held[at], target[at],
