@@ -326,8 +326,8 @@ DRIVER_PLANNING_MAX_REPLICAS = 600_000
 # hand all of its rows to one Python worker, which holds them as the driver would (and the re-check reads the whole
 # snapshot on the driver anyway). At 1,000 brokers and 1.5 million replicas in one pool the driver's whole process
 # took 0.70 of Spark's (20.6 s against 29.3 s, the same plan) at 3.0 GB peak against 5 GB; at 3,000 brokers and 5
-# million replicas (issue 52) 8.1 GB peak against 11.2 GB, the same plan, Spark's JVM (5.1 GB) and its worker's
-# copy of the rows left out. Up to 6 million replicas in one pool, the driver.
+# million replicas (issue 52) 6.5 GB peak against 10.1 to 11.2 GB, the same plan: Spark's JVM (4 to 5 GB) and its
+# worker's copy of the rows (2.2 GB) left out. Up to 6 million replicas in one pool, the driver.
 DRIVER_ONE_POOL_MAX_REPLICAS = 6_000_000
 
 
