@@ -191,7 +191,6 @@ class _Inputs:
     manifest: dict[str, Any]
     brokers_pdf: pd.DataFrame
     topics: list[str]
-    planner_input: PlannerInput  # every replica with its partition's state: on Spark, or on the driver
 
 
 @dataclass(frozen=True)
@@ -231,11 +230,15 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
     facts = background.submit(lambda: replica_facts(config, snapshot_read.result()[0],
                                                    frozenset(scope_of(request).drained)))
     job = _Job(spark, config, run, request, scope_of(request), _Progress(), background, snapshot_read, facts)
-    inputs = _read_inputs(job)
-    if inputs.planner_input.reads_on_driver:
+    inputs, planner_input = _read_inputs(job)
+    on_driver = planner_input.reads_on_driver
+    if on_driver:
         release()  # a small cluster: all of it is the driver's
-    planned = _plan_pools(job, inputs)
-    if not inputs.planner_input.reads_on_driver:
+    planned = _plan_pools(job, inputs, planner_input)
+    # The rest reads the snapshot: the planner's input (on the driver, every replica once more: 0.5 GB at 5 million)
+    # goes before the re-check's own copies of the replicas come.
+    del planner_input
+    if not on_driver:
         release()  # the rest is the driver's
     job.progress(f"{len(planned.candidates_pdf)} candidate moves by the pre-check windows; "
                  f"{len(planned.skipped_pdf)} partitions skipped")
@@ -249,7 +252,9 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
     return summary
 
 
-def _read_inputs(job: _Job) -> _Inputs:
+def _read_inputs(job: _Job) -> tuple[_Inputs, PlannerInput]:
+    """The snapshot's manifest, brokers and topics, and the planner's input (every replica with its partition's
+    state: on Spark, or on the driver)."""
     snap = job.run.require(SNAPSHOT)
     manifest = read_json(snap / "manifest.json")
     # The brokers on the driver too (a few rows): read as Spark would, without a Spark job.
@@ -277,14 +282,14 @@ def _read_inputs(job: _Job) -> _Inputs:
             held_of(read_table(snap, PARTITIONS)) if held_of else None), broker_pools)
         where = "; its pools are planned on the driver" if planner_input.plans_on_driver else ""
     job.progress(f"{planner_input.replicas} replicas read, each with its partition's state{where}")
-    return _Inputs(manifest, brokers_pdf, topics, planner_input)
+    return _Inputs(manifest, brokers_pdf, topics), planner_input
 
 
-def _plan_pools(job: _Job, inputs: _Inputs) -> _Planned:
+def _plan_pools(job: _Job, inputs: _Inputs, rows: PlannerInput) -> _Planned:
     """Bands, then each pool's planner; the tables only reported (skipped partitions, statuses, the pre-check
     candidates) are computed beside the main line, in their own jobs, while it waits on small jobs (bands) or on
     the planner's Python workers (on the driver, they take turns with it)."""
-    config, scope, resources, rows = job.config, job.scope, job.config.resource_list(), inputs.planner_input
+    config, scope, resources = job.config, job.scope, job.config.resource_list()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan-job-reports") as reports:
         # One aggregation of the replicas; the tables per broker and pool are added up from it on the driver (a
         # few rows per broker, where Spark would spend seconds planning and scheduling small jobs). Of those only

@@ -274,13 +274,19 @@ class PoolPlanningSettings:
 def plan_pools_on_driver(frame: pd.DataFrame, settings: PoolPlanningSettings) -> pd.DataFrame:
     """`plan_pools` on the driver, one pool after the other: `frame` holds POOL_MODEL_COLUMNS and plan_pool of the
     planner's input (Spark's types: `local.planner_replicas` gives them too)."""
-    pools = sorted(settings.brokers)
-    frame = frame.loc[frame["plan_pool"].isin(pools), [*POOL_MODEL_COLUMNS, "plan_pool"]]
-    tables = [PLANNER_OUTPUT.to_arrow_table(settings.plan(str(pool), replicas.drop(columns="plan_pool")
-                                                          .reset_index(drop=True)))
-              for pool, replicas in frame.groupby("plan_pool", sort=True)]
+    plan_pool = frame["plan_pool"].to_numpy(object)
+    rows_of = {pool: np.flatnonzero(plan_pool == pool) for pool in sorted(settings.brokers)}
+    tables = [PLANNER_OUTPUT.to_arrow_table(settings.plan(str(pool), _pool_rows(frame, rows, POOL_MODEL_COLUMNS)))
+              for pool, rows in rows_of.items() if len(rows)]
     # Through Arrow, as the workers' output comes back: both ways give the same frame.
     return (pa.concat_tables(tables) if tables else PLANNER_OUTPUT.arrow().empty_table()).to_pandas()
+
+
+def _pool_rows(frame: pd.DataFrame, rows: np.ndarray, columns: Sequence[str]) -> pd.DataFrame:
+    """`columns` of the `rows` of `frame`, numbered from 0; the frame's own arrays when the rows are all of it (one
+    pool: at 5 million replicas each copy of them cost the driver half a GB or more)."""
+    whole = len(rows) == len(frame)
+    return pd.DataFrame({c: frame[c].to_numpy() if whole else frame[c].to_numpy()[rows] for c in columns}, copy=False)
 
 
 def _one_pool_per_partition(spark: Any, pools: list[str]) -> dict[str, int]:
@@ -319,9 +325,10 @@ DRIVER_PLANNING_MAX_REPLICAS = 600_000
 # One broker pool is one planner, on one core whichever plans it: Spark's executors only read the tables for it and
 # hand all of its rows to one Python worker, which holds them as the driver would (and the re-check reads the whole
 # snapshot on the driver anyway). At 1,000 brokers and 1.5 million replicas in one pool the driver's whole process
-# took 0.70 of Spark's (20.6 s against 29.3 s, the same plan) at 3.0 GB peak against 5 GB. Up to 2 million
-# replicas in one pool, the driver.
-DRIVER_ONE_POOL_MAX_REPLICAS = 2_000_000
+# took 0.70 of Spark's (20.6 s against 29.3 s, the same plan) at 3.0 GB peak against 5 GB; at 3,000 brokers and 5
+# million replicas (issue 52) 6.5 GB peak against 10.1 to 11.2 GB, the same plan: Spark's JVM (4 to 5 GB) and its
+# worker's copy of the rows (2.2 GB) left out. Up to 6 million replicas in one pool, the driver.
+DRIVER_ONE_POOL_MAX_REPLICAS = 6_000_000
 
 
 def driver_max_replicas(broker_pools: int) -> int:
