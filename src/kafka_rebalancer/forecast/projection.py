@@ -80,3 +80,18 @@ def _projected(frame: pd.DataFrame) -> pd.DataFrame:
     for days in PROJECTED_DAYS:  # a shrinking one stops at empty
         frame[f"used_{days}d_bytes"] = (frame["used_bytes"] + days * frame["growth_bytes_per_day"]).clip(lower=0.0)
     return frame
+
+
+def replicas_after(replicas: pd.DataFrame, changes: pd.DataFrame) -> pd.DataFrame:
+    """(topic, partition, broker_id, size_bytes) of every replica once a plan's PARTITION_CHANGES are made: a changed
+    partition's replicas are its new ones, each as large as the partition (a new copy is a full one)."""
+    kept = replicas[["topic", "partition", "broker_id", "size_bytes"]]
+    if changes.empty:
+        return kept
+    keys = ["topic", "partition"]
+    changed = pd.MultiIndex.from_frame(changes[keys])
+    kept = kept[~pd.MultiIndex.from_frame(kept[keys]).isin(changed)]
+    new = changes[[*keys, "new_replicas", "size_bytes"]].explode("new_replicas").rename(
+        columns={"new_replicas": "broker_id"})
+    new = new.dropna(subset=["broker_id"]).astype({"broker_id": "int64"})
+    return pd.concat([kept, new], ignore_index=True)

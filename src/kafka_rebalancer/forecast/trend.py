@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 
 from kafka_rebalancer.model.schemas import TOPIC_GROWTH
+from kafka_rebalancer.model.units import DAY_S
 
-DAY_S = 86400.0
 MIN_POINTS = 24  # a day of hourly points: fewer give no trend
 MIN_COVERAGE = 0.5  # of the hourly points since the topic's first one: fewer is mostly gaps
 GAP_STEPS = 3  # more missing steps than this in a row cut the series (a restart)
