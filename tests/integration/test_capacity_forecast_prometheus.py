@@ -23,6 +23,8 @@ from kafka_rebalancer.forecast import forecast_capacity
 from kafka_rebalancer.kafka_admin import BrokerInfo, KafkaConnection, PartitionInfo
 from kafka_rebalancer.model.schemas import BROKER_FORECAST, TOPIC_GROWTH
 from kafka_rebalancer.plan.job import run_plan
+from kafka_rebalancer.report.overview import run_overview
+from kafka_rebalancer.report.run_report import write_report
 from kafka_rebalancer.run_folder import FORECAST, RunFolder, read_table
 from kafka_rebalancer.snapshot import capture, take_snapshot
 from kafka_rebalancer.snapshot.prometheus_http import prometheus_http
@@ -154,7 +156,8 @@ def test_capacity_command_prints_the_pool(cluster: Path, capsys: pytest.CaptureF
 
 @pytest.mark.parametrize("where", ["driver", "spark"])
 def test_forecast_in_the_nightly_plan_step(cluster: Path, spark: Any, where: str, monkeypatch: pytest.MonkeyPatch,
-                                          caplog: pytest.LogCaptureFixture) -> None:
+                                          caplog: pytest.LogCaptureFixture,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
     """The run's snapshot keeps the history; its plan step forecasts on the planned placement (growth on the driver
     for a small cluster, on Spark otherwise) and writes the forecast stage; the pool's +30-day use within 5 %."""
     if where == "spark":
@@ -181,3 +184,12 @@ def test_forecast_in_the_nightly_plan_step(cluster: Path, spark: Any, where: str
     forecast_lines = [i for i, line in enumerate(lines) if line.startswith("capacity forecast: pool p: disk")]
     account = max(i for i, line in enumerate(lines) if line.startswith("plan "))
     assert forecast_lines and forecast_lines[-1] < account  # the account stays the plan's last word
+    if where == "driver":  # where it shows: the report, `show`, the runs list (one run is enough)
+        page = write_report(run).read_text()
+        assert 'id="section-forecast"' in page and 'id="forecast-0"' in page and "Pool p" in page
+        assert "every broker." in page and "threshold 80%" in page
+        assert main(["show", "--config", str(cluster), run.path.name]) == 0
+        shown = capsys.readouterr().out
+        assert "capacity forecast" in shown and "pool p: disk" in shown and "+30d" in shown
+        overview = run_overview(run)
+        assert overview.capacity.startswith("p over 80% in ") or overview.capacity == "no pool over 80% within 90 d"

@@ -76,3 +76,18 @@ def _plain(value: Any) -> Any:
     if value is None or (not isinstance(value, str) and pd.isna(value)):
         return None
     return value.item() if hasattr(value, "item") else value
+
+
+def capacity_text(facts: dict[str, Any] | None) -> str:
+    """The forecast in a few words (the runs list): the pool soonest over the threshold, else that none is within
+    the horizon, else that there is no forecast (its notes say why)."""
+    if facts is None:
+        return "-"
+    if not facts.get("made"):
+        return "no forecast"
+    crossing = [p for p in facts["pools"] if p.get("days_left") is not None]
+    if not crossing:
+        return f"no pool over {facts['threshold']:.0%} within {facts['horizon_days']} d"
+    pool = min(crossing, key=lambda p: p["days_left"])
+    return (f"{pool['broker_pool'] or '(no pool)'} over {facts['threshold']:.0%} in {pool['days_left']:.0f} d"
+            + (" (SHORT)" if pool.get("short") else ""))

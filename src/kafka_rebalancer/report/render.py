@@ -14,6 +14,7 @@ from kafka_rebalancer.model.units import human_bytes
 from kafka_rebalancer.plan.balance.tables import SPREAD_HEADER, spread_cells_text
 from kafka_rebalancer.plan.replication_factor import RESIZE_HEADER, resize_rows
 from kafka_rebalancer.report.charts import PLOTLY_CONFIG_JSON, execution_timeline, figure_html, moves_sankey, usage_bars
+from kafka_rebalancer.report.forecast_section import render_forecast
 from kafka_rebalancer.report.html_parts import (
     Cell,
     amount_cell,
@@ -43,6 +44,7 @@ def render(data: RunReportData) -> str:
         *([section("log-dirs", "Log directories", _render_log_dirs(data))] if _has_log_dirs(data) else []),
         section("bounds", "Lower bound and moved / LB", _plan_part(data, _render_bounds)),
         *([section("spread", "Topic spread", _render_spread(data))] if _has_spread(data) else []),
+        section("forecast", "Capacity forecast", render_forecast(data.forecast, _unreadable(data, "forecast"))),
         section("notes", "Planner notes", _plan_part(data, _render_notes)),
         section("skipped", "Skipped and hot partitions", _plan_part(data, _render_skipped)),
         section("validation", "Validation", _render_validation(data)),
@@ -53,7 +55,8 @@ def render(data: RunReportData) -> str:
         ("snapshot", "snapshot"), ("usage", "usage"), ("moves", "moves"),
         *([("log-dirs", "log directories")] if _has_log_dirs(data) else []), ("bounds", "lower bound"),
         *([("spread", "topic spread")] if _has_spread(data) else []),
-        ("notes", "planner notes"), ("skipped", "skipped"), ("validation", "validation"), ("execution", "execution"),
+        ("forecast", "capacity forecast"), ("notes", "planner notes"), ("skipped", "skipped"),
+        ("validation", "validation"), ("execution", "execution"),
         ("verification", "verification")))
     title = esc(f"Run {h.run_id} ({h.cluster})")
     # report.js, the table script: click a header to sort (again to reverse); type in a filter box to keep the rows
