@@ -29,6 +29,7 @@ from kafka_rebalancer.run_folder import FORECAST, RunFolder, read_table
 from kafka_rebalancer.snapshot import capture, take_snapshot
 from kafka_rebalancer.snapshot.prometheus_http import prometheus_http
 from kafka_rebalancer.spark_settings import DRIVER_MAX_REPLICAS_ENV
+from tests.browser import check_report_in_browser, every_chart_drawn
 from tests.helpers import fake_admin, write_config
 from tools.prometheus import backfill, serving
 
@@ -185,9 +186,12 @@ def test_forecast_in_the_nightly_plan_step(cluster: Path, spark: Any, where: str
     account = max(i for i, line in enumerate(lines) if line.startswith("plan "))
     assert forecast_lines and forecast_lines[-1] < account  # the account stays the plan's last word
     if where == "driver":  # where it shows: the report, `show`, the runs list (one run is enough)
-        page = write_report(run).read_text()
+        report = write_report(run)
+        page = report.read_text()
         assert 'id="section-forecast"' in page and 'id="forecast-0"' in page and "Pool p" in page
         assert "every broker." in page and "threshold 80%" in page
+        opened = check_report_in_browser(report, "forecast-run")  # the section's chart drawn in Chromium
+        assert opened["errors"] == [] and every_chart_drawn(opened), (opened["errors"], opened["charts"])
         assert main(["show", "--config", str(cluster), run.path.name]) == 0
         shown = capsys.readouterr().out
         assert "capacity forecast" in shown and "pool p: disk" in shown and "+30d" in shown
