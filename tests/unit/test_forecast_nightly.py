@@ -113,3 +113,17 @@ def test_forecast_short_within_warning_days() -> None:
     assert facts["pools"][0]["short"] and facts["pools"][0]["days_to_pool_total"] is None
     assert facts["topics"]["without_trend_listed"] == [{"topic": "t", "reason": "only 3 hourly points"}]
     assert not forecast_summary(growth, pools, [], 0.8, 90, 10, {})["pools"][0]["short"]
+
+
+def test_forecast_failure_is_said_and_the_plan_goes_on(tmp_path: Path, stand_in: None) -> None:
+    path = tmp_path / "rebalancer.yaml"
+    path.write_text(BASE)
+    config = load_config(path)
+    run = RunFolder(config.run_dir("r"))
+    take_snapshot(config, KafkaConnection("localhost:9"), run)
+    tables, _ = read_snapshot(run)
+    no_row_for_t = pd.DataFrame({"topic": ["u"], "growth_bytes_per_day": [1.0], "method": ["segments"],
+                                 "points": [336], "history_days": [14.0], "reason": [None], "note": [None]})
+    facts = write_forecast(config, run, tables, pd.DataFrame(), Growth(_done(no_row_for_t), {"notes": []}, None))
+    assert not facts["made"] and "the forecast failed (ValueError: table topic_growth: topics of the snapshot " \
+        "without a row: ['t'])" in facts["notes"][0]

@@ -2,7 +2,8 @@
 history the run's snapshot kept, worked out beside the plan (on Spark, or on the driver where the plan works on the
 driver: a small cluster), then disk use per broker and pool projected on the planned placement and written as the
 run's forecast stage (TOPIC_GROWTH, BROKER_FORECAST, POOL_FORECAST and forecast.json). It never fails the plan: a
-run without a history (Prometheus not set, not answering, nothing kept) writes the stage with the reason."""
+run without a history (Prometheus not set, not answering, nothing kept), or whose growth table fails its check at
+the boundary (`check_growth`), writes the stage with the reason."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pandas as pd
 from pyspark.sql import SparkSession
 
 from kafka_rebalancer.config import RebalancerConfig
+from kafka_rebalancer.errors import one_line
 from kafka_rebalancer.forecast import disk_threshold
 from kafka_rebalancer.forecast.on_spark import growth_on_spark
 from kafka_rebalancer.forecast.projection import broker_forecast, pool_forecast, replicas_after
@@ -76,16 +78,21 @@ def write_forecast(config: RebalancerConfig, run: RunFolder, tables: SnapshotTab
     else:
         try:
             per_topic = growth.future.result()
+            check_growth(per_topic, tables.partitions["topic"])
+            per_broker = broker_forecast(tables.brokers, replicas_after(tables.replicas, changes),
+                                         tables.partitions, per_topic, threshold, settings.horizon_days)
+            per_pool = pool_forecast(per_broker, threshold, settings.horizon_days)
+            facts = forecast_summary(per_topic, per_pool, list(growth.history.get("notes") or []), threshold,
+                                     settings.horizon_days, settings.warning_days, growth.history)
+            frames = [(TOPIC_GROWTH, per_topic), (BROKER_FORECAST, per_broker), (POOL_FORECAST, per_pool)]
+        except Exception as exc:  # a forecast is advice: its failure is said, the plan goes on to validation
+            log.exception("capacity forecast failed")
+            facts = no_forecast({**growth.history, "notes": [
+                *(growth.history.get("notes") or []),
+                f"the forecast failed ({type(exc).__name__}: {one_line(exc)}); the plan is not affected"]})
         finally:
             if growth.worker is not None:
                 growth.worker.shutdown(wait=False)
-        check_growth(per_topic, tables.partitions["topic"])
-        per_broker = broker_forecast(tables.brokers, replicas_after(tables.replicas, changes), tables.partitions,
-                                     per_topic, threshold, settings.horizon_days)
-        per_pool = pool_forecast(per_broker, threshold, settings.horizon_days)
-        facts = forecast_summary(per_topic, per_pool, list(growth.history.get("notes") or []), threshold,
-                                 settings.horizon_days, settings.warning_days, growth.history)
-        frames = [(TOPIC_GROWTH, per_topic), (BROKER_FORECAST, per_broker), (POOL_FORECAST, per_pool)]
     with run.stage(FORECAST) as out:
         for schema, frame in frames:
             write_table(out, schema, frame)
