@@ -19,6 +19,7 @@ NotificationKind = Literal[
     "verify_failed",  # verify found a promise not kept
     "execution_stalled",  # an execution stalled or was cancelled
     "automation_event",  # an event started a run, was held back, suppressed or reported
+    "capacity_short",  # a run's capacity forecast: a pool over its disk threshold within forecast.warning_days
     "test",  # `kafka-rebalancer notify-test`
 ]
 NOTIFICATION_KINDS: tuple[str, ...] = get_args(NotificationKind)

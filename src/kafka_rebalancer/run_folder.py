@@ -33,14 +33,17 @@ log = logging.getLogger(__name__)
 
 SNAPSHOT, PLAN, VALIDATION, EXECUTE, VERIFY = "snapshot", "plan", "validation", "execute", "verify"
 APPROVAL, REPORT = "approval", "report"
-_PRODUCED_BY = {SNAPSHOT: "snapshot", PLAN: "plan", VALIDATION: "validate", VERIFY: "verify", APPROVAL: "approve",
-                REPORT: "report", "after_snapshot": "verify", "current": run_action(Action.EXECUTE_REVIEWED).command,
+FORECAST = "forecast"  # the capacity forecast, written by the plan step after its plan (issue 55)
+_PRODUCED_BY = {SNAPSHOT: "snapshot", PLAN: "plan", FORECAST: "plan", VALIDATION: "validate", VERIFY: "verify",
+                APPROVAL: "approve", REPORT: "report", "after_snapshot": "verify",
+                "current": run_action(Action.EXECUTE_REVIEWED).command,
                 "review": run_action(Action.EXECUTE_REVIEWED).command}
 FILES_RECORD = "files.json"  # the integrity record of a stage: every file's size and sha256, written last
 NOTIFICATIONS_RECORD = "notifications.json"  # what the run's messages did per channel (notify.outbox)
 # What to do about a stage whose files changed since they were written: the step that writes it again.
 _REMEDY = {SNAPSHOT: "take a new snapshot (a new run: `kafka-rebalancer snapshot`, or trigger the DAG again)",
            PLAN: "plan again (`kafka-rebalancer plan --run-id <run>`), then validate",
+           FORECAST: "plan again (`kafka-rebalancer plan --run-id <run>`): the plan step writes the forecast",
            VALIDATION: "validate again (`kafka-rebalancer validate --run-id <run>`)",
            APPROVAL: "the decision no longer holds: plan and approve again in a new run",
            REPORT: "rebuild it (`kafka-rebalancer report <run>`)",

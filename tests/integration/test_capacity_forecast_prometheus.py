@@ -6,6 +6,8 @@ projection per broker and pool is held within 5 % of the known sizes then."""
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,8 +21,15 @@ from kafka_rebalancer.cli import main
 from kafka_rebalancer.config import load_config
 from kafka_rebalancer.forecast import forecast_capacity
 from kafka_rebalancer.kafka_admin import BrokerInfo, KafkaConnection, PartitionInfo
-from kafka_rebalancer.snapshot import capture
+from kafka_rebalancer.model.schemas import BROKER_FORECAST, TOPIC_GROWTH
+from kafka_rebalancer.plan.job import run_plan
+from kafka_rebalancer.report.overview import run_overview
+from kafka_rebalancer.report.run_report import write_report
+from kafka_rebalancer.run_folder import FORECAST, RunFolder, read_table
+from kafka_rebalancer.snapshot import capture, take_snapshot
 from kafka_rebalancer.snapshot.prometheus_http import prometheus_http
+from kafka_rebalancer.spark_settings import DRIVER_MAX_REPLICAS_ENV
+from tests.browser import check_report_in_browser, every_chart_drawn
 from tests.helpers import fake_admin, write_config
 from tools.prometheus import backfill, serving
 
@@ -144,3 +153,47 @@ def test_capacity_command_prints_the_pool(cluster: Path, capsys: pytest.CaptureF
     cluster.write_text(cluster.read_text().replace("history_days: 14", "history_days: 14\n  warning_days: 80"))
     assert main(["capacity", "--config", str(cluster)]) == 0
     assert "SHORT: over the threshold in" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("where", ["driver", "spark"])
+def test_forecast_in_the_nightly_plan_step(cluster: Path, spark: Any, where: str, monkeypatch: pytest.MonkeyPatch,
+                                          caplog: pytest.LogCaptureFixture,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The run's snapshot keeps the history; its plan step forecasts on the planned placement (growth on the driver
+    for a small cluster, on Spark otherwise) and writes the forecast stage; the pool's +30-day use within 5 %."""
+    if where == "spark":
+        monkeypatch.setenv(DRIVER_MAX_REPLICAS_ENV, "0")
+    config = load_config(cluster)
+    run = RunFolder(config.run_dir(f"nightly-{where}"))
+    manifest = take_snapshot(config, KafkaConnection("localhost:9"), run)
+    history = manifest["forecast_history"]
+    assert history["topics"] == len(TOPICS) and history["points"] > 0 and history["notes"] == []
+    with caplog.at_level(logging.INFO):
+        run_plan(spark, config, run)
+    facts = json.loads((run.require(FORECAST) / "forecast.json").read_text())
+    assert facts["made"] and facts["topics"] == {**facts["topics"], "with_trend": len(TOPICS), "without_trend": 0}
+    pool = facts["pools"][0]
+    assert pool["used_30d_bytes"] == pytest.approx(sum(known_in(30).values()), rel=0.05)
+    assert pool["days_to_first_broker"] > 0 and not pool["short"]
+    per_broker = read_table(run.require(FORECAST), BROKER_FORECAST)
+    assert per_broker["used_bytes"].sum() == pytest.approx(pool["used_bytes"])
+    growth = read_table(run.require(FORECAST), TOPIC_GROWTH).set_index("topic")
+    for topic in TOPICS:
+        assert growth.loc[topic.name, "growth_bytes_per_day"] == pytest.approx(topic.growth_per_day, abs=0.05 * GB,
+                                                                               rel=0.05), topic.name
+    lines = [r.getMessage() for r in caplog.records]
+    forecast_lines = [i for i, line in enumerate(lines) if line.startswith("capacity forecast: pool p: disk")]
+    account = max(i for i, line in enumerate(lines) if line.startswith("plan "))
+    assert forecast_lines and forecast_lines[-1] < account  # the account stays the plan's last word
+    if where == "driver":  # where it shows: the report, `show`, the runs list (one run is enough)
+        report = write_report(run)
+        page = report.read_text()
+        assert 'id="section-forecast"' in page and 'id="forecast-0"' in page and "Pool p" in page
+        assert "every broker." in page and "threshold 80%" in page
+        opened = check_report_in_browser(report, "forecast-run")  # the section's chart drawn in Chromium
+        assert opened["errors"] == [] and every_chart_drawn(opened), (opened["errors"], opened["charts"])
+        assert main(["show", "--config", str(cluster), run.path.name]) == 0
+        shown = capsys.readouterr().out
+        assert "capacity forecast" in shown and "pool p: disk" in shown and "+30d" in shown
+        overview = run_overview(run)
+        assert overview.capacity.startswith("p over 80% in ") or overview.capacity == "no pool over 80% within 90 d"

@@ -49,6 +49,10 @@ def test_every_stage_left_its_artifacts(dag_run: dict) -> None:
         assert (run_dir / path).exists(), path
     assert json.loads((run_dir / "validation" / "report.json").read_text())["success"]
     assert "rendered_map_index='pool-a'" in dag_run["log"] and "rendered_map_index='pool-b'" in dag_run["log"]
+    # No Prometheus here: the capacity forecast says so in its stage and the report, and the run goes on.
+    forecast = json.loads((run_dir / "forecast" / "forecast.json").read_text())
+    assert not forecast["made"] and "metrics.prometheus is not set" in forecast["notes"][0]
+    assert 'id="section-forecast"' in (run_dir / "report" / "index.html").read_text()
 
 
 def test_cluster_assignment_equals_the_plan(dag_run: dict) -> None:

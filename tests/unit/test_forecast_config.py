@@ -11,8 +11,8 @@ import pytest
 from kafka_rebalancer.cli import main
 from kafka_rebalancer.config import load_config
 from kafka_rebalancer.errors import ConfigError
-from kafka_rebalancer.forecast.history import query_history
 from kafka_rebalancer.forecast_settings import ForecastSettings
+from kafka_rebalancer.snapshot.log_size_history import query_history
 from kafka_rebalancer.snapshot.prometheus_http import QueryWindow
 
 BASE = "cluster: {name: c, bootstrap_servers: 'localhost:9'}\npools: {a: {brokers: [1, 2]}}\n"

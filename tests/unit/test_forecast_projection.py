@@ -55,3 +55,19 @@ def test_forecast_beyond_horizon_is_null() -> None:
     per_broker = broker_forecast(brokers, replicas, partitions, growth, 0.8, 9)
     assert per_broker["days_to_threshold"].isna().all()
     assert pool_forecast(per_broker, 0.8, 9)["first_broker"].isna().all()
+
+
+def test_forecast_projected_snapshot_for_rightsizing() -> None:
+    """The snapshot 10 days ahead: a-0 (+3 GB/day) and a-1 (+1 GB/day) grow on every replica, c-0 has no trend."""
+    from kafka_rebalancer.forecast.projection import projected_snapshot
+    from kafka_rebalancer.snapshot.build import SnapshotTables
+
+    brokers, replicas, partitions, growth = tables()
+    brokers = brokers.assign(disk_used_bytes=[35 * GB, 40 * GB, 10 * GB])
+    ahead = projected_snapshot(SnapshotTables(brokers, replicas, partitions), growth, 10)
+    assert ahead.partitions["size_bytes"].tolist() == [60 * GB, 20 * GB, 10 * GB, 5 * GB]
+    assert ahead.replicas["size_bytes"].tolist() == [60 * GB, 60 * GB, 20 * GB, 20 * GB, 10 * GB, 5 * GB]
+    assert ahead.brokers["disk_used_bytes"].tolist() == [65 * GB, 80 * GB, 30 * GB]
+    shrinking = growth.assign(growth_bytes_per_day=-10 * GB)
+    assert projected_snapshot(SnapshotTables(brokers, replicas, partitions), shrinking, 10).partitions[
+        "size_bytes"].min() == 0  # never below empty

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kafka_rebalancer.forecast.trend import DAY_S, series_trend, topic_growth
+from kafka_rebalancer.forecast.trend import series_trend, topic_growth
+from kafka_rebalancer.model.units import DAY_S
 
 HOUR = 3600.0
 DAYS = 14

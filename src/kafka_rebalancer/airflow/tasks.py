@@ -111,12 +111,19 @@ def _claim_pools(context: Context) -> bool:
 
 
 def validate_task(context: Context, run_dir: str) -> list[str]:
-    """Validate the plan; returns the pools the execute task is mapped over."""
+    """Validate the plan; returns the pools the execute task is mapped over. First the plan step's capacity
+    forecast raises its capacity_short events (recorded and told; they start nothing and never fail the task)."""
+    from kafka_rebalancer.airflow.notifications import airflow_base_url
+    from kafka_rebalancer.automation.capacity_short import report_capacity_short
+    from kafka_rebalancer.notify.messages import report_link
     from kafka_rebalancer.run_folder import RunFolder
     from kafka_rebalancer.validate.suite import validate_plan
 
     config = run_config_of(context, run_dir)
-    validate_plan(config, RunFolder(run_dir))
+    run = RunFolder(run_dir)
+    report_capacity_short(config, run, context["run_id"], report_link(airflow_base_url(), context["run_id"],
+                                                                      str(run.path / "report" / "index.html")))
+    validate_plan(config, run)
     return sorted(config.pools)
 
 

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 RUN_ID = re.compile(r"^[A-Za-z0-9_.:+-]+$")
 COLUMNS = ("run", "started", "trigger", "action", "pools", "mode", "status", "moves", "bytes", "out of band",
-           "approval", "notifications failed")
+           "approval", "capacity forecast", "notifications failed")
 GLANCE_COLUMNS = ("cluster", "latest run", "started", "trigger", "status", "band status")
 EVENT_COLUMNS = ("seen", "event", "broker", "pool", "decision", "why")
 REPORTED_TASKS = {"plan", "approve", "execute", "verify", "report"}
@@ -111,7 +111,7 @@ def _run_row(r: RunOverview) -> str:
     cells = [_run_cell(r), *(html.escape(str(v)) for v in (
         r.started_at, r.trigger, r.action, ", ".join(r.pools) or "-", r.mode, r.status,
         "-" if r.replica_moves is None else r.replica_moves,
-        "-" if r.moved_bytes is None else human_bytes(r.moved_bytes), band, r.approval))]
+        "-" if r.moved_bytes is None else human_bytes(r.moved_bytes), band, r.approval, r.capacity))]
     cells.append("<br>".join(html.escape(line) for line in r.notifications_failed) or "-")
     return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
 

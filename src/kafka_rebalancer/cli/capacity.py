@@ -13,6 +13,7 @@ from kafka_rebalancer.cli.tables import plain_table
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.forecast import CapacityForecast, forecast_capacity, forecast_prometheus
 from kafka_rebalancer.forecast.projection import PROJECTED_DAYS
+from kafka_rebalancer.forecast.summary import days_left, is_short
 from kafka_rebalancer.kafka_admin import KafkaConnection
 from kafka_rebalancer.model.units import human_bytes
 from kafka_rebalancer.snapshot import capture
@@ -51,8 +52,8 @@ def _pool(console: Console, pool: dict[str, Any], forecast: CapacityForecast) ->
         within if pd.isna(first) else f"broker {pool['first_broker']} in {first:.1f} days"))
     total = pool["days_to_pool_total"]
     console.print("  pool total over the threshold: " + (within if pd.isna(total) else f"in {total:.1f} days"))
-    soonest = min((d for d in (first, total) if not pd.isna(d)), default=None)
-    if forecast.warning_days is not None and soonest is not None and soonest < forecast.warning_days:
+    soonest = days_left(first, total)
+    if is_short(soonest, forecast.warning_days):
         console.print(f"  SHORT: over the threshold in {soonest:.1f} days, under forecast.warning_days "
                       f"({forecast.warning_days})")
     if pool["unforecast_bytes"]:

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kafka_rebalancer.errors import RebalancerError
+from kafka_rebalancer.forecast.summary import pool_line
 from kafka_rebalancer.model.schemas import PARTITION_CHANGES
 from kafka_rebalancer.model.units import human_bytes
 from kafka_rebalancer.plan.balance.tables import spread_table
@@ -18,7 +19,7 @@ from kafka_rebalancer.plan.replication_factor import RESIZE_HEADER, resize_rows
 from kafka_rebalancer.report.log_dir_table import log_dirs_view
 from kafka_rebalancer.report.overview import RunOverview, run_overview
 from kafka_rebalancer.report.views import LogDirUsage
-from kafka_rebalancer.run_folder import EXECUTE, PLAN, VALIDATION, RunFolder, read_json, read_table
+from kafka_rebalancer.run_folder import EXECUTE, FORECAST, PLAN, VALIDATION, RunFolder, read_json, read_table
 
 TOP_MOVES = 10
 SKIPPED_SHOWN = 10
@@ -37,8 +38,8 @@ def plain_table(console: Console, title: str | None, columns: list[str]) -> Tabl
 def runs_table(console: Console, runs: list[RunOverview], by_cluster: bool = False) -> None:
     """One row per run; `by_cluster`: the cluster first (runs --all)."""
     table = plain_table(console, None, ["cluster"] * by_cluster + [
-        "run", "started", "trigger", "action", "mode", "status", "moves", "bytes", "out of band", "approval", "report",
-        "notifications"])
+        "run", "started", "trigger", "action", "mode", "status", "moves", "bytes", "out of band", "approval",
+        "capacity", "report", "notifications"])
     for r in runs:
         moves = "-" if r.replica_moves is None else f"{r.replica_moves}" + (
             f" (+{r.preferred_leader_changes} new leaders)" if r.preferred_leader_changes else "")
@@ -46,7 +47,7 @@ def runs_table(console: Console, runs: list[RunOverview], by_cluster: bool = Fal
             f"{r.out_of_band_before} -> {r.out_of_band_after}" + ("" if r.out_of_band_after_measured else " planned")
         table.add_row(*[r.cluster] * by_cluster, r.run_id, r.started_at, r.trigger, r.action, r.mode, r.status, moves,
                       "-" if r.moved_bytes is None else human_bytes(r.moved_bytes), band, r.approval,
-                      r.report or "-", "\n".join(r.notifications_failed) or "-")
+                      r.capacity, r.report or "-", "\n".join(r.notifications_failed) or "-")
     console.print(table)
 
 
@@ -72,6 +73,7 @@ def show_run(console: Console, run: RunFolder) -> None:
     _log_dirs(console, run)
     _resized(console, summary)
     _skipped(console, summary)
+    _forecast(console, run)
     _validation(console, run)
     _execution(console, run, overview)
 
@@ -238,6 +240,22 @@ def _skipped(console: Console, summary: dict[str, Any]) -> None:
     for entry in skipped["partitions"][:SKIPPED_SHOWN]:
         table.add_row(f"{entry['topic']}-{entry['partition']}", str(entry["broker_pool"] or "-"), entry["reason"])
     console.print(table)
+
+
+def _forecast(console: Console, run: RunFolder) -> None:
+    """The capacity forecast's notes and a line per pool (the report has its chart)."""
+    folder = run.completed(FORECAST)
+    if folder is None:
+        return
+    facts = read_json(folder / "forecast.json")
+    console.print("capacity forecast" + ("" if facts["made"] else ": none"))
+    for note in facts["notes"]:
+        console.print(f"  note: {note}")
+    for pool in facts["pools"]:
+        console.print(f"  {pool_line(pool, facts['horizon_days'], facts['warning_days'])}")
+    if facts["made"] and facts["topics"]["without_trend"]:
+        console.print(f"  {facts['topics']['without_trend']} topics without a trend (counted as not growing): "
+                      + "; ".join(f"{t['topic']}: {t['reason']}" for t in facts["topics"]["without_trend_listed"][:3]))
 
 
 def _validation(console: Console, run: RunFolder) -> None:

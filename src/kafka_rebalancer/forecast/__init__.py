@@ -12,11 +12,11 @@ import pandas as pd
 
 from kafka_rebalancer.config import PrometheusSettings, RebalancerConfig
 from kafka_rebalancer.errors import ConfigError
-from kafka_rebalancer.forecast.history import STEP_S, query_history
 from kafka_rebalancer.forecast.projection import broker_forecast, pool_forecast
 from kafka_rebalancer.forecast.trend import topic_growth
 from kafka_rebalancer.model.resources import RESOURCES
 from kafka_rebalancer.snapshot.build import SnapshotTables
+from kafka_rebalancer.snapshot.log_size_history import STEP_S, query_history
 from kafka_rebalancer.snapshot.prometheus import RangeQueries
 
 __all__ = ["CapacityForecast", "disk_threshold", "forecast_capacity", "forecast_prometheus"]

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from kafka_rebalancer.model.schemas import BROKER_FORECAST, POOL_FORECAST
+from kafka_rebalancer.snapshot.build import SnapshotTables
 
 PROJECTED_DAYS = (7, 30, 90)
 
@@ -80,3 +81,38 @@ def _projected(frame: pd.DataFrame) -> pd.DataFrame:
     for days in PROJECTED_DAYS:  # a shrinking one stops at empty
         frame[f"used_{days}d_bytes"] = (frame["used_bytes"] + days * frame["growth_bytes_per_day"]).clip(lower=0.0)
     return frame
+
+
+def replicas_after(replicas: pd.DataFrame, changes: pd.DataFrame) -> pd.DataFrame:
+    """(topic, partition, broker_id, size_bytes) of every replica once a plan's PARTITION_CHANGES are made: a changed
+    partition's replicas are its new ones, each as large as the partition (a new copy is a full one)."""
+    kept = replicas[["topic", "partition", "broker_id", "size_bytes"]]
+    if changes.empty:
+        return kept
+    keys = ["topic", "partition"]
+    changed = pd.MultiIndex.from_frame(changes[keys])
+    kept = kept[~pd.MultiIndex.from_frame(kept[keys]).isin(changed)]
+    new = changes[[*keys, "new_replicas", "size_bytes"]].explode("new_replicas").rename(
+        columns={"new_replicas": "broker_id"})
+    new = new.dropna(subset=["broker_id"]).astype({"broker_id": "int64"})
+    return pd.concat([kept, new], ignore_index=True)
+
+
+def projected_snapshot(tables: SnapshotTables, growth: pd.DataFrame, days: float) -> SnapshotTables:
+    """The snapshot as the forecast sees it `days` ahead (the input rightsizing plans on): every partition and each
+    of its replicas grown by the partition's share of its topic's growth (none without a trend; never below
+    empty), each broker's disk use by its replicas' growth. Log directories are left out (not projected)."""
+    per_partition = partition_growth(tables.partitions, growth).fillna({"growth_bytes_per_day": 0.0})
+    keys = ["topic", "partition"]
+
+    def grown(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
+        added = frame[keys].merge(per_partition, on=keys, how="left")["growth_bytes_per_day"].fillna(0.0) * days
+        size = (frame["size_bytes"].to_numpy(float) + added.to_numpy()).clip(min=0.0).round().astype("int64")
+        return frame.assign(size_bytes=size), pd.Series(size - frame["size_bytes"].to_numpy(), index=frame.index)
+
+    partitions, _ = grown(tables.partitions)
+    replicas, added = grown(tables.replicas)
+    per_broker = added.groupby(tables.replicas["broker_id"]).sum()
+    brokers = tables.brokers.assign(disk_used_bytes=tables.brokers["disk_used_bytes"]
+                                    + tables.brokers["broker_id"].map(per_broker).fillna(0).astype("int64"))
+    return SnapshotTables(brokers, replicas, partitions, list(tables.warnings))

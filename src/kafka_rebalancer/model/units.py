@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+DAY_S = 86400.0
+
 
 def human_bytes(n: float) -> str:
     for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):

@@ -70,6 +70,7 @@ from kafka_rebalancer.plan.changes import (
     trim_to_budgets,
     with_load_changes,
 )
+from kafka_rebalancer.plan.forecast_step import start_growth, write_forecast
 from kafka_rebalancer.plan.log_dir_plan import (
     LogDirPlan,
     arrival_dirs,
@@ -232,6 +233,9 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
     job = _Job(spark, config, run, request, scope_of(request), _Progress(), background, snapshot_read, facts)
     inputs, planner_input = _read_inputs(job)
     on_driver = planner_input.reads_on_driver
+    # The capacity forecast's growth per topic beside the plan; the session stays until it needs Spark no more.
+    growth = start_growth(spark, config, run, inputs.manifest, inputs.topics, on_driver)
+    release = growth.released_after(release)
     if on_driver:
         release()  # a small cluster: all of it is the driver's
     planned = _plan_pools(job, inputs, planner_input)
@@ -248,6 +252,7 @@ def _plan(spark: SparkSession, config: RebalancerConfig, run: RunFolder, request
     recheck = recheck_plan(config, job.snapshot_read.result()[0], parse_reassignment(changes.plan_text, "plan.json"),
                            planned.bands_pdf, frozenset(job.scope.drained), planned.current.result())
     summary = _write_plan(job, inputs, planned, changes, recheck, started)
+    write_forecast(config, run, job.snapshot_read.result()[0], changes.changes, growth)
     _log_account(job, inputs, summary)
     return summary
 

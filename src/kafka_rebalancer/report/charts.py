@@ -178,3 +178,36 @@ def _others_last(broker_id: int | None) -> tuple[bool, int]:
 
 def _usage(value: float, is_count: bool) -> str:
     return f"{value:,.0f}" if is_count else f"{value:.1%}"
+
+
+@dataclass(frozen=True)
+class ProjectedUse:
+    """One broker's disk use now and projected, each a share of its capacity (days -> share; 0 days: now)."""
+
+    broker_id: int
+    shares: dict[int, float]
+
+
+_PROJECTED_COLOURS = ("#3182bd", "#6baed6", "#fd8d3c", "#d94801")
+
+
+def projected_use_bars(title: str, brokers: Sequence[ProjectedUse], threshold: float) -> go.Figure:
+    """Disk use per broker now and at each projected day as grouped bars, the threshold drawn across them."""
+    labels = [str(b.broker_id) for b in brokers]
+    days = sorted({d for b in brokers for d in b.shares})
+    fig = go.Figure()
+    for colour, day in zip(_PROJECTED_COLOURS * 2, days, strict=False):
+        name = "now" if day == 0 else f"+{day} d"
+        values = [b.shares.get(day, 0.0) for b in brokers]
+        fig.add_trace(go.Bar(name=name, x=labels, y=values, marker={"color": colour},
+                             hovertext=[f"broker {b} {name}: {v:.1%}" for b, v in zip(labels, values, strict=True)],
+                             hoverinfo="text"))
+    fig.update_layout(
+        title=title, barmode="group", bargap=0.2,
+        shapes=[{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": threshold, "y1": threshold,
+                 "line": {"color": AFTER_OUT, "dash": "dash", "width": 1.5}}],
+        annotations=[{"xref": "paper", "x": 1, "yref": "y", "y": threshold, "xanchor": "right", "yanchor": "bottom",
+                      "showarrow": False, "font": {"color": AFTER_OUT}, "text": f"threshold {threshold:.0%}"}])
+    fig.update_xaxes(title="broker", type="category")
+    fig.update_yaxes(title="disk use of capacity", tickformat=".0%", rangemode="tozero")
+    return fig

@@ -24,6 +24,7 @@ from kafka_rebalancer.model.resources import RESOURCES
 from kafka_rebalancer.model.schemas import PARTITION_CHANGES, PARTITIONS
 from kafka_rebalancer.operations.request import REQUEST_FILE
 from kafka_rebalancer.report.charts import BrokerUsage, Flow, LogMarker, ProgressPoint
+from kafka_rebalancer.report.forecast_section import forecast_view
 from kafka_rebalancer.report.log_dir_table import log_dirs_view
 from kafka_rebalancer.report.overview import run_overview
 from kafka_rebalancer.report.views import (
@@ -117,7 +118,8 @@ def collect(run: RunFolder) -> RunReportData:
     return RunReportData(header=header, snapshot=section("snapshot", _snapshot), plan=section("plan", _plan),
                          validation=section("validation", _validation), executions=section("execution", _executions),
                          verification=section("verification", _verification),
-                         log_dirs=section("log_dirs", _log_dirs), unreadable=unreadable)
+                         log_dirs=section("log_dirs", _log_dirs), forecast=section("forecast", forecast_view),
+                         unreadable=unreadable)
 
 
 def _header(run: RunFolder) -> Header:

@@ -14,10 +14,12 @@ from typing import Any
 from kafka_rebalancer.errors import RebalancerError
 from kafka_rebalancer.execute.log import ExecutionLog
 from kafka_rebalancer.execute.progress import progress_text
+from kafka_rebalancer.forecast.summary import capacity_text
 from kafka_rebalancer.model.run_actions import Action
 from kafka_rebalancer.run_folder import (
     APPROVAL,
     EXECUTE,
+    FORECAST,
     NOTIFICATIONS_RECORD,
     PLAN,
     REPORT,
@@ -52,6 +54,7 @@ class RunOverview:
     report: str | None  # path of report/index.html when it exists
     notifications_failed: list[str] = field(default_factory=list)  # channel_failures: none when all were sent
     pools: tuple[str, ...] = ()  # the broker pools it planned (planned_pools); none known before its plan
+    capacity: str = "-"  # the capacity forecast in a few words (forecast.summary.capacity_text)
 
     @property
     def state(self) -> str:
@@ -80,7 +83,7 @@ def run_overview(run: RunFolder) -> RunOverview:
         out_of_band_after_measured=verified is not None,
         approval=_approval(decision), plan_hash=(summary or {}).get("plan_hash"),
         report=str(report) if report.exists() else None, notifications_failed=channel_failures(run.path),
-        pools=planned_pools(request, summary))
+        pools=planned_pools(request, summary), capacity=capacity_text(_json(run, f"{FORECAST}/forecast.json")))
 
 
 def planned_pools(request: dict[str, Any] | None, summary: dict[str, Any] | None) -> tuple[str, ...]:

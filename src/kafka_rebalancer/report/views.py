@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka_rebalancer.report.charts import BrokerUsage, Flow, LogMarker, ProgressPoint
+from kafka_rebalancer.report.charts import BrokerUsage, Flow, LogMarker, ProgressPoint, ProjectedUse
 
 # What a page of a large run (1,000 brokers, 100,000 moves) still shows; the rest is in the artifacts it names.
 MOVES_SHOWN = 2_000
@@ -265,6 +265,16 @@ class VerifyView:
 
 
 @dataclass(frozen=True)
+class ForecastView:
+    """The run's capacity forecast: forecast.json as the plan step wrote it, and per pool the brokers charted (at
+    most BROKERS_SHOWN: the soonest over the threshold, then the fullest at the horizon) of how many it has."""
+
+    facts: dict[str, Any]
+    brokers: dict[str, list[ProjectedUse]]
+    brokers_total: dict[str, int]
+
+
+@dataclass(frozen=True)
 class RunReportData:
     header: Header
     snapshot: SnapshotView | None  # None: the stage did not run (or could not be read: see unreadable)
@@ -273,4 +283,5 @@ class RunReportData:
     executions: list[PoolExecutionView] | None
     verification: VerifyView | None
     log_dirs: LogDirsView | None = None  # None: the plan moves nothing between log directories (or no plan)
+    forecast: ForecastView | None = None  # None: the run has no forecast stage (no plan, or planned before forecasts)
     unreadable: dict[str, str] = field(default_factory=dict)  # section -> what went wrong reading it

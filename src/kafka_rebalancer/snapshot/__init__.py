@@ -13,6 +13,7 @@ from kafka_rebalancer.operations.request import read_request
 from kafka_rebalancer.run_folder import SNAPSHOT, RunFolder
 from kafka_rebalancer.snapshot.build import SnapshotTables, build_snapshot_tables
 from kafka_rebalancer.snapshot.capacity import read_capacity_file
+from kafka_rebalancer.snapshot.log_size_history import snapshot_history
 from kafka_rebalancer.snapshot.metrics import Key, read_traffic_file, sample_traffic
 from kafka_rebalancer.snapshot.prometheus import ClusterFacts, MeasuredMetrics, measure, query_metrics, rate_range
 from kafka_rebalancer.snapshot.prometheus_http import PrometheusHttp, prometheus_http
@@ -128,11 +129,16 @@ def _prometheus_manifest(settings: PrometheusSettings, client: PrometheusHttp, m
 
 def take_snapshot(config: RebalancerConfig, connection: KafkaConnection, run: RunFolder,
                   stage: str = SNAPSHOT) -> dict[str, Any]:
-    """Capture the cluster into `run/<stage>` atomically; returns the manifest."""
+    """Capture the cluster into `run/<stage>` atomically; returns the manifest. A run's own snapshot keeps the log
+    size history its capacity forecast reads (`log_size_history.snapshot_history`; never fails the snapshot)."""
     request = read_request(run)
     rf_topics = request.scope.topics if request is not None and request.scope.replication_factor else ()
     tables, manifest = capture(config, connection, min_insync_topics=rf_topics)
-    manifest = write_snapshot(run, tables, manifest, stage)
+    history = None
+    if stage == SNAPSHOT:
+        live = tables.brokers.loc[tables.brokers["alive"], "broker_id"].astype(int).tolist()
+        history, manifest["forecast_history"] = snapshot_history(config, live, time.time())
+    manifest = write_snapshot(run, tables, manifest, stage, history)
     log.info("snapshot written to %s (%d brokers, %d partitions, %d replicas, hash %s)", run.stage_path(stage),
              manifest["rows"]["brokers"], manifest["rows"]["partitions"], manifest["rows"]["replicas"],
              manifest["content_hash"][:12])

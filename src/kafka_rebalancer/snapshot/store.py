@@ -24,6 +24,7 @@ from kafka_rebalancer.model.schemas import (
     PARTITIONS,
     REPLICAS,
     SNAPSHOT_TABLES,
+    TOPIC_HISTORY,
     TableSchema,
 )
 from kafka_rebalancer.operations.request import read_request
@@ -73,7 +74,9 @@ def content_hash(tables: SnapshotTables) -> str:
 
 
 def write_snapshot(run: RunFolder, tables: SnapshotTables, manifest: dict[str, Any],
-                   stage: str = SNAPSHOT) -> dict[str, Any]:
+                   stage: str = SNAPSHOT, history: pd.DataFrame | None = None) -> dict[str, Any]:
+    """`history`: the log size history the run's forecast reads (TOPIC_HISTORY), kept beside the tables and out of
+    the content hash (the plan does not depend on it)."""
     tables = canonical(tables)
     manifest = {
         **manifest,
@@ -86,6 +89,8 @@ def write_snapshot(run: RunFolder, tables: SnapshotTables, manifest: dict[str, A
     with run.stage(stage) as folder:
         for schema, frame in _present(tables):
             write_table(folder, schema, frame)
+        if history is not None:
+            write_table(folder, TOPIC_HISTORY, history)
         write_json(folder / "manifest.json", manifest)
     return manifest
 

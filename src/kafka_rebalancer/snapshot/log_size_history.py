@@ -3,23 +3,29 @@
 The brokers' JMX exporter exports every replica's size (`kafka_log_log_size{topic, partition}`); the largest replica
 of a partition is its size (a follower catching up holds less), summed per topic in Prometheus so the answer is one
 series per topic. One range query, asked of the live brokers (the connection, credentials and timeouts of
-`metrics.prometheus`, the errors of `snapshot.prometheus_http`).
+`metrics.prometheus`, the errors of `snapshot.prometheus_http`). A run's snapshot keeps it beside its tables
+(`snapshot_history`), out of its content hash: the plan does not depend on it, its forecast does.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from kafka_rebalancer.config import PrometheusSettings
-from kafka_rebalancer.forecast.trend import DAY_S
+from kafka_rebalancer.config import PrometheusSettings, RebalancerConfig
+from kafka_rebalancer.errors import RebalancerError
 from kafka_rebalancer.forecast_settings import ForecastSettings
 from kafka_rebalancer.model.schemas import TOPIC_HISTORY
+from kafka_rebalancer.model.units import DAY_S
 from kafka_rebalancer.snapshot.prometheus import RangeQueries, parse_matrix, render_query
-from kafka_rebalancer.snapshot.prometheus_http import QueryWindow
+from kafka_rebalancer.snapshot.prometheus_http import QueryWindow, prometheus_http
+
+log = logging.getLogger(__name__)
 
 STEP_S = 3600.0
 LOG_SIZE_QUERY = ('sum by (topic) (max by (topic, partition) '
@@ -61,3 +67,28 @@ def history_notes(samples: pd.DataFrame, window: QueryWindow, history_days: int)
         return [f"Prometheus holds {held_days:.1f} of the {history_days} days asked (forecast.history_days): "
                 f"every trend is from the days it has"]
     return []
+
+
+def snapshot_history(config: RebalancerConfig, live: Sequence[int], now: float
+                     ) -> tuple[pd.DataFrame | None, dict[str, Any]]:
+    """The run's log size history (TOPIC_HISTORY, None when there is none) and what its manifest says of it: the
+    window, the topics and points, and `notes` on what is missing. Never raises for Prometheus: a run whose forecast
+    cannot be made says so and goes on (README: Capacity forecast)."""
+    settings = config.metrics.prometheus
+    if settings is None:
+        return None, {"notes": ["metrics.prometheus is not set: no capacity forecast (it reads each topic's log "
+                                "size history from Prometheus)"]}
+    try:
+        client = prometheus_http(settings, str(config.source_file))
+        history = query_history(client, settings, config.forecast, live, now)
+    except RebalancerError as exc:
+        log.warning("capacity forecast: no log size history: %s", exc)
+        return None, {"url": settings.url, "notes": [f"no log size history from Prometheus ({exc}): no capacity "
+                                                     f"forecast"]}
+    samples = history.samples
+    facts = {"url": settings.url, "history_days": config.forecast.history_days, "start": history.window.start,
+             "end": history.window.end, "step_s": STEP_S, "topics": int(samples["topic"].nunique()),
+             "points": len(samples), "query_seconds": round(client.seconds, 3), "notes": history.notes}
+    for note in history.notes:
+        log.warning("capacity forecast: %s", note)
+    return samples, facts
