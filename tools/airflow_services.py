@@ -192,6 +192,16 @@ class AirflowServices:
                 time.sleep(2)
         raise AirflowError(f"DAG {dag_id} was not parsed within {timeout_s:.0f} s; logs in {self.home}")
 
+    def put_connection(self, connection_id: str, fields: dict[str, object]) -> None:
+        """Store (or replace) an Airflow connection through the REST API."""
+        body = {"connection_id": connection_id, **fields}
+        try:
+            self.request("PATCH", f"/api/v2/connections/{connection_id}", body)
+        except AirflowError as exc:
+            if "HTTP 404" not in str(exc):
+                raise
+            self.request("POST", "/api/v2/connections", body)
+
     def set_paused(self, dag_id: str, paused: bool) -> None:
         self.request("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": paused})
 

@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from kafka_rebalancer.access_settings import RoleAccess
 from kafka_rebalancer.config_file import load_pools_file, read_config_file
 from kafka_rebalancer.config_types import ByteSize, Duration, parse_byte_size, parse_duration  # noqa: F401 - re-exported
 from kafka_rebalancer.config_types import StrictModel as _Strict
@@ -388,6 +389,7 @@ class RebalancerConfig(_Strict):
     notifications: NotificationSettings = Field(default_factory=NotificationSettings)  # default: none sent
     # The nightly DAG's cron in a fleet folder (README: Fleet); null: a start time spread over the night.
     schedule: str | None = None
+    access_control: dict[str, RoleAccess] = Field(default_factory=dict)  # Airflow roles -> the DAGs' permissions
     run_root: Path = Path("runs")
     source_file: Path | None = Field(default=None, exclude=True)
 
@@ -472,7 +474,7 @@ class RebalancerConfig(_Strict):
     def fingerprint(self) -> str:
         """Hash of everything that shapes a plan (execution limits and connection details excluded)."""
         planning = self.model_dump(mode="json", exclude={"execution": True, "run_root": True, "approval": True,
-                                                         "automation": True, "schedule": True,
+                                                         "automation": True, "schedule": True, "access_control": True,
                                                          "notifications": True, "pools": {"__all__": {"claim"}},
                                                          "cluster": {"bootstrap_servers", "client_config",
                                                                      "airflow_connection_id",

@@ -1,7 +1,7 @@
 """A fleet in one Airflow: Airflow's DagBag over dags/ with KAFKA_REBALANCER_CONFIG_DIR holding two clusters'
 configs and a broken third builds each cluster's five DAGs (the cluster in the ids, its tag, schedule, config,
-watcher and the manual DAG its automation starts, the execute tasks in the fleet's pool), reports the broken one
-naming its file and field, and breaks nothing else."""
+access control, watcher and the manual DAG its automation starts, the execute tasks in the fleet's pool), reports
+the broken one naming its file and field, and breaks nothing else."""
 
 from __future__ import annotations
 
@@ -29,7 +29,10 @@ PROBE = textwrap.dedent("""
             (asset,) = dag.timetable.asset_condition.objects
             events = {{"asset": asset.name, "watchers": [[w.name, *w.trigger.serialize()] for w in asset.watchers],
                       "trigger_dag_id": tasks["start_runs"].partial_kwargs["trigger_dag_id"]}}
+        access = {{role: {{resource: sorted(permissions) for resource, permissions in resources.items()}}
+                  for role, resources in (dag.access_control or {{}}).items()}}
         return {{"schedule": str(dag.schedule), "tags": sorted(dag.tags), "config_path": dag.params["config_path"],
+                 "access_control": access,
                  "tasks": sorted(tasks), "params": sorted(dag.params),
                  "pools": {{t.task_id: t.pool for t in dag.tasks if t.task_id == "execute"}}, **events}}
     print(json.dumps({{"import_errors": {{k: str(v) for k, v in bag.import_errors.items()}},
@@ -59,7 +62,8 @@ def cluster_config(name: str, **more: Any) -> dict[str, Any]:
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("fleet")
     folder = tmp / "clusters"
-    write_config(folder / "eu.yaml", cluster_config("prod-eu", schedule="30 1 * * *"))
+    write_config(folder / "eu.yaml", cluster_config("prod-eu", schedule="30 1 * * *", access_control={
+        "team-eu": {"dags": ["can_read", "can_edit"], "dag_runs": ["can_create"]}}))
     write_config(folder / "us.yaml", cluster_config("prod-us"))
     write_config(folder / "ap.yaml", cluster_config("prod-ap", execution={"max_moves_per_brokr": 3}))
     write_config(folder / "fleet.yaml", {"max_concurrent_executions": 2, "night": {"start": "03:00", "end": "05:00"}})
@@ -90,6 +94,11 @@ def test_fleet_dagbag_builds_each_clusters_dags(fleet: tuple[Path, dict[str, Any
         assert dags[f"kafka_rebalance_nightly__{cluster}"]["tasks"] == dags[f"kafka_rebalance_manual__{cluster}"][
             "tasks"] == ["approve", "execute", "plan", "report", "snapshot", "unregister", "validate", "verify"]
         assert "action" in dags[f"kafka_rebalance_manual__{cluster}"]["params"]
+    # Each DAG of prod-eu's set carries its config's access control (FAB's resource names); prod-us names none.
+    for base in SETS:
+        assert dags[f"{base}__prod-eu"]["access_control"] == {
+            "team-eu": {"DAGs": ["can_edit", "can_read"], "DAG Runs": ["can_create"]}}, base
+        assert dags[f"{base}__prod-us"]["access_control"] == {}, base
     # The cluster's own schedule, else the first start time of fleet.yaml's night (prod-us alone without one).
     assert "30 1 * * *" in dags["kafka_rebalance_nightly__prod-eu"]["schedule"]
     assert "0 3 * * *" in dags["kafka_rebalance_nightly__prod-us"]["schedule"]

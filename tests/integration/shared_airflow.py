@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kafka_rebalancer.config import load_config
 from tools.airflow_run import connections
-from tools.airflow_services import FINISHED, AirflowError, AirflowServices
+from tools.airflow_services import FINISHED, AirflowServices
 
 NIGHTLY, MANUAL, EVENTS = "kafka_rebalance_nightly", "kafka_rebalance_manual", "kafka_rebalance_events"
 DAGS = (NIGHTLY, MANUAL, EVENTS)  # the ones the tests unpause
@@ -68,14 +68,7 @@ class SharedAirflow:
         self.config_link.unlink(missing_ok=True)
 
     def put_connection(self, connection_id: str, fields: dict[str, object]) -> None:
-        """Store (or replace) an Airflow connection through the REST API."""
-        body = {"connection_id": connection_id, **fields}
-        try:
-            self.services.request("PATCH", f"/api/v2/connections/{connection_id}", body)
-        except AirflowError as exc:
-            if "HTTP 404" not in str(exc):
-                raise
-            self.services.request("POST", "/api/v2/connections", body)
+        self.services.put_connection(connection_id, fields)
 
 
 def run_ids(services: AirflowServices, dag_id: str) -> set[str]:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from kafka_rebalancer import fleet as fleet_module
+from kafka_rebalancer.access_settings import dag_access_control
 from kafka_rebalancer.airflow import deployment
 from kafka_rebalancer.cli import main
 from kafka_rebalancer.config import load_config
@@ -105,10 +106,28 @@ def test_fleet_a_night_past_midnight(tmp_path: Path) -> None:
 
 
 def test_fleet_schedule_is_out_of_the_fingerprint(tmp_path: Path) -> None:
-    """Approved plans stay approved when a config gains a schedule."""
+    """Approved plans stay approved when a config gains a schedule or an access control."""
     plain = load_config(write_config(tmp_path / "a.yaml", cluster_config("prod-eu")))
-    scheduled = load_config(write_config(tmp_path / "b.yaml", cluster_config("prod-eu", schedule="15 3 * * *")))
+    scheduled = load_config(write_config(tmp_path / "b.yaml", cluster_config(
+        "prod-eu", schedule="15 3 * * *", access_control={"team-eu": {"dags": ["can_read", "can_edit"]}})))
     assert plain.fingerprint() == scheduled.fingerprint()
+
+
+def test_fleet_access_control_becomes_the_dags_access_control(tmp_path: Path) -> None:
+    config = load_config(write_config(tmp_path / "eu.yaml", cluster_config("prod-eu", access_control={
+        "team-eu": {"dags": ["can_read", "can_edit"], "dag_runs": ["can_create"]}, "auditors": {}})))
+    assert dag_access_control(config.access_control) == {
+        "team-eu": {"DAGs": {"can_read", "can_edit"}, "DAG Runs": {"can_create"}}, "auditors": {"DAGs": {"can_read"}}}
+    assert dag_access_control(load_config(write_config(tmp_path / "us.yaml", cluster_config("prod-us")))
+                              .access_control) is None  # none named: Airflow's own roles decide
+
+
+def test_fleet_access_control_refuses_an_unknown_permission(tmp_path: Path) -> None:
+    path = write_config(tmp_path / "eu.yaml", cluster_config("prod-eu", access_control={
+        "team-eu": {"dags": ["can_create"]}}))
+    with pytest.raises(ConfigError, match=r"eu.yaml: access_control.team-eu.dags\[0\]: .*'can_read', 'can_edit' or "
+                                          r"'can_delete' \(got 'can_create'\)"):
+        load_config(path)
 
 
 def test_fleet_deployment_without_a_folder_is_todays_one_cluster(tmp_path: Path) -> None:
@@ -123,13 +142,13 @@ def test_fleet_deployment_without_a_folder_is_todays_one_cluster(tmp_path: Path)
 
 
 def test_fleet_deployment_with_a_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    write_config(tmp_path / "eu.yaml", cluster_config("prod-eu"))
+    write_config(tmp_path / "eu.yaml", cluster_config("prod-eu", access_control={"team-eu": {}}))
     write_config(tmp_path / "bad.yaml", cluster_config("prod-us", pools={}))
     env = {deployment.CONFIG_DIR_ENV: str(tmp_path)}
     (eu,) = deployment.deployed_clusters(tmp_path / "default.yaml", env)
     assert eu.named("kafka_rebalance_nightly") == "kafka_rebalance_nightly__prod-eu"
     assert (eu.config_path, eu.execution_pool) == (str(tmp_path / "eu.yaml"), fleet_module.EXECUTION_POOL)
-    assert "cluster:prod-eu" in eu.tags()
+    assert "cluster:prod-eu" in eu.tags() and eu.access_control == {"team-eu": {"DAGs": {"can_read"}}}
     (error,) = deployment.fleet_config_errors(env)
     assert error.startswith(f"{tmp_path / 'bad.yaml'}: pools: ")
     with pytest.raises(Exception, match="1 config file"):

@@ -3,9 +3,10 @@ read (README: Fleet). The DAG files build one set of DAGs per cluster from this.
 
 Without KAFKA_REBALANCER_CONFIG_DIR: the one config of KAFKA_REBALANCER_CONFIG, today's DAG ids and schedule (the
 config is not read at parse time, as before). With it: every cluster of the folder (kafka_rebalancer.fleet), the
-cluster in each DAG id (`kafka_rebalance_nightly__<cluster>`), its tag, its nightly schedule, and its execute
-tasks in the fleet's Airflow pool. The configs that do not load are raised by one DAG file of their own
-(kafka_rebalance_fleet_errors.py): an import error in the UI naming each file and field, the others' DAGs load.
+cluster in each DAG id (`kafka_rebalance_nightly__<cluster>`), its tag, its nightly schedule, its execute tasks
+in the fleet's Airflow pool, and its config's `access_control` on every DAG of its set. The configs that do not
+load are raised by one DAG file of their own (kafka_rebalance_fleet_errors.py): an import error in the UI naming
+each file and field, the others' DAGs load.
 
 Light at parse time: without the folder nothing of the package's config is imported.
 """
@@ -35,6 +36,8 @@ class ClusterDags:
     config_path: str
     nightly_schedule: str
     execution_pool: str | None  # a fleet's (kafka_rebalancer.fleet.EXECUTION_POOL); None: Airflow's default pool
+    # The config's `access_control` as the DAGs' (FAB roles -> resource -> permissions); None: Airflow's defaults.
+    access_control: dict[str, dict[str, set[str]]] | None = None
 
     def named(self, base: str) -> str:
         """A DAG id, asset or watcher name of this cluster: `<base>__<cluster>` in a fleet."""
@@ -54,6 +57,7 @@ def deployed_clusters(default_config: Path, environ: Mapping[str, str] = os.envi
     folder = environ.get(CONFIG_DIR_ENV)
     if not folder:
         return [ClusterDags(None, environ.get(CONFIG_ENV, str(default_config)), SINGLE_CLUSTER_SCHEDULE, None)]
+    from kafka_rebalancer.access_settings import dag_access_control
     from kafka_rebalancer.errors import ConfigError
     from kafka_rebalancer.fleet import EXECUTION_POOL, load_fleet
 
@@ -61,7 +65,8 @@ def deployed_clusters(default_config: Path, environ: Mapping[str, str] = os.envi
         fleet = load_fleet(Path(folder))
     except ConfigError:
         return []  # the folder itself is wrong: kafka_rebalance_fleet_errors.py says so
-    return [ClusterDags(c.name, str(c.config_file), c.schedule, EXECUTION_POOL) for c in fleet.clusters]
+    return [ClusterDags(c.name, str(c.config_file), c.schedule, EXECUTION_POOL,
+                        dag_access_control(c.config.access_control)) for c in fleet.clusters]
 
 
 def raise_fleet_config_errors(environ: Mapping[str, str] = os.environ) -> None:
@@ -90,6 +95,6 @@ def fleet_config_errors(environ: Mapping[str, str] = os.environ) -> list[str]:
 
 
 def cluster_dag(cluster: ClusterDags, base_id: str, *, tags: tuple[str, ...] = (), **kwargs: Any) -> DAG:
-    """A DAG of the cluster's set (use as `with cluster_dag(...):`): its id, tags and start date."""
+    """A DAG of the cluster's set (use as `with cluster_dag(...):`): its id, tags, start date and access control."""
     return DAG(dag_id=cluster.named(base_id), start_date=START_DATE, catchup=False, tags=cluster.tags(*tags),
-               **kwargs)
+               access_control=cluster.access_control, **kwargs)
