@@ -15,6 +15,8 @@ class ForecastSettings(StrictModel):
     history_days: int = Field(default=14, ge=2, le=365)
     horizon_days: int = Field(default=90, ge=1, le=3650)
     warning_days: int | None = Field(default=None, ge=1)
+    # Rightsizing: the disk capacity of a broker it adds (null: the pool's median broker's).
+    added_broker_capacity_bytes: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _warning_inside_horizon(self) -> ForecastSettings:
