@@ -3,12 +3,15 @@ brokers an over-provisioned pool could give up, on small synthetic pools."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from rich.console import Console
 
+from kafka_rebalancer.cli.capacity import print_rightsizing
 from kafka_rebalancer.config import RebalancerConfig, load_config
 from kafka_rebalancer.forecast.projection import projected_snapshot, replicas_after
 from kafka_rebalancer.forecast.rightsize import lower_bound, plan_trial, rightsize
@@ -122,3 +125,15 @@ def test_rightsizing_without_history_gives_no_number(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("used", "expected"), [(0.0, 0), (80.0, 0), (80.1, 1), (160.0, 1), (160.1, 2)])
 def test_rightsizing_lower_bound_from_the_totals(used: float, expected: int) -> None:
     assert lower_bound(used, 100.0, 0.8, 100) == expected
+
+
+def test_rightsizing_printed_by_the_capacity_command(tmp_path: Path) -> None:
+    config, tables, growth = cluster(tmp_path, 0.01, target_usage=0.5)
+    out = io.StringIO()
+    print_rightsizing(Console(file=out, width=300), rightsize(config, tables, growth, THRESHOLD, HORIZON), HORIZON)
+    text = out.getvalue()
+    assert "pool pool-0: add 3 brokers of" in text and "2 added: broker" in text and "3 added: holds" in text
+    config, tables, growth = cluster(tmp_path, None, target_usage=0.5)
+    out = io.StringIO()
+    print_rightsizing(Console(file=out, width=300), rightsize(config, tables, growth, THRESHOLD, HORIZON), HORIZON)
+    assert "pool pool-0: no topic has a growth trend" in out.getvalue() and "add" not in out.getvalue()

@@ -13,6 +13,7 @@ from kafka_rebalancer.cli.tables import plain_table
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.forecast import CapacityForecast, forecast_capacity, forecast_prometheus
 from kafka_rebalancer.forecast.projection import PROJECTED_DAYS
+from kafka_rebalancer.forecast.rightsize import PoolRightsizing, rightsize
 from kafka_rebalancer.forecast.summary import days_left, is_short
 from kafka_rebalancer.kafka_admin import KafkaConnection
 from kafka_rebalancer.model.units import human_bytes
@@ -25,7 +26,10 @@ UNFORECAST_SHOWN = 20  # topics without a trend, listed with their reason
 def capacity_command(config: RebalancerConfig, connection: KafkaConnection, console: Console) -> int:
     client = prometheus_http(forecast_prometheus(config), str(config.source_file))  # before the cluster is asked
     tables, _ = capture(config, connection)
-    print_forecast(console, forecast_capacity(config, tables, client, time.time()))
+    forecast = forecast_capacity(config, tables, client, time.time())
+    print_forecast(console, forecast)
+    print_rightsizing(console, rightsize(config, tables, forecast.growth, forecast.threshold, forecast.horizon_days),
+                      forecast.horizon_days)
     return 0
 
 
@@ -68,6 +72,34 @@ def _pool(console: Console, pool: dict[str, Any], forecast: CapacityForecast) ->
                       *(_of(b[f"used_{d}d_bytes"], cap) for d in PROJECTED_DAYS),
                       "-" if pd.isna(days) else f"{days:.1f} days")
     console.print(table)
+
+
+def print_rightsizing(console: Console, pools: list[PoolRightsizing], horizon_days: int) -> None:
+    """Per pool, the brokers to add (or that it could give up) to hold the horizon, as the planner found them."""
+    console.print(f"\nrightsizing (the planner on the cluster as forecast at +{horizon_days} days):")
+    for pool in pools:
+        console.print(f"  pool {pool.broker_pool}: {_rightsizing_line(pool)}")
+
+
+def _rightsizing_line(pool: PoolRightsizing) -> str:
+    if pool.note is not None:
+        return pool.note
+    tried = "; ".join(f"{len(t.added)} added: {'holds' if t.holds else t.why_not}" for t in pool.trials)
+    if pool.brokers_to_add is None:
+        return (f"more than {len(pool.trials[-1].added)} brokers of {human_bytes(pool.added_capacity_bytes)} "
+                f"(the totals ask for at least {pool.lower_bound}; the planner: {tried})")
+    held = pool.trials[-1]
+    if pool.brokers_to_add:
+        return (f"add {pool.brokers_to_add} brokers of {human_bytes(pool.added_capacity_bytes)} (the totals ask for "
+                f"at least {pool.lower_bound}; the planner: {tried}); the plan moves {human_bytes(held.moved_bytes)},"
+                f" its fullest broker at {held.peak_disk_usage:.0%}")
+    line = f"holds without a broker more (a rebalance moves {human_bytes(held.moved_bytes)}, its fullest broker at " \
+           f"{held.peak_disk_usage:.0%})"
+    if pool.give_up and pool.give_up_trial is not None:
+        line += (f"; could give up brokers {', '.join(map(str, pool.give_up))} (a drain moves "
+                 f"{human_bytes(pool.give_up_trial.moved_bytes)}, its fullest broker at "
+                 f"{pool.give_up_trial.peak_disk_usage:.0%})")
+    return line
 
 
 def _without_trend(console: Console, growth: pd.DataFrame) -> None:
