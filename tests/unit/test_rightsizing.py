@@ -137,3 +137,17 @@ def test_rightsizing_printed_by_the_capacity_command(tmp_path: Path) -> None:
     out = io.StringIO()
     print_rightsizing(Console(file=out, width=300), rightsize(config, tables, growth, THRESHOLD, HORIZON), HORIZON)
     assert "pool pool-0: no topic has a growth trend" in out.getvalue() and "add" not in out.getvalue()
+
+
+def test_rightsizing_counts_the_replicas_a_dead_broker_holds(tmp_path: Path) -> None:
+    # The dead broker's replicas must move onto the others: its capacity is not the pool's, its bytes are.
+    config, tables, growth = cluster(tmp_path, 0.01, target_usage=0.5, dead_broker=True)
+    (pool,) = rightsize(config, tables, growth, THRESHOLD, HORIZON)
+    alive = tables.brokers[tables.brokers["alive"]]
+    used = projected_snapshot(tables, growth, HORIZON).replicas["size_bytes"].sum()
+    assert pool.lower_bound == lower_bound(used, alive["disk_capacity_bytes"].sum(), THRESHOLD,
+                                           int(alive["disk_capacity_bytes"].median()))
+    # Here the planner holds the pool neither at the bound nor one past it (a broker still over the threshold, then
+    # over its band): no count, each run with its reason (capacity prints "more than").
+    assert [len(t.added) for t in pool.trials] == [pool.lower_bound, pool.lower_bound + 1]
+    assert pool.brokers_to_add is None and all(not t.holds and t.why_not for t in pool.trials)

@@ -83,14 +83,17 @@ def with_hypothetical(brokers: pd.DataFrame, used: pd.Series, pool: str, n: int,
     many racks as replicas, a rack's replicas can only move within it."""
     if n == 0:
         return brokers, []
-    own = brokers[(brokers["broker_pool"] == pool) & brokers["alive"] & ~brokers["excluded"]]
-    rack_of = own["rack"].where(own["rack"].map(lambda r: isinstance(r, str) and r != ""), None)
-    load = own["broker_id"].map(used).fillna(0).groupby(rack_of, dropna=False).sum()
-    capacity = own["disk_capacity_bytes"].astype(float).groupby(rack_of, dropna=False).sum()
+    members = brokers[brokers["broker_pool"] == pool]
+    own = members[members["alive"] & ~members["excluded"]]
+    rack_of = members["rack"].where(members["rack"].map(lambda r: isinstance(r, str) and r != ""), "")
+    # A dead broker's bytes count on its rack (they stay there with as many racks as replicas), its disk does not.
+    load = members["broker_id"].map(used).fillna(0).groupby(rack_of).sum()
+    capacity = own["disk_capacity_bytes"].astype(float).groupby(rack_of[own.index]).sum().reindex(load.index,
+                                                                                                  fill_value=0.0)
     racks = []
     for _ in range(n):
-        fullest = max(sorted(capacity.index, key=str), key=lambda r: load[r] / capacity[r] if capacity[r] else 0.0)
-        racks.append(fullest)
+        fullest = max(sorted(load.index), key=lambda r: load[r] / capacity[r] if capacity[r] else float("inf"))
+        racks.append(fullest or None)
         capacity[fullest] += capacity_bytes
     first = int(brokers["broker_id"].max()) + 1
     ids = list(range(first, first + n))
@@ -165,7 +168,9 @@ def rightsize_pool(config: RebalancerConfig, projected: SnapshotTables, pool: st
     own = projected.brokers[(projected.brokers["broker_pool"] == pool) & projected.brokers["alive"]
                             & ~projected.brokers["excluded"]]
     capacity = added_capacity(config, own)
-    used = float(projected.replicas.loc[projected.replicas["broker_id"].isin(own["broker_id"]), "size_bytes"].sum())
+    # Every replica the pool must hold: its topics' (those on a dead broker too).
+    topics = projected.partitions.loc[projected.partitions["topic_pool"] == pool, "topic"].unique()
+    used = float(projected.replicas.loc[projected.replicas["topic"].isin(topics), "size_bytes"].sum())
     total_capacity = float(own["disk_capacity_bytes"].sum())
     bound = lower_bound(used, total_capacity, threshold, capacity)
     trials = []
