@@ -150,6 +150,7 @@ def test_capacity_command_prints_the_pool(cluster: Path, capsys: pytest.CaptureF
     out = capsys.readouterr().out
     assert "pool p: 3 brokers" in out and "projected: +7d" in out and "first broker over the threshold" in out
     assert "no topic is forecast" not in out and "topics without a trend" not in out and "SHORT" not in out
+    assert "rightsizing (the planner on the cluster as forecast at +90 days):" in out and "  pool p: " in out
     cluster.write_text(cluster.read_text().replace("history_days: 14", "history_days: 14\n  warning_days: 80"))
     assert main(["capacity", "--config", str(cluster)]) == 0
     assert "SHORT: over the threshold in" in capsys.readouterr().out
