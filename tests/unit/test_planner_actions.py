@@ -307,7 +307,7 @@ def test_a_search_takes_no_more_than_the_budget_and_the_need() -> None:
 
 def test_an_overloaded_broker_gives_several_replicas_in_one_search_each_to_the_least_used() -> None:
     # Counts 40 / 10 / 10, band [18, 22], target band [19, 21]: broker 1 sheds 19, its smallest first, each to
-    # whichever receiver is least used at the time (they alternate), `batch` (8) in one search.
+    # whichever receiver is least used at the time (they alternate), `batch` (16) in one search.
     replicas = [("t", i, 1, 0, i + 1) for i in range(40)] + [("u", 100 * b + i, b, 0, 1) for b in (2, 3)
                                                                 for i in range(10)]
     model = pool([(1, "a", 1000), (2, "b", 1000), (3, "c", 1000)], replicas, resources=(REPLICA_COUNT,))
