@@ -307,13 +307,14 @@ def test_a_search_takes_no_more_than_the_budget_and_the_need() -> None:
 
 def test_an_overloaded_broker_gives_several_replicas_in_one_search_each_to_the_least_used() -> None:
     # Counts 40 / 10 / 10, band [18, 22], target band [19, 21]: broker 1 sheds 19, its smallest first, each to
-    # whichever receiver is least used at the time (they alternate), in one search.
+    # whichever receiver is least used at the time (they alternate), `batch` (16) in one search.
     replicas = [("t", i, 1, 0, i + 1) for i in range(40)] + [("u", 100 * b + i, b, 0, 1) for b in (2, 3)
                                                                 for i in range(10)]
     model = pool([(1, "a", 1000), (2, "b", 1000), (3, "c", 1000)], replicas, resources=(REPLICA_COUNT,))
     move = action(ReplicaMove, model)
     assert move.give(0, 0, need=19.0, most=22.0)
     moves = move.state.plan.moves
-    assert [int(model.r_size[mv.replica]) for mv in moves] == list(range(1, 20))
+    assert [int(model.r_size[mv.replica]) for mv in moves] == list(range(1, ReplicaMove.batch + 1))
     assert [mv.target for mv in moves[:4]] == [1, 2, 1, 2]
-    assert model.load[:, 0].tolist() == [21, 20, 19]
+    assert model.load[:, 0].tolist() == [40 - ReplicaMove.batch, 10 + ReplicaMove.batch // 2,
+                                         10 + ReplicaMove.batch // 2]
