@@ -14,8 +14,8 @@ from rich.console import Console
 from kafka_rebalancer.cli.capacity import print_rightsizing
 from kafka_rebalancer.config import RebalancerConfig, load_config
 from kafka_rebalancer.forecast.projection import projected_snapshot, replicas_after
-from kafka_rebalancer.forecast.rightsize import lower_bound, plan_trial, rightsize
 from kafka_rebalancer.plan.changes import partition_changes
+from kafka_rebalancer.plan.rightsize import lower_bound, plan_trial, rightsize
 from kafka_rebalancer.snapshot.build import SnapshotTables
 from kafka_rebalancer.snapshot.synthetic import SyntheticSpec, generate
 

@@ -13,10 +13,10 @@ from kafka_rebalancer.cli.tables import plain_table
 from kafka_rebalancer.config import RebalancerConfig
 from kafka_rebalancer.forecast import CapacityForecast, forecast_capacity, forecast_prometheus
 from kafka_rebalancer.forecast.projection import PROJECTED_DAYS
-from kafka_rebalancer.forecast.rightsize import PoolRightsizing, rightsize
 from kafka_rebalancer.forecast.summary import days_left, is_short
 from kafka_rebalancer.kafka_admin import KafkaConnection
 from kafka_rebalancer.model.units import human_bytes
+from kafka_rebalancer.plan.rightsize import PoolRightsizing, rightsize
 from kafka_rebalancer.snapshot import capture
 from kafka_rebalancer.snapshot.prometheus_http import prometheus_http
 
