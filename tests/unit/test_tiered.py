@@ -1,0 +1,86 @@
+"""Tiered topics (issue 54): remote bytes per partition from the leaders' remote log metrics, and a move's cost."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kafka_rebalancer.model.schemas import TIERED_PARTITIONS
+from kafka_rebalancer.snapshot.prometheus import Series
+from kafka_rebalancer.snapshot.tiered import (
+    fetches_from_last_tiered,
+    latest_by_pair,
+    move_cost,
+    tiered_lines,
+    tiered_partitions,
+    tiered_summary,
+    tiered_topics,
+)
+
+
+def _partitions() -> pd.DataFrame:
+    # t: partitions 0 and 1 led by broker 1 (sizes 100 and 300), partition 2 by broker 2; u is not tiered
+    return pd.DataFrame({"topic": ["t", "t", "t", "u"], "partition": [0, 1, 2, 0], "leader": [1, 1, 2, 1],
+                         "size_bytes": [100, 300, 50, 999]})
+
+
+def test_tiered_topics_from_configs() -> None:
+    assert tiered_topics({"t": "true", "u": "false", "v": None, "w": "TRUE "}) == {"t", "w"}
+
+
+def test_tiered_last_tiered_fetch_needs_every_live_broker() -> None:
+    assert fetches_from_last_tiered({1: "true", 2: "true", 3: "false"}, [1, 2])
+    assert not fetches_from_last_tiered({1: "true", 2: None}, [1, 2])
+    assert not fetches_from_last_tiered({}, [])
+
+
+def test_tiered_move_cost_rule() -> None:
+    assert move_cost(1000, 200, last_tiered_fetch=True) == 200
+    assert move_cost(1000, 5000, last_tiered_fetch=True) == 1000  # never more than the local log
+    assert move_cost(1000, None, last_tiered_fetch=True) == 1000  # lag not reported: the local log
+    assert move_cost(1000, 200, last_tiered_fetch=False) == 1000
+
+
+def test_tiered_latest_sample_per_broker_and_topic() -> None:
+    series = [Series((1, "t"), np.array([10.0, 30.0, 20.0]), np.array([5.0, 9.0, 7.0])),
+              Series((2, "t"), np.array([]), np.array([]))]
+    assert latest_by_pair(series) == {(1, "t"): 9.0}
+
+
+def test_tiered_partitions_share_the_leaders_topic_value_by_local_size() -> None:
+    table = tiered_partitions(_partitions(), {"t"}, {(1, "t"): 4000.0, (3, "t"): 7.0}, {(1, "t"): 40.0},
+                              last_tiered_fetch=True)
+    assert table.columns.tolist() == TIERED_PARTITIONS.names
+    rows = table.set_index("partition")
+    assert rows.loc[0, "remote_bytes"] == 1000 and rows.loc[1, "remote_bytes"] == 3000
+    assert pd.isna(rows.loc[2, "remote_bytes"])  # its leader, broker 2, reports nothing
+    assert rows.loc[0, "copy_lag_bytes"] == 10 and rows.loc[1, "copy_lag_bytes"] == 30
+    # KIP-1023 on: the lag where reported, the local size where not (partition 2's leader reports nothing)
+    assert rows["move_cost_bytes"].tolist() == [10, 30, 50]
+    TIERED_PARTITIONS.to_arrow_table(table)
+
+
+def test_tiered_without_kip1023_a_move_costs_the_local_size() -> None:
+    table = tiered_partitions(_partitions(), {"t"}, None, {(1, "t"): 40.0}, last_tiered_fetch=False)
+    assert table["move_cost_bytes"].tolist() == [100, 300, 50]
+    assert table["remote_bytes"].isna().all()
+
+
+def test_tiered_summary_and_lines() -> None:
+    table = tiered_partitions(_partitions(), {"t"}, {(1, "t"): 4000.0}, {(1, "t"): 40.0}, last_tiered_fetch=True)
+    summary = tiered_summary(table)
+    assert summary == [{"topic": "t", "partitions": 3, "local_bytes": 450, "remote_bytes": 4000,
+                        "move_cost_bytes": 90}]
+    lines = tiered_lines(summary, last_tiered_fetch=True)
+    assert lines[0].startswith("tiered topics (1): moves copy only what is past the last tiered offset")
+    assert "t: 3 partitions, local 450, remote 4000" in lines[1]
+    assert tiered_lines([], last_tiered_fetch=True) == []
+    unreported = tiered_summary(tiered_partitions(_partitions(), {"t"}, None, None, last_tiered_fetch=False))
+    assert "remote not reported" in tiered_lines(unreported, last_tiered_fetch=False)[1]
+
+
+@pytest.mark.parametrize("tiered", [set(), {"absent"}])
+def test_tiered_no_tiered_partitions_gives_an_empty_table(tiered: set[str]) -> None:
+    table = tiered_partitions(_partitions(), tiered, {}, {}, last_tiered_fetch=False)
+    assert table.empty and table.columns.tolist() == TIERED_PARTITIONS.names
