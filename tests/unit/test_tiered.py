@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pytest
 
+from kafka_rebalancer.config import PrometheusSettings, load_config
+from kafka_rebalancer.kafka_admin import BrokerInfo, KafkaConnection, PartitionInfo
 from kafka_rebalancer.model.schemas import TIERED_PARTITIONS
+from kafka_rebalancer.run_folder import RunFolder
+from kafka_rebalancer.snapshot import read_snapshot, take_snapshot
 from kafka_rebalancer.snapshot.prometheus import Series
 from kafka_rebalancer.snapshot.tiered import (
     fetches_from_last_tiered,
     latest_by_pair,
     move_cost,
+    query_remote_bytes,
     tiered_lines,
     tiered_partitions,
     tiered_summary,
     tiered_topics,
 )
+from tests.helpers import fake_admin
 
 
 def _partitions() -> pd.DataFrame:
@@ -84,3 +93,65 @@ def test_tiered_summary_and_lines() -> None:
 def test_tiered_no_tiered_partitions_gives_an_empty_table(tiered: set[str]) -> None:
     table = tiered_partitions(_partitions(), tiered, {}, {}, last_tiered_fetch=False)
     assert table.empty and table.columns.tolist() == TIERED_PARTITIONS.names
+
+
+class _Prometheus:
+    """Answers each remote log query: broker 1 reports topic t, brokers 2 and 3 nothing."""
+
+    url = "http://prometheus"
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+
+    def query_range(self, query: str, window: Any, shown_as: str) -> dict[str, Any]:
+        self.queries.append(query)
+        value = "4000" if "remotelogsizebytes" in query else "40"
+        series = [{"metric": {"broker_id": "1", "topic": "t"}, "values": [[window.end, value]]}]
+        return {"resultType": "matrix", "result": series if 'broker_id=~"1|2"' in query else []}
+
+
+def test_tiered_remote_bytes_are_queried_per_broker_batch() -> None:
+    settings = PrometheusSettings(url="http://prometheus", brokers_per_query=2)
+    client = _Prometheus()
+    found = query_remote_bytes(client, settings, [3, 1, 2], now=1000.0)
+    assert found == {"remote_log_size_bytes": {(1, "t"): 4000.0}, "remote_copy_lag_bytes": {(1, "t"): 40.0}}
+    assert len(client.queries) == 4 and 'broker_id=~"1|2"' in client.queries[0]
+    assert "kafka_server_brokertopicmetrics_remotelogsizebytes" in client.queries[0]
+
+
+GB = 10**9
+BASE = ("cluster: {name: c, bootstrap_servers: 'localhost:9'}\npools: {a: {brokers: [1, 2, 3]}}\n"
+        "capacity: {default: {disk_bytes: 100000000000}}\n")
+
+
+@pytest.mark.parametrize("fetch", ["true", "false"])
+def test_tiered_snapshot_records_the_tiered_topics_and_their_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   fetch: str) -> None:
+    partitions = [PartitionInfo("t", 0, [1, 2], [1, 2], 1), PartitionInfo("u", 0, [2, 3], [2, 3], 2)]
+    monkeypatch.setattr("kafka_rebalancer.snapshot.ClusterAdmin", fake_admin(
+        [BrokerInfo(b, None, "h", b) for b in (1, 2, 3)], partitions, {("t", 0): 10 * GB, ("u", 0): GB},
+        topic_configs={"t": {"remote.storage.enable": "true"}, "u": {"remote.storage.enable": "false"}},
+        broker_configs={b: {"follower.fetch.last.tiered.offset.enable": fetch} for b in (1, 2, 3)}))
+    path = tmp_path / "rebalancer.yaml"
+    path.write_text(BASE + f"run_root: {tmp_path / 'runs'}\n")
+    run = RunFolder(load_config(path).run_dir("r"))
+    manifest = take_snapshot(load_config(path), KafkaConnection("localhost:9"), run)
+    assert manifest["tiered"] == {"topics": ["t"], "last_tiered_fetch": fetch == "true",
+                                  "brokers_fetching_last_tiered": [1, 2, 3] if fetch == "true" else []}
+    tables, _ = read_snapshot(run)
+    assert tables.tiered_partitions is not None
+    row = tables.tiered_partitions.iloc[0]
+    # no Prometheus: remote bytes and lag unknown, a move copies the local log either way
+    assert (row["topic"], row["local_bytes"], row["move_cost_bytes"]) == ("t", 10 * GB, 10 * GB)
+    assert pd.isna(row["remote_bytes"]) and pd.isna(row["copy_lag_bytes"])
+
+
+def test_tiered_snapshot_without_tiered_topics_has_no_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("kafka_rebalancer.snapshot.ClusterAdmin", fake_admin(
+        [BrokerInfo(b, None, "h", b) for b in (1, 2, 3)], [PartitionInfo("u", 0, [2, 3], [2, 3], 2)], {("u", 0): GB}))
+    path = tmp_path / "rebalancer.yaml"
+    path.write_text(BASE + f"run_root: {tmp_path / 'runs'}\n")
+    run = RunFolder(load_config(path).run_dir("r"))
+    manifest = take_snapshot(load_config(path), KafkaConnection("localhost:9"), run)
+    assert "tiered" not in manifest
+    assert read_snapshot(run)[0].tiered_partitions is None

@@ -16,13 +16,15 @@ cost counts only where every live broker has the config on; else a move costs th
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
+from kafka_rebalancer.config import PrometheusSettings
 from kafka_rebalancer.model.schemas import TIERED_PARTITIONS
-from kafka_rebalancer.snapshot.prometheus import Key, Series, attribute
+from kafka_rebalancer.snapshot.prometheus import Key, RangeQueries, Series, attribute, parse_matrix, render_query
+from kafka_rebalancer.snapshot.prometheus_http import QueryWindow
 
 REMOTE_STORAGE_ENABLE = "remote.storage.enable"
 FETCH_LAST_TIERED = "follower.fetch.last.tiered.offset.enable"
@@ -59,6 +61,24 @@ def latest_by_pair(series: Iterable[Series]) -> dict[tuple[int, str], float]:
         if len(s.values):
             out[s.key] += float(s.values[s.times.argmax()])
     return dict(out)
+
+
+def query_remote_bytes(client: RangeQueries, settings: PrometheusSettings, broker_ids: Sequence[int],
+                       now: float) -> dict[str, dict[tuple[int, str], float]]:
+    """REMOTE_QUERIES' values now per (broker, topic), one query per batch of `brokers_per_query` brokers."""
+    ids = sorted(broker_ids)
+    out: dict[str, dict[tuple[int, str], float]] = {}
+    for metric, template in REMOTE_QUERIES.items():
+        series: list[Series] = []
+        for start in range(0, len(ids), settings.brokers_per_query):
+            batch = ids[start:start + settings.brokers_per_query]
+            shown_as = f"{metric} (brokers {batch[0]}..{batch[-1]}): {template}"
+            data = client.query_range(render_query(template, settings, batch), QueryWindow(now, now, settings.step),
+                                      shown_as)
+            series += parse_matrix(data, ("broker", "topic"), settings.broker_label,
+                                   f"Prometheus at {client.url}, query {shown_as}")
+        out[metric] = latest_by_pair(series)
+    return out
 
 
 def per_partition(by_pair: Mapping[tuple[int, str], float], leaders: Mapping[Key, int],
