@@ -155,3 +155,27 @@ def test_tiered_snapshot_without_tiered_topics_has_no_table(tmp_path: Path, monk
     manifest = take_snapshot(load_config(path), KafkaConnection("localhost:9"), run)
     assert "tiered" not in manifest
     assert read_snapshot(run)[0].tiered_partitions is None
+
+
+def test_tiered_topics_are_in_show_and_the_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from kafka_rebalancer.cli.tables import show_run
+    from kafka_rebalancer.report.run_report import collect, render
+
+    monkeypatch.setattr("kafka_rebalancer.snapshot.ClusterAdmin", fake_admin(
+        [BrokerInfo(b, None, "h", b) for b in (1, 2, 3)], [PartitionInfo("t", 0, [1, 2], [1, 2], 1)],
+        {("t", 0): 10 * GB}, topic_configs={"t": {"remote.storage.enable": "true"}}))
+    path = tmp_path / "rebalancer.yaml"
+    path.write_text(BASE + f"run_root: {tmp_path / 'runs'}\n")
+    run = RunFolder(load_config(path).run_dir("r"))
+    take_snapshot(load_config(path), KafkaConnection("localhost:9"), run)
+    out = StringIO()
+    show_run(Console(file=out, width=400), run)
+    shown = out.getvalue()
+    assert "tiered topics (1): moves copy the whole local log" in shown
+    assert "t: 1 partitions, local 9.3 GiB, remote not reported" in shown
+    page = render(collect(run))
+    assert '<table id="tiered" class="sortable">' in page and "<td>t</td>" in page

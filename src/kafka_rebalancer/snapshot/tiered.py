@@ -16,13 +16,15 @@ cost counts only where every live broker has the config on; else a move costs th
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from kafka_rebalancer.config import PrometheusSettings
 from kafka_rebalancer.model.schemas import TIERED_PARTITIONS
+from kafka_rebalancer.run_folder import read_json, read_table
 from kafka_rebalancer.snapshot.prometheus import Key, RangeQueries, Series, attribute, parse_matrix, render_query
 from kafka_rebalancer.snapshot.prometheus_http import QueryWindow
 
@@ -132,7 +134,8 @@ def tiered_summary(table: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def tiered_lines(summary: list[dict[str, Any]], last_tiered_fetch: bool, size: Any = str) -> list[str]:
+def tiered_lines(summary: list[dict[str, Any]], last_tiered_fetch: bool,
+                 size: Callable[[int], str] = str) -> list[str]:
     """The report's and `show`'s lines on tiered topics (`size`: how bytes are written)."""
     if not summary:
         return []
@@ -145,3 +148,12 @@ def tiered_lines(summary: list[dict[str, Any]], last_tiered_fetch: bool, size: A
         lines.append(f"  {t['topic']}: {t['partitions']} partitions, local {size(t['local_bytes'])}, "
                      f"remote {remote}, one replica of each partition moved copies {size(t['move_cost_bytes'])}")
     return lines
+
+
+def snapshot_tiered(folder: Path) -> tuple[list[dict[str, Any]], bool]:
+    """The tiered topics of the snapshot in `folder` (a snapshot stage; `tiered_summary`, none where it has no
+    tiered topic) and whether every broker fetches from the last tiered offset."""
+    if not (folder / f"{TIERED_PARTITIONS.name}.parquet").exists():
+        return [], False
+    facts = read_json(folder / "manifest.json").get("tiered") or {}
+    return tiered_summary(read_table(folder, TIERED_PARTITIONS)), bool(facts.get("last_tiered_fetch"))
