@@ -179,3 +179,28 @@ def test_tiered_topics_are_in_show_and_the_report(tmp_path: Path, monkeypatch: p
     assert "t: 1 partitions, local 9.3 GiB, remote not reported" in shown
     page = render(collect(run))
     assert '<table id="tiered" class="sortable">' in page and "<td>t</td>" in page
+
+
+def test_tiered_executor_moves_count_the_tiered_cost(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kafka_rebalancer.execute.moves import read_pool_plan
+    from kafka_rebalancer.snapshot import capture, write_snapshot
+    from tests.helpers import write_validated_plan
+
+    monkeypatch.setattr("kafka_rebalancer.snapshot.ClusterAdmin", fake_admin(
+        [BrokerInfo(b, None, "h", b) for b in (1, 2, 3)],
+        [PartitionInfo("t", 0, [1, 2], [1, 2], 1), PartitionInfo("u", 0, [1, 2], [1, 2], 1)],
+        {("t", 0): 10 * GB, ("u", 0): GB}, topic_configs={"t": {"remote.storage.enable": "true"}}))
+    path = tmp_path / "rebalancer.yaml"
+    path.write_text(BASE + f"run_root: {tmp_path / 'runs'}\n")
+    config = load_config(path)
+    run = RunFolder(config.run_dir("r"))
+    tables, manifest = capture(config, KafkaConnection("localhost:9"))
+    assert tables.tiered_partitions is not None
+    # as with KIP-1023 on every broker and 2 GB of t's partition not yet tiered
+    tables.tiered_partitions["move_cost_bytes"] = [2 * GB]
+    manifest = write_snapshot(run, tables, manifest)
+    digest = write_validated_plan(run, config, manifest["content_hash"],
+                                  [("t", 0, [1, 2], [1, 3]), ("u", 0, [1, 2], [1, 3])])
+    pool = tables.partitions["topic_pool"].iloc[0]
+    moves = {m.key: m for m in read_pool_plan(run, pool, digest).moves}
+    assert moves[("t", 0)].bytes_to_copy == 2 * GB and moves[("u", 0)].bytes_to_copy == GB

@@ -123,6 +123,14 @@ def tiered_partitions(partitions: pd.DataFrame, tiered: Iterable[str],
     return table
 
 
+def move_costs(table: pd.DataFrame | None) -> dict[Key, int]:
+    """Each tiered partition's move cost (TIERED_PARTITIONS' move_cost_bytes); none without the table."""
+    if table is None:
+        return {}
+    return {(str(t), int(p)): int(c)
+            for t, p, c in zip(table["topic"], table["partition"], table["move_cost_bytes"], strict=True)}
+
+
 def tiered_summary(table: pd.DataFrame) -> list[dict[str, Any]]:
     """Per tiered topic: partitions, local bytes, remote bytes (None: not reported), and a move's cost summed."""
     out = []
