@@ -5,6 +5,8 @@ and whose followers fetch from the last tiered offset (KIP-1023). README: Tiered
 from __future__ import annotations
 
 import os
+import re
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -62,12 +64,19 @@ def _tiered_topic_with_data(bootstrap: str, mib: int) -> None:
     assert producer.flush(60) == 0
 
 
-def test_tiered_snapshot_on_a_real_cluster_records_the_tiered_topic_and_kip1023(
-        tiered_cluster: tuple[Any, Path], tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def tiered_data(tiered_cluster: tuple[Any, Path]) -> tuple[Any, Path]:
+    """The tiered topic with 6 MiB written, three of its segments in the remote storage."""
     cluster, remote = tiered_cluster
-    bootstrap = cluster.load().bootstrap_servers
-    _tiered_topic_with_data(bootstrap, mib=6)
+    _tiered_topic_with_data(cluster.load().bootstrap_servers, mib=6)
     wait_until(lambda: len(list(remote.rglob("*.log"))) >= 3, 120, "three segments copied to the remote storage")
+    return cluster, remote
+
+
+def test_tiered_snapshot_on_a_real_cluster_records_the_tiered_topic_and_kip1023(
+        tiered_data: tuple[Any, Path], tmp_path: Path) -> None:
+    cluster, _ = tiered_data
+    bootstrap = cluster.load().bootstrap_servers
     config = load_config(demo_config(
         tmp_path, cluster={"name": "tiered", "bootstrap_servers": bootstrap}, pools={"all": {"brokers": [1, 2, 3]}},
         topic_pools=[{"topics": "*", "pool": "all"}]))
@@ -83,3 +92,23 @@ def test_tiered_snapshot_on_a_real_cluster_records_the_tiered_topic_and_kip1023(
     assert pd.isna(row["remote_bytes"]) and row["move_cost_bytes"] == row["local_bytes"]
     # the internal remote log metadata topic is a plain internal topic, not a tiered one
     assert "__remote_log_metadata" in set(tables.partitions["topic"])
+
+
+def test_tiered_remote_bytes_are_exported_by_the_leader(tiered_data: tuple[Any, Path]) -> None:
+    """The JMX exporter rules (tools/kafka/jmx_exporter/rules.yaml) export the leader's remote log size per topic
+    under the name the snapshot's query reads; it agrees with what the remote storage holds."""
+    cluster, remote = tiered_data
+    targets = cluster.scrape_targets()
+
+    def exported(broker: int) -> float | None:
+        text = urllib.request.urlopen(f"http://{targets[broker]}/metrics", timeout=10).read().decode()
+        found = re.search(r'^kafka_server_brokertopicmetrics_remotelogsizebytes\{[^}]*topic="tiered"[^}]*\} (\S+)$',
+                          text, re.MULTILINE)
+        return float(found.group(1)) if found else None
+
+    def remote_segments() -> int:
+        return sum(f.stat().st_size for f in remote.rglob("*.log"))
+
+    wait_until(lambda: (exported(1) or 0) >= remote_segments() > 0, 120, "broker 1 exporting the remote log size")
+    assert exported(1) == pytest.approx(remote_segments(), rel=0.1)
+    assert not exported(2)  # the follower leads nothing: it reports no remote log
