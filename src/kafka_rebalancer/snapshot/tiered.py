@@ -92,7 +92,8 @@ def per_partition(by_pair: Mapping[tuple[int, str], float], leaders: Mapping[Key
 
 def move_cost(local_bytes: int, copy_lag_bytes: int | None, last_tiered_fetch: bool) -> int:
     """The bytes a new replica copies: past the last tiered offset (what is not yet remote) with KIP-1023 on and
-    the lag known, never more than the local log; else the leader's local log."""
+    the lag known, never more than the local log; else the leader's local log. The lag counts closed segments
+    only: the active segment, copied too, is left out (at most segment.bytes)."""
     if last_tiered_fetch and copy_lag_bytes is not None:
         return min(local_bytes, copy_lag_bytes)
     return local_bytes
