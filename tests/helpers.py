@@ -20,9 +20,12 @@ def write_config(path: Path, body: dict[str, Any]) -> Path:
     return path
 
 
-def fake_admin(brokers: list[Any], partitions: list[Any], sizes: dict[tuple[str, int], int]) -> type:
+def fake_admin(brokers: list[Any], partitions: list[Any], sizes: dict[tuple[str, int], int],
+               topic_configs: dict[str, dict[str, str]] | None = None,
+               broker_configs: dict[int, dict[str, str]] | None = None) -> type:
     """A stand-in for ClusterAdmin with the admin calls `capture` makes (monkeypatch it over
-    kafka_rebalancer.snapshot.ClusterAdmin): this cluster, each replica as large as its partition."""
+    kafka_rebalancer.snapshot.ClusterAdmin): this cluster, each replica as large as its partition, the configs
+    set on topics and brokers (none by default)."""
 
     class FakeAdmin:
         def __init__(self, connection: Any) -> None:
@@ -42,6 +45,12 @@ def fake_admin(brokers: list[Any], partitions: list[Any], sizes: dict[tuple[str,
 
         def describe_partitions(self) -> list[Any]:
             return partitions
+
+        def topic_config(self, topics: Any, name: str, why: str) -> dict[str, str | None]:
+            return {t: (topic_configs or {}).get(t, {}).get(name) for t in topics}
+
+        def broker_config(self, broker_ids: Any, name: str, why: str) -> dict[int, str | None]:
+            return {b: (broker_configs or {}).get(b, {}).get(name) for b in broker_ids}
 
         def describe_log_dirs(self, broker_ids: list[int]) -> dict[int, dict[str, Any]]:
             out: dict[int, dict[str, Any]] = {b: {"replicas": {}} for b in broker_ids}

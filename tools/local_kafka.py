@@ -244,8 +244,8 @@ class LocalKafkaCluster:
             common.update(self._security_properties(node))
             listener = "SASL_PLAINTEXT"
         if node.role == "controller":
-            props = {**common, "process.roles": "controller",
-                     "listeners": f"CONTROLLER://127.0.0.1:{node.port}"}
+            props = {**common, "process.roles": "controller", "listeners": f"CONTROLLER://127.0.0.1:{node.port}",
+                     **{k: v for k, v in state.broker_configs.items() if k == "remote.log.storage.system.enable"}}
         else:
             props = {
                 **common,

@@ -259,6 +259,12 @@ class ClusterAdmin:
 
     def min_insync_replicas(self, topics: Iterable[str]) -> dict[str, int]:
         """Each topic's min.insync.replicas in effect: the topic's own, else the brokers' default (Kafka's: 1)."""
+        values = self.topic_config(topics, "min.insync.replicas", "to read min.insync.replicas of partitions short "
+                                   "of in-sync replicas")
+        return {t: int(value) if value else 1 for t, value in values.items()}
+
+    def topic_config(self, topics: Iterable[str], name: str, why: str) -> dict[str, str | None]:
+        """Each topic's value in effect of the config `name` (None: none); `why` says what for when denied."""
         from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import ConfigResource, ResourceType
 
@@ -272,14 +278,13 @@ class ClusterAdmin:
             entries, denied = {}, []
             for resource, future in futures.items():
                 try:
-                    entries[resource.name] = future.result().get("min.insync.replicas")
+                    entries[resource.name] = future.result().get(name)
                 except KafkaException as exc:
                     if _error_code(exc) != KafkaError.TOPIC_AUTHORIZATION_FAILED:
                         raise
                     denied.append(resource.name)
             if denied:
-                raise self._denied(Need("DESCRIBE_CONFIGS", TOPIC, "to read min.insync.replicas of partitions short "
-                                        "of in-sync replicas", tuple(sorted(denied))))
+                raise self._denied(Need("DESCRIBE_CONFIGS", TOPIC, why, tuple(sorted(denied))))
             return entries
 
         try:
@@ -287,7 +292,7 @@ class ClusterAdmin:
         except KafkaException as exc:  # as describe_partitions: the cached controller may be the dead broker
             self._renew_client(exc)
             entries = describe()
-        return {t: int(e.value) if e is not None and e.value else 1 for t, e in entries.items()}
+        return {t: e.value if e is not None and e.value else None for t, e in entries.items()}
 
     def authorized_operations(self, topics: Iterable[str]) -> tuple[
             frozenset[str] | None, dict[str, frozenset[str] | None]]:
@@ -445,6 +450,26 @@ class ClusterAdmin:
                     out[f"{resource.restype.name.lower()} {resource.name}"] = found
         return out
 
+    def broker_config(self, broker_ids: Iterable[int], name: str, why: str) -> dict[int, str | None]:
+        """Each running broker's value of the config `name` (None: not set). A broker that is down, or does not
+        answer, is left out (logged): only the broker itself answers for its config."""
+        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka.admin import ConfigResource, ResourceType
+
+        futures = [f for b in sorted(broker_ids) for f in self._admin.describe_configs(
+            [ConfigResource(ResourceType.BROKER, str(b))], request_timeout=self.connection.request_timeout_s).items()]
+        configs: dict[int, str | None] = {}
+        for resource, future in futures:
+            try:
+                entry = future.result().get(name)
+            except KafkaException as exc:
+                if _error_code(exc) == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+                    raise self._denied(Need("DESCRIBE_CONFIGS", CLUSTER, why)) from exc
+                log.warning("broker %s did not tell its config (%s): its %s is not known", resource.name, exc, name)
+                continue
+            configs[int(resource.name)] = entry.value if entry is not None and entry.value else None
+        return configs
+
     # -- cordons (KIP-1066) ----------------------------------------------------------------------------
     def metadata_version(self) -> int | None:
         """The cluster's finalized metadata.version feature level (None when the brokers report none)."""
@@ -490,26 +515,9 @@ class ClusterAdmin:
         """The running brokers (of broker_ids; default: all) with a cordon: set in their config, or reported by
         the broker. A broker that is down, or does not answer, is left out (logged): only the broker itself
         answers for its config."""
-        from confluent_kafka import KafkaError, KafkaException
-        from confluent_kafka.admin import ConfigResource, ResourceType
-
         live = self.live_broker_ids()
-        ids = sorted(live & set(broker_ids) if broker_ids is not None else live)
-        if not ids:
-            return {}
-        futures = [f for b in ids for f in self._admin.describe_configs(
-            [ConfigResource(ResourceType.BROKER, str(b))], request_timeout=self.connection.request_timeout_s).items()]
-        configs: dict[int, str | None] = {}
-        for resource, future in futures:
-            try:
-                entry = future.result().get(CORDON_CONFIG)
-            except KafkaException as exc:
-                if _error_code(exc) == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
-                    raise self._denied(Need("DESCRIBE_CONFIGS", CLUSTER, "to read which brokers are cordoned")) \
-                        from exc
-                log.warning("broker %s did not tell its config (%s): its cordon is not known", resource.name, exc)
-                continue
-            configs[int(resource.name)] = entry.value if entry is not None and entry.value else None
+        configs = self.broker_config(live & set(broker_ids) if broker_ids is not None else live, CORDON_CONFIG,
+                                     "to read which brokers are cordoned")
         if not configs:
             return {}
         # No topics asked: the answer is the log dirs alone, not every replica's size.

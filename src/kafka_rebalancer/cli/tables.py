@@ -19,7 +19,17 @@ from kafka_rebalancer.plan.replication_factor import RESIZE_HEADER, resize_rows
 from kafka_rebalancer.report.log_dir_table import log_dirs_view
 from kafka_rebalancer.report.overview import RunOverview, run_overview
 from kafka_rebalancer.report.views import LogDirUsage
-from kafka_rebalancer.run_folder import EXECUTE, FORECAST, PLAN, VALIDATION, RunFolder, read_json, read_table
+from kafka_rebalancer.run_folder import (
+    EXECUTE,
+    FORECAST,
+    PLAN,
+    SNAPSHOT,
+    VALIDATION,
+    RunFolder,
+    read_json,
+    read_table,
+)
+from kafka_rebalancer.snapshot.tiered import snapshot_tiered, tiered_lines
 
 TOP_MOVES = 10
 SKIPPED_SHOWN = 10
@@ -52,12 +62,16 @@ def runs_table(console: Console, runs: list[RunOverview], by_cluster: bool = Fal
 
 
 def show_run(console: Console, run: RunFolder) -> None:
-    """The run's summary: what it is, per pool the band table before -> after and the planner's notes, the largest
-    moves, skipped partitions, validation and execution."""
+    """The run's summary: what it is, its tiered topics (local and remote bytes), per pool the band table before ->
+    after and the planner's notes, the largest moves, skipped partitions, validation and execution."""
     overview = run_overview(run)
     console.print(f"run {overview.run_id} ({overview.cluster}): {overview.trigger} {overview.action}, "
                   f"mode {overview.mode}, status {overview.status}, approval {overview.approval}")
     console.print(f"folder {run.path}" + (f"; plan {overview.plan_hash}" if overview.plan_hash else ""))
+    snapshot_dir = run.completed(SNAPSHOT)
+    if snapshot_dir is not None:
+        for line in tiered_lines(*snapshot_tiered(snapshot_dir), human_bytes):
+            console.print(line)
     plan_dir = run.completed(PLAN)
     if plan_dir is None:
         console.print("no plan yet")

@@ -16,6 +16,7 @@ from kafka_rebalancer.model.reassignment import Key, copies_nothing, parse_reass
 from kafka_rebalancer.model.schemas import LOG_DIR_MOVES
 from kafka_rebalancer.run_folder import EXECUTE, PLAN, SNAPSHOT, RunFolder, read_json, read_table
 from kafka_rebalancer.snapshot.store import read_snapshot
+from kafka_rebalancer.snapshot.tiered import move_costs
 from kafka_rebalancer.validate.suite import assert_validated
 
 log = logging.getLogger(__name__)
@@ -220,8 +221,11 @@ def read_pool_plan(run: RunFolder, pool: str, digest: str) -> PoolPlan:
                 for r in parse_reassignment((plan_dir / "rollback.json").read_text(), str(plan_dir / "rollback.json"))}
     snapshot, _ = read_snapshot(run)
     parts = snapshot.partitions.set_index(["topic", "partition"])
+    # What a new replica copies: a tiered partition's cost (snapshot.tiered), else the leader's log.
+    tiered_costs = move_costs(snapshot.tiered_partitions)
     moves = [PartitionMove(r.topic, r.partition, tuple(rollback[(r.topic, r.partition)]), tuple(r.replicas),
-                           int(parts.at[(r.topic, r.partition), "size_bytes"]),
+                           tiered_costs.get((r.topic, r.partition),
+                                            int(parts.at[(r.topic, r.partition), "size_bytes"])),
                            int(parts.at[(r.topic, r.partition), "leader"]), tuple(sorted(r.target_dirs().items())))
              for r in plan if parts.at[(r.topic, r.partition), "topic_pool"] == pool]
     brokers = snapshot.brokers

@@ -105,6 +105,14 @@ REPLICA_LOG_DIRS = _t(
     ("future_log_dir", "string", True),
 )
 LOG_DIR_TABLES = (LOG_DIRS, REPLICA_LOG_DIRS)
+# Tiered storage (KIP-405, snapshot.tiered): each partition of a topic with remote.storage.enable, its local size
+# beside what stays remote and what is not yet tiered (from the leader's remote log metrics; null where no broker
+# reports them), and the bytes a move of one of its replicas copies (move_cost_bytes).
+TIERED_PARTITIONS = _t(
+    "tiered_partitions",
+    ("topic", "string"), ("partition", "int32"), ("local_bytes", "int64"), ("remote_bytes", "int64", True),
+    ("copy_lag_bytes", "int64", True), ("move_cost_bytes", "int64"),
+)
 # A plan's moves between a broker's log directories (remove-disks), by the partition's topic pool.
 LOG_DIR_MOVES = _t(
     "log_dir_moves",

@@ -64,6 +64,7 @@ from kafka_rebalancer.run_folder import (
     read_json,
     read_table,
 )
+from kafka_rebalancer.snapshot.tiered import snapshot_tiered
 
 # Errors of an artifact that is there but not as expected (truncated, edited, from another version): the
 # section says so and the rest of the report is still written.
@@ -148,9 +149,11 @@ def _snapshot(run: RunFolder) -> SnapshotView | None:
     if folder is None:
         return None
     manifest = read_json(folder / "manifest.json")
+    tiered, last_tiered_fetch = snapshot_tiered(folder)
     return SnapshotView(taken_at=manifest.get("taken_at"), rows=dict(manifest.get("rows") or {}),
                         capture_seconds=manifest.get("capture_seconds"), content_hash=manifest.get("content_hash"),
-                        warnings=[str(w) for w in manifest.get("warnings") or []])
+                        warnings=[str(w) for w in manifest.get("warnings") or []], tiered=tiered,
+                        last_tiered_fetch=last_tiered_fetch)
 
 
 def _plan(run: RunFolder) -> PlanView | None:

@@ -31,6 +31,7 @@ from kafka_rebalancer.report.html_parts import (
     table,
 )
 from kafka_rebalancer.report.views import MARKERS_SHOWN, SANKEY_BROKERS, SKIPPED_SHOWN, PlanView, RunReportData
+from kafka_rebalancer.snapshot.tiered import tiered_lines
 
 
 def render(data: RunReportData) -> str:
@@ -97,7 +98,19 @@ def _render_snapshot(data: RunReportData) -> str:
             *((f"{name} rows", f"{count:,}") for name, count in snapshot.rows.items())]
     facts = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows if v)
     warnings = "".join(f"<li>{esc(w)}</li>" for w in snapshot.warnings)
-    return f'<table class="facts">{facts}</table>' + (f"<p>Warnings:</p><ul>{warnings}</ul>" if warnings else "")
+    return (f'<table class="facts">{facts}</table>' + _render_tiered(snapshot.tiered, snapshot.last_tiered_fetch)
+            + (f"<p>Warnings:</p><ul>{warnings}</ul>" if warnings else ""))
+
+
+def _render_tiered(tiered: list[dict[str, Any]], last_tiered_fetch: bool) -> str:
+    """The tiered topics: local and remote bytes, and what moving one replica of each partition copies."""
+    if not tiered:
+        return ""
+    head = tiered_lines(tiered, last_tiered_fetch)[0]
+    rows: list[list[Cell]] = [[t["topic"], number_cell(t["partitions"]), bytes_cell(t["local_bytes"]),
+                               bytes_cell(t["remote_bytes"]), bytes_cell(t["move_cost_bytes"])] for t in tiered]
+    return f"<p>{esc(head)}</p>" + table(["topic", ("partitions", True), ("local", True), ("remote", True),
+                                          ("a move of each partition copies", True)], rows, "tiered", sortable=True)
 
 
 def _plan_part(data: RunReportData, part: Callable[[PlanView], str]) -> str:

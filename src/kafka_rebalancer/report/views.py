@@ -46,6 +46,9 @@ class SnapshotView:
     capture_seconds: float | None
     content_hash: str | None
     warnings: list[str]
+    # tiered topics (snapshot.tiered.tiered_summary) and whether moves copy only what is past the last tiered offset
+    tiered: list[dict[str, Any]] = field(default_factory=list)
+    last_tiered_fetch: bool = False
 
 
 @dataclass(frozen=True)

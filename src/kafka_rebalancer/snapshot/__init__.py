@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from kafka_rebalancer.config import PrometheusSettings, RebalancerConfig
+from kafka_rebalancer.errors import PermissionDenied
 from kafka_rebalancer.kafka_admin import BrokerInfo, ClusterAdmin, KafkaConnection, PartitionInfo
 from kafka_rebalancer.operations.replication_factor import MIN_INSYNC, requested_topics
 from kafka_rebalancer.operations.request import read_request
@@ -18,6 +19,15 @@ from kafka_rebalancer.snapshot.metrics import Key, read_traffic_file, sample_tra
 from kafka_rebalancer.snapshot.prometheus import ClusterFacts, MeasuredMetrics, measure, query_metrics, rate_range
 from kafka_rebalancer.snapshot.prometheus_http import PrometheusHttp, prometheus_http
 from kafka_rebalancer.snapshot.store import read_snapshot, write_snapshot
+from kafka_rebalancer.snapshot.tiered import (
+    FETCH_LAST_TIERED,
+    REMOTE_STORAGE_ENABLE,
+    fetches_from_last_tiered,
+    is_true,
+    query_remote_bytes,
+    tiered_partitions,
+    tiered_topics,
+)
 from kafka_rebalancer.terminal_progress import Phases, sleeping
 
 __all__ = ["SnapshotTables", "capture", "read_snapshot", "take_snapshot", "write_snapshot"]
@@ -49,6 +59,7 @@ def capture(config: RebalancerConfig, connection: KafkaConnection, now: float | 
         log.info("%d partitions described", len(partitions))
         min_insync = (admin.min_insync_replicas(requested_topics(min_insync_topics, {p.topic for p in partitions}))
                       if min_insync_topics else None)
+        tiered, fetch_config, tiered_warning = _tiered_configs(admin, partitions, brokers)
         phase("log dirs")
         log_dirs = admin.describe_log_dirs([b.broker_id for b in brokers])
         sizes = _partition_sizes(partitions, log_dirs)
@@ -66,6 +77,14 @@ def capture(config: RebalancerConfig, connection: KafkaConnection, now: float | 
                                    measured.broker_cpu_cores if measured else None)
     if measured is not None:
         tables.warnings += measured.warnings
+    tables.warnings += tiered_warning
+    last_tiered_fetch = fetches_from_last_tiered(fetch_config, [b.broker_id for b in brokers])
+    if tiered:
+        remote = (query_remote_bytes(prometheus_client, prometheus, [b.broker_id for b in brokers],
+                                     time.time() if now is None else now)
+                  if prometheus is not None and prometheus_client is not None else {})
+        tables.tiered_partitions = tiered_partitions(tables.partitions, tiered, remote.get("remote_log_size_bytes"),
+                                                     remote.get("remote_copy_lag_bytes"), last_tiered_fetch)
     for warning in tables.warnings:
         log.warning("snapshot: %s", warning)
     manifest: dict[str, Any] = {"cluster": config.cluster.name, "cluster_id": cluster_id,
@@ -76,6 +95,9 @@ def capture(config: RebalancerConfig, connection: KafkaConnection, now: float | 
                 # KIP-1066: Kafka places no new partition on these, but accepts reassignments onto them, so the
                 # planner must not target them either
                 "cordoned_brokers": sorted(b for b, dirs in log_dirs.items() if dirs.get("cordoned"))}
+    if tiered:
+        manifest["tiered"] = {"topics": sorted(tiered), "last_tiered_fetch": last_tiered_fetch,
+                              "brokers_fetching_last_tiered": sorted(b for b, v in fetch_config.items() if is_true(v))}
     if min_insync is not None:
         manifest[MIN_INSYNC] = min_insync
     if manifest["cordoned_brokers"]:
@@ -84,6 +106,22 @@ def capture(config: RebalancerConfig, connection: KafkaConnection, now: float | 
         manifest |= _prometheus_manifest(prometheus, prometheus_client, measured, tables)
     manifest["capture_seconds"] = round(time.monotonic() - started, 3)
     return tables, manifest
+
+
+def _tiered_configs(admin: ClusterAdmin, partitions: list[PartitionInfo], brokers: list[BrokerInfo]
+                    ) -> tuple[frozenset[str], dict[int, str | None], list[str]]:
+    """The tiered topics and, where there are any, each broker's KIP-1023 config; a user who may not read the
+    configs gets a warning, not a failed snapshot (the sizes are then the local ones, as before tiering)."""
+    try:
+        tiered = tiered_topics(admin.topic_config({p.topic for p in partitions}, REMOTE_STORAGE_ENABLE,
+                                                  "to read which topics are tiered"))
+        fetch = (admin.broker_config([b.broker_id for b in brokers], FETCH_LAST_TIERED, "to read whether followers "
+                                     "fetch from the last tiered offset (KIP-1023)") if tiered else {})
+    except PermissionDenied as exc:
+        return frozenset(), {}, [f"tiered topics not known, their remote bytes not recorded: {exc}"]
+    if tiered:
+        log.info("%d tiered topics (%s)", len(tiered), REMOTE_STORAGE_ENABLE)
+    return tiered, fetch, []
 
 
 def _partition_sizes(partitions: list[PartitionInfo], log_dirs: dict[int, dict[str, Any]]) -> dict[Key, int]:

@@ -35,6 +35,8 @@ class SnapshotTables:
     # JBOD (snapshot.log_dirs): None in a snapshot taken before log directories were recorded
     log_dirs: pd.DataFrame | None = None
     replica_log_dirs: pd.DataFrame | None = None
+    # tiered storage (snapshot.tiered): None where no topic is tiered, or in a snapshot from before it was recorded
+    tiered_partitions: pd.DataFrame | None = None
 
 
 def with_traffic(partitions: pd.DataFrame, replicas: pd.DataFrame, traffic: Traffic,

@@ -24,6 +24,7 @@ from kafka_rebalancer.model.schemas import (
     PARTITIONS,
     REPLICAS,
     SNAPSHOT_TABLES,
+    TIERED_PARTITIONS,
     TOPIC_HISTORY,
     TableSchema,
 )
@@ -35,7 +36,7 @@ from kafka_rebalancer.snapshot.row_checks import check_snapshot_tables
 
 _SORT_KEYS = {"brokers": ["broker_id"], "replicas": ["topic", "partition", "position"],
               "partitions": ["topic", "partition"], "log_dirs": ["broker_id", "log_dir"],
-              "replica_log_dirs": ["topic", "partition", "broker_id"]}
+              "replica_log_dirs": ["topic", "partition", "broker_id"], "tiered_partitions": ["topic", "partition"]}
 
 
 def canonical(tables: SnapshotTables) -> SnapshotTables:
@@ -48,14 +49,16 @@ def canonical(tables: SnapshotTables) -> SnapshotTables:
     return SnapshotTables(sort(tables.brokers, "brokers"), sort(tables.replicas, "replicas"),
                           sort(tables.partitions, "partitions"), list(tables.warnings),
                           sort_optional(tables.log_dirs, "log_dirs"),
-                          sort_optional(tables.replica_log_dirs, "replica_log_dirs"))
+                          sort_optional(tables.replica_log_dirs, "replica_log_dirs"),
+                          sort_optional(tables.tiered_partitions, "tiered_partitions"))
 
 
 def _present(tables: SnapshotTables) -> list[tuple[TableSchema, pd.DataFrame]]:
-    """The tables with their schemas; the log directories' where the snapshot has them."""
+    """The tables with their schemas; the log directories' and the tiered partitions' where the snapshot has them."""
     present = list(zip(SNAPSHOT_TABLES, (tables.brokers, tables.replicas, tables.partitions), strict=True))
-    return present + [(s, f) for s, f in zip(LOG_DIR_TABLES, (tables.log_dirs, tables.replica_log_dirs), strict=True)
-                      if f is not None]
+    optional = zip((*LOG_DIR_TABLES, TIERED_PARTITIONS),
+                   (tables.log_dirs, tables.replica_log_dirs, tables.tiered_partitions), strict=True)
+    return present + [(s, f) for s, f in optional if f is not None]
 
 
 def content_hash(tables: SnapshotTables) -> str:
@@ -112,7 +115,7 @@ def read_snapshot(run: RunFolder, stage: str = SNAPSHOT) -> tuple[SnapshotTables
     tables = SnapshotTables(read_table(folder, BROKERS), read_table(folder, REPLICAS),
                             read_table(folder, PARTITIONS), manifest.get("warnings", []),
                             *(read_table(folder, s) if (folder / f"{s.name}.parquet").exists() else None
-                              for s in LOG_DIR_TABLES))
+                              for s in (*LOG_DIR_TABLES, TIERED_PARTITIONS)))
     if not run.recorded(stage) and stage not in run.rows_checked:
         check_snapshot_tables(tables.brokers, tables.replicas, tables.partitions,
                               {s.name: str(folder / f"{s.name}.parquet") for s in SNAPSHOT_TABLES}, balanced)
